@@ -1,0 +1,32 @@
+"""The `zkcdc` command line: one group, expected failures as one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from zkcdc.errors import ZkcdcError
+from zkcdc.stack.cli import stack
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ZkcdcError as exc:
+            click.echo(f"zkcdc: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("zkcdc: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="zkcdc")
+def main() -> None:
+    """Change-data-capture for Kafka's ZooKeeper control plane."""
+
+
+main.add_command(stack)

@@ -1,0 +1,117 @@
+"""`zkcdc stack up | down | status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from zkcdc.stack.cluster import LocalStack
+from zkcdc.stack.errors import StackError
+from zkcdc.stack.settings import StackSettings, default_state_dir
+
+_state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the stack keeps pids, data and logs [env ZKCDC_STACK_STATE_DIR; "
+    "default ~/.local/state/zkcdc/stack].",
+)
+
+
+def _settings(**flags: Any) -> StackSettings:
+    given = {key: value for key, value in flags.items() if value not in (None, ())}
+    try:
+        return StackSettings(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise StackError(f"invalid setting {where}: {first['msg']}") from exc
+
+
+def _state_dir(given: Path | None) -> Path:
+    return given or _settings().state_dir or default_state_dir()
+
+
+def _parse_broker_config(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    parsed = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        parsed[key] = value
+    return parsed
+
+
+@click.group()
+def stack() -> None:
+    """A real local ZooKeeper + Kafka (ZooKeeper mode) cluster on loopback."""
+
+
+@stack.command()
+@_state_dir_option
+@click.option("--brokers", type=int, help="Number of Kafka brokers [default 3].")
+@click.option("--zookeeper-nodes", type=int, help="ZooKeeper nodes: 1, or 3 for an ensemble [default 1].")
+@click.option("--zookeeper-port", type=int, help="Client port of the first ZooKeeper node [default 2181].")
+@click.option("--kafka-port", type=int, help="Port of the first broker; the others follow [default 9092].")
+@click.option("--chroot", help="Kafka's ZooKeeper chroot [default /kafka].")
+@click.option("--kafka-version", help="Apache Kafka 3.9.x version to fetch [default 3.9.2].")
+@click.option("--timeout", "start_timeout_s", type=float, help="Seconds to wait for the cluster [default 120].")
+@click.option(
+    "--broker-config",
+    multiple=True,
+    callback=_parse_broker_config,
+    metavar="KEY=VALUE",
+    help="Extra broker property, repeatable (e.g. --broker-config unclean.leader.election.enable=true).",
+)
+def up(**flags: Any) -> None:
+    """Fetch the jars (once), start ZooKeeper and the brokers, wait until all answer."""
+    info = LocalStack(_settings(**flags)).up()
+    click.echo(f"zookeeper: {info.zookeeper_connect}")
+    click.echo(f"bootstrap: {info.bootstrap_servers}")
+    click.echo(f"state:     {info.state_dir}")
+
+
+@stack.command()
+@_state_dir_option
+def down(state_dir: Path | None) -> None:
+    """Stop exactly the processes `up` started (also after a crash)."""
+    directory = _state_dir(state_dir)
+    if not (directory / "stack.json").exists():
+        click.echo(f"no stack in {directory}: nothing to stop")
+        return
+    stopped = LocalStack.open(directory).down()
+    click.echo(f"stopped {len(stopped)} process(es): {', '.join(stopped) or '-'}")
+
+
+@stack.command()
+@_state_dir_option
+def status(state_dir: Path | None) -> None:
+    """Processes, brokers, the controller and its epoch, topics."""
+    local = LocalStack.open(_state_dir(state_dir))
+    alive = local.running()
+    if not any(alive.values()):
+        raise StackError(f"stack in {local.layout.state_dir} is not running")
+    console = Console()
+    processes = Table("process", "pid", "running", title="processes")
+    for name, record in local.records().items():
+        processes.add_row(name, str(record.pid), "yes" if alive[name] else "NO")
+    console.print(processes)
+    console.print(f"zookeeper: {local.layout.zookeeper_connect}")
+    console.print(f"bootstrap: {local.layout.bootstrap_servers}")
+    view = local.cluster_view()
+    brokers = Table("broker", "endpoint", "epoch (czxid)", title=f"brokers ({len(view.brokers)})")
+    for broker in view.brokers:
+        brokers.add_row(str(broker.broker_id), broker.endpoint, str(broker.epoch))
+    console.print(brokers)
+    console.print(f"controller: {view.controller_id}  epoch: {view.controller_epoch}")
+    topics = Table("topic", "partitions", "replication", title=f"topics ({len(view.topics)})")
+    for topic in view.topics:
+        topics.add_row(topic.name, str(topic.partitions), str(topic.replication_factor))
+    console.print(topics)
+    if not all(alive.values()):
+        raise StackError("some processes of the stack are not running")

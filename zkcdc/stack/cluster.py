@@ -1,0 +1,300 @@
+"""`LocalStack`: fetch, lay out, start, inspect and stop a local ZooKeeper + Kafka cluster."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from zkcdc.stack import configs, probes
+from zkcdc.stack.artifacts import ArtifactCache, kafka_jars, spark_jars
+from zkcdc.stack.errors import StackError
+from zkcdc.stack.layout import StackLayout
+from zkcdc.stack.processes import (
+    ProcessRecord,
+    find_marked,
+    is_running,
+    java_command,
+    send_signal,
+    spawn,
+    start_ticks,
+    tail,
+    terminate,
+)
+from zkcdc.stack.settings import StackSettings
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """How to reach a running stack, and where its jars are."""
+
+    zookeeper_connect: str
+    zookeeper_hosts: str
+    chroot: str
+    bootstrap_servers: str
+    state_dir: Path
+    kafka_libs: Path
+    spark_jars: tuple[Path, ...]
+
+
+class LocalStack:
+    def __init__(
+        self,
+        settings: StackSettings,
+        *,
+        announce: Callable[[str], None] = _to_stderr,
+        sleep: Callable[[float], None] = time.sleep,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.layout = StackLayout.from_settings(settings)
+        self.artifacts = ArtifactCache(settings.cache_dir)
+        self._announce = announce
+        self._sleep = sleep
+        self._now = now
+        self._records: dict[str, ProcessRecord] = {}
+        self._spark_jars: tuple[Path, ...] = ()
+
+    @classmethod
+    def open(cls, state_dir: Path, **kwargs: object) -> LocalStack:
+        """The stack recorded in `state_dir`, with the settings it was started with."""
+        state_file = state_dir.resolve() / "stack.json"
+        try:
+            saved = json.loads(state_file.read_text())
+        except FileNotFoundError as exc:
+            raise StackError(f"no stack in {state_dir}: run 'zkcdc stack up' first") from exc
+        except (OSError, ValueError) as exc:
+            raise StackError(f"unreadable stack state {state_file}: {exc}") from exc
+        stack = cls(StackSettings(**saved["settings"]), **kwargs)  # type: ignore[arg-type]
+        stack._records = {n: ProcessRecord.from_json(r) for n, r in saved["processes"].items()}
+        stack._spark_jars = tuple(Path(p) for p in saved.get("spark_jars", []))
+        return stack
+
+    # ---- what is recorded ---------------------------------------------------------------
+    def records(self) -> dict[str, ProcessRecord]:
+        return dict(self._records)
+
+    def running(self) -> dict[str, bool]:
+        return {name: is_running(r) for name, r in self._records.items()}
+
+    def info(self) -> StackInfo:
+        return StackInfo(
+            zookeeper_connect=self.layout.zookeeper_connect,
+            zookeeper_hosts=self.layout.zookeeper_hosts,
+            chroot=self.layout.chroot,
+            bootstrap_servers=self.layout.bootstrap_servers,
+            state_dir=self.layout.state_dir,
+            kafka_libs=self.artifacts.folder(kafka_jars(self.settings.kafka_version)),
+            spark_jars=self._spark_jars,
+        )
+
+    def _save(self) -> None:
+        self.layout.state_dir.mkdir(parents=True, exist_ok=True)
+        state = {
+            "settings": self.settings.model_dump(mode="json"),
+            "zookeeper_connect": self.layout.zookeeper_connect,
+            "bootstrap_servers": self.layout.bootstrap_servers,
+            "spark_jars": [str(p) for p in self._spark_jars],
+            "processes": {n: r.to_json() for n, r in self._records.items()},
+        }
+        tmp = self.layout.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(self.layout.state_file)
+
+    # ---- up -----------------------------------------------------------------------------
+    def fetch(self) -> StackInfo:
+        """Download Kafka's and Spark's jars unless the cache has them already."""
+        self.artifacts.fetch(kafka_jars(self.settings.kafka_version), self._announce)
+        self._spark_jars = tuple(self.artifacts.fetch(spark_jars(), self._announce))
+        return self.info()
+
+    def up(self) -> StackInfo:
+        if shutil.which("java") is None:
+            raise StackError("java not found on PATH: install a Java 17 runtime")
+        if self._resume_if_running():
+            return self.info()
+        self._check_ports()
+        self.fetch()
+        self._prepare_dirs()
+        try:
+            for node in self.layout.zookeepers:
+                self._start(node.name)
+            self._wait_for_zookeeper()
+            for broker in self.layout.brokers:
+                self._start(broker.name)
+            self._wait_for_brokers({b.broker_id for b in self.layout.brokers})
+        except BaseException:
+            self.down()
+            raise
+        return self.info()
+
+    def _resume_if_running(self) -> bool:
+        if self.layout.state_file.exists():
+            previous = LocalStack.open(self.layout.state_dir)
+            alive = previous.running()
+            if alive and all(alive.values()):
+                self._records, self._spark_jars = previous._records, previous._spark_jars
+                self.layout = previous.layout
+                self._announce(f"stack in {self.layout.state_dir} is already running")
+                return True
+            if any(alive.values()):
+                down = ", ".join(n for n, ok in alive.items() if not ok)
+                raise StackError(f"stack is partly running ({down} down): run 'zkcdc stack down' first")
+        orphans = find_marked(self.layout.state_dir)
+        if orphans:
+            raise StackError(
+                f"processes of an earlier stack still run (pids {orphans}): run 'zkcdc stack down'"
+            )
+        return False
+
+    def _check_ports(self) -> None:
+        for name, port in self.layout.ports():
+            if not probes.port_is_free(self.layout.host, port):
+                raise StackError(
+                    f"port {port} ({name}) is already in use: stop what uses it or choose "
+                    "other ports (--zookeeper-port / --kafka-port)"
+                )
+
+    def _prepare_dirs(self) -> None:
+        """Each `up` starts an empty cluster: earlier data and logs are removed."""
+        for sub in ("zookeeper", "kafka", "logs"):
+            shutil.rmtree(self.layout.state_dir / sub, ignore_errors=True)
+        self.layout.logs_dir.mkdir(parents=True)
+        self._records = {}
+        log4j = configs.log4j_config()
+        for node in self.layout.zookeepers:
+            node.data_dir.mkdir(parents=True)
+            (node.data_dir / "myid").write_text(f"{node.node_id}\n")
+            node.config_file.write_text(configs.zookeeper_config(self.layout, node, self.settings))
+            (node.home / "log4j.properties").write_text(log4j)
+        for broker in self.layout.brokers:
+            broker.log_dir.mkdir(parents=True)
+            broker.config_file.write_text(configs.broker_config(self.layout, broker, self.settings))
+            (broker.home / "log4j.properties").write_text(log4j)
+        self._save()
+
+    def _command(self, name: str) -> list[str]:
+        kind, _, number = name.partition("-")
+        if kind == "zookeeper":
+            home = self.layout.zookeepers[int(number) - 1].home
+            main, heap = "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.settings.zookeeper_heap_mb
+            args = [str(home / "zoo.cfg")]
+        elif kind == "kafka":
+            home = self.layout.broker(int(number)).home
+            main, heap, args = "kafka.Kafka", self.settings.kafka_heap_mb, [str(home / "server.properties")]
+        else:
+            raise StackError(f"no process {name!r} in this stack")
+        return java_command(
+            heap_mb=heap,
+            classpath=[self.info().kafka_libs / "*"],
+            main_class=main,
+            args=args,
+            state_dir=self.layout.state_dir,
+            log4j_file=home / "log4j.properties",
+            logs_dir=self.layout.logs_dir,
+        )
+
+    def _start(self, name: str) -> None:
+        self._records[name] = spawn(name, self._command(name), self.layout.log_file(name))
+        self._save()
+
+    def _deadline(self) -> float:
+        return self._now() + self.settings.start_timeout_s
+
+    def _fail_if_exited(self, names: list[str]) -> None:
+        for name in names:
+            if not is_running(self._records[name]):
+                raise StackError(
+                    f"{name} did not come up (process exited); last lines of "
+                    f"{self.layout.log_file(name)}:\n{tail(self.layout.log_file(name))}"
+                )
+
+    def _wait_for_zookeeper(self) -> None:
+        deadline = self._deadline()
+        pending = list(self.layout.zookeepers)
+        while pending:
+            self._fail_if_exited([z.name for z in pending])
+            pending = [z for z in pending if probes.zookeeper_mode(self.layout.host, z.client_port) is None]
+            if pending and self._now() > deadline:
+                name = pending[0].name
+                raise StackError(
+                    f"{name} did not come up within {self.settings.start_timeout_s:.0f}s; last lines "
+                    f"of {self.layout.log_file(name)}:\n{tail(self.layout.log_file(name))}"
+                )
+            if pending:
+                self._sleep(0.2)
+
+    def _wait_for_brokers(self, broker_ids: set[int]) -> None:
+        """Until every broker is in `/brokers/ids` and the Admin API reports it."""
+        deadline = self._deadline()
+        names = [self.layout.broker(b).name for b in broker_ids]
+        with probes.zookeeper_client(self.layout.zookeeper_hosts) as zk:
+            while True:
+                self._fail_if_exited(names)
+                registered = probes.registered_brokers(zk, self.layout.chroot)
+                if broker_ids <= registered and broker_ids <= probes.admin_api_brokers(
+                    self.layout.bootstrap_servers
+                ):
+                    return
+                if self._now() > deadline:
+                    missing = sorted(broker_ids - registered) or sorted(broker_ids)
+                    name = self.layout.broker(missing[0]).name
+                    raise StackError(
+                        f"{name} did not come up within {self.settings.start_timeout_s:.0f}s; last "
+                        f"lines of {self.layout.log_file(name)}:\n{tail(self.layout.log_file(name))}"
+                    )
+                self._sleep(0.3)
+
+    # ---- staging incidents --------------------------------------------------------------
+    def signal_broker(self, broker_id: int, sig: int) -> None:
+        """Send `sig` to a broker: SIGSTOP/SIGCONT to stall it, SIGKILL to crash it."""
+        record = self._records[self.layout.broker(broker_id).name]
+        if not is_running(record):
+            raise StackError(f"broker {broker_id} is not running")
+        send_signal(record, sig)
+
+    def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None:
+        """Stop a broker and wait until its process is gone (SIGTERM = controlled shutdown)."""
+        record = self._records[self.layout.broker(broker_id).name]
+        terminate([record], self.settings.stop_timeout_s, sig, self._sleep, self._now)
+
+    def start_broker(self, broker_id: int) -> None:
+        """Start a stopped broker again and wait until it is registered and answering."""
+        name = self.layout.broker(broker_id).name
+        if is_running(self._records[name]):
+            raise StackError(f"broker {broker_id} is already running")
+        self._start(name)
+        self._wait_for_brokers({broker_id})
+
+    # ---- status and down ----------------------------------------------------------------
+    def cluster_view(self) -> probes.ClusterView:
+        with probes.zookeeper_client(self.layout.zookeeper_hosts, timeout_s=5.0) as zk:
+            return probes.read_cluster_view(zk, self.layout.chroot)
+
+    def down(self) -> list[str]:
+        """Stop exactly the processes this stack started (brokers first); returns their names."""
+        brokers = [r for n, r in self._records.items() if n.startswith("kafka-")]
+        others = [r for n, r in self._records.items() if not n.startswith("kafka-")]
+        stopped = [r.name for r in brokers + others if is_running(r)]
+        # Brokers shut down in parallel while ZooKeeper is still there for their controlled shutdown.
+        terminate(brokers, self.settings.stop_timeout_s, sleep=self._sleep, now=self._now)
+        terminate(others, self.settings.stop_timeout_s, sleep=self._sleep, now=self._now)
+        for pid in find_marked(self.layout.state_dir):
+            # A process whose record was lost (up crashed between start and save).
+            orphan = ProcessRecord(f"pid-{pid}", pid, start_ticks(pid))
+            terminate([orphan], self.settings.stop_timeout_s, sleep=self._sleep, now=self._now)
+            stopped.append(orphan.name)
+        self._records = {}
+        if self.layout.state_dir.exists():
+            self._save()
+        return stopped
+

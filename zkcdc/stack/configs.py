@@ -1,0 +1,83 @@
+"""Config files of the stack's processes, rendered as text: pure functions of layout and settings."""
+
+from __future__ import annotations
+
+from zkcdc.stack.layout import KafkaBroker, StackLayout, ZookeeperNode
+from zkcdc.stack.settings import StackSettings
+
+
+def _properties(values: dict[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in values.items())
+
+
+def zookeeper_config(layout: StackLayout, node: ZookeeperNode, settings: StackSettings) -> str:
+    values = {
+        "tickTime": str(settings.zookeeper_tick_ms),
+        "initLimit": "20",
+        "syncLimit": "10",
+        "dataDir": str(node.data_dir),
+        "clientPort": str(node.client_port),
+        "clientPortAddress": layout.host,
+        "maxClientCnxns": "0",
+        # Jetty's admin server would bind 8080; four-letter words are our readiness probe.
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "*",
+        "minSessionTimeout": str(2 * settings.zookeeper_tick_ms),
+        "maxSessionTimeout": str(max(60_000, 20 * settings.zookeeper_tick_ms)),
+    }
+    if len(layout.zookeepers) > 1:
+        for z in layout.zookeepers:
+            values[f"server.{z.node_id}"] = f"{layout.host}:{z.quorum_port}:{z.election_port}"
+    return _properties(values)
+
+
+def broker_config(layout: StackLayout, broker: KafkaBroker, settings: StackSettings) -> str:
+    n = len(layout.brokers)
+    listener = f"PLAINTEXT://{layout.host}:{broker.port}"
+    values = {
+        "broker.id": str(broker.broker_id),
+        "listeners": listener,
+        "advertised.listeners": listener,
+        "log.dirs": str(broker.log_dir),
+        "zookeeper.connect": layout.zookeeper_connect,
+        "zookeeper.session.timeout.ms": str(settings.session_timeout_ms),
+        "zookeeper.connection.timeout.ms": "30000",
+        "replica.lag.time.max.ms": str(settings.replica_lag_ms),
+        "controlled.shutdown.enable": "true",
+        "delete.topic.enable": "true",
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": str(min(3, n)),
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": str(min(3, n)),
+        "transaction.state.log.min.isr": str(min(2, n)),
+        "transaction.state.log.num.partitions": "5",
+        "group.initial.rebalance.delay.ms": "0",
+        # Two cores and small heaps: few threads, a small log-cleaner buffer (default 128 MB).
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "background.threads": "2",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": "8388608",
+    }
+    values.update(settings.broker_config)
+    return _properties(values)
+
+
+def log4j_config() -> str:
+    """One console appender (the process's stdout goes to its log file), Kafka's usual levels."""
+    return _properties(
+        {
+            "log4j.rootLogger": "INFO, stdout",
+            "log4j.appender.stdout": "org.apache.log4j.ConsoleAppender",
+            "log4j.appender.stdout.layout": "org.apache.log4j.PatternLayout",
+            "log4j.appender.stdout.layout.ConversionPattern": "[%d] %p %m (%c)%n",
+            "log4j.logger.kafka.request.logger": "WARN",
+            "log4j.logger.kafka.network.RequestChannel$": "WARN",
+            "log4j.logger.kafka.log.LogCleaner": "WARN",
+            "log4j.logger.org.apache.kafka.storage.internals.log": "WARN",
+            "log4j.logger.kafka.log": "WARN",
+            "log4j.logger.org.apache.zookeeper": "INFO",
+            "log4j.logger.state.change.logger": "INFO",
+        }
+    )

@@ -1,0 +1,7 @@
+"""Errors of the local stack."""
+
+from zkcdc.errors import ZkcdcError
+
+
+class StackError(ZkcdcError):
+    """The local stack could not be fetched, started, inspected or stopped."""

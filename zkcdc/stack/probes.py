@@ -1,0 +1,152 @@
+"""Readiness probes: is a port free, is a ZooKeeper node serving, which brokers are registered."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zkcdc.stack.errors import StackError
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str | None:
+    """ZooKeeper's answer to a four-letter word, or None when nothing answers."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+    except OSError:
+        return None
+    return b"".join(chunks).decode(errors="replace")
+
+
+def zookeeper_mode(host: str, port: int) -> str | None:
+    """`standalone`, `leader` or `follower` once the node serves clients; None before."""
+    answer = four_letter_word(host, port, "srvr")
+    if not answer:
+        return None
+    for line in answer.splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+@contextlib.contextmanager
+def zookeeper_client(hosts: str, timeout_s: float = 10.0) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    try:
+        client.start(timeout=timeout_s)
+    except KazooTimeoutError as exc:
+        client.close()
+        raise StackError(f"ZooKeeper at {hosts} is not reachable") from exc
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def registered_brokers(client: KazooClient, chroot: str) -> set[int]:
+    try:
+        return {int(child) for child in client.get_children(f"{chroot}/brokers/ids")}
+    except NoNodeError:
+        return set()
+
+
+def admin_api_brokers(bootstrap_servers: str, timeout_s: float = 5.0) -> set[int]:
+    """Broker ids the Admin API reports, or an empty set when no broker answers yet."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - any client error means "not answering yet"
+        return set()
+    return set(metadata.brokers)
+
+
+@dataclass(frozen=True)
+class BrokerEntry:
+    broker_id: int
+    endpoint: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class TopicEntry:
+    name: str
+    partitions: int
+    replication_factor: int
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What `zkcdc stack status` shows of the cluster, read from ZooKeeper."""
+
+    brokers: tuple[BrokerEntry, ...]
+    controller_id: int | None
+    controller_epoch: int | None
+    topics: tuple[TopicEntry, ...]
+
+
+def read_cluster_view(client: KazooClient, chroot: str) -> ClusterView:
+    brokers = []
+    for broker_id in sorted(registered_brokers(client, chroot)):
+        try:
+            data, stat = client.get(f"{chroot}/brokers/ids/{broker_id}")
+        except NoNodeError:
+            continue
+        brokers.append(BrokerEntry(broker_id, broker_endpoint(data), stat.czxid))
+    controller = _read_json(client, f"{chroot}/controller")
+    epoch = _read_json(client, f"{chroot}/controller_epoch")
+    topics = []
+    with contextlib.suppress(NoNodeError):
+        for name in sorted(client.get_children(f"{chroot}/brokers/topics")):
+            assignment = _read_json(client, f"{chroot}/brokers/topics/{name}") or {}
+            partitions = assignment.get("partitions", {})
+            rf = max((len(r) for r in partitions.values()), default=0)
+            topics.append(TopicEntry(name, len(partitions), rf))
+    return ClusterView(
+        brokers=tuple(brokers),
+        controller_id=controller.get("brokerid") if isinstance(controller, dict) else None,
+        controller_epoch=epoch if isinstance(epoch, int) else None,
+        topics=tuple(topics),
+    )
+
+
+def broker_endpoint(registration: bytes) -> str:
+    """The first endpoint of a `/brokers/ids/N` registration (any version), or `?`."""
+    try:
+        parsed = json.loads(registration)
+    except ValueError:
+        return "?"
+    endpoints = parsed.get("endpoints") or []
+    if endpoints:
+        return str(endpoints[0])
+    return f"{parsed.get('host', '?')}:{parsed.get('port', '?')}"
+
+
+def _read_json(client: KazooClient, path: str) -> object:
+    try:
+        data, _ = client.get(path)
+        return json.loads(data)
+    except (NoNodeError, ValueError, TypeError):
+        return None

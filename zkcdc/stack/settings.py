@@ -1,0 +1,53 @@
+"""Settings of the local stack: flags override `ZKCDC_STACK_*` env vars override defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KAFKA_VERSION = "3.9.2"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("ZKCDC_CACHE_DIR") or Path(base) / "zkcdc")
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "zkcdc" / "stack"
+
+
+class StackSettings(BaseSettings):
+    """Everything `zkcdc stack up` needs to lay out and start a cluster."""
+
+    model_config = SettingsConfigDict(env_prefix="ZKCDC_STACK_", frozen=True)
+
+    state_dir: Path = Field(default_factory=default_state_dir)
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    kafka_version: str = KAFKA_VERSION
+    zookeeper_nodes: int = Field(default=1, ge=1, le=7)
+    brokers: int = Field(default=3, ge=1, le=9)
+    host: str = "127.0.0.1"
+    zookeeper_port: int = Field(default=2181, ge=1024, le=65000)
+    kafka_port: int = Field(default=9092, ge=1024, le=65000)
+    chroot: str = "/kafka"
+    zookeeper_heap_mb: int = Field(default=256, ge=64)
+    kafka_heap_mb: int = Field(default=384, ge=128)
+    # Short timeouts so that a dead or lagging broker shows within seconds.
+    zookeeper_tick_ms: int = 500
+    session_timeout_ms: int = 6000
+    replica_lag_ms: int = 4000
+    start_timeout_s: float = 120.0
+    stop_timeout_s: float = 60.0
+    broker_config: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("chroot")
+    @classmethod
+    def _chroot_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/") or value.endswith("/") or "//" in value:
+            raise ValueError("chroot must look like /name (absolute, no trailing slash)")
+        return value
