@@ -109,7 +109,9 @@ class ArtifactCache:
         jars = [self.folder(jar_set) / name for name in recorded.get("jars", [])]
         return jars if jars and all(j.is_file() for j in jars) else None
 
-    def fetch(self, jar_set: JarSet, announce: Callable[[str], None] = lambda _: None) -> list[Path]:
+    def fetch(
+        self, jar_set: JarSet, announce: Callable[[str], None] = lambda _: None
+    ) -> list[Path]:
         """The jars of `jar_set`, downloading them with mvn only if the cache lacks them."""
         jars = self.cached(jar_set)
         if jars is not None:

@@ -37,7 +37,9 @@ def _state_dir(given: Path | None) -> Path:
     return given or _settings().state_dir or default_state_dir()
 
 
-def _parse_broker_config(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+def _parse_broker_config(
+    _: click.Context, __: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
     parsed = {}
     for item in values:
         key, sep, value = item.partition("=")
@@ -55,12 +57,23 @@ def stack() -> None:
 @stack.command()
 @_state_dir_option
 @click.option("--brokers", type=int, help="Number of Kafka brokers [default 3].")
-@click.option("--zookeeper-nodes", type=int, help="ZooKeeper nodes: 1, or 3 for an ensemble [default 1].")
-@click.option("--zookeeper-port", type=int, help="Client port of the first ZooKeeper node [default 2181].")
-@click.option("--kafka-port", type=int, help="Port of the first broker; the others follow [default 9092].")
+@click.option(
+    "--zookeeper-nodes", type=int, help="ZooKeeper nodes: 1, or 3 for an ensemble [default 1]."
+)
+@click.option(
+    "--zookeeper-port", type=int, help="Client port of the first ZooKeeper node [default 2181]."
+)
+@click.option(
+    "--kafka-port", type=int, help="Port of the first broker; the others follow [default 9092]."
+)
 @click.option("--chroot", help="Kafka's ZooKeeper chroot [default /kafka].")
 @click.option("--kafka-version", help="Apache Kafka 3.9.x version to fetch [default 3.9.2].")
-@click.option("--timeout", "start_timeout_s", type=float, help="Seconds to wait for the cluster [default 120].")
+@click.option(
+    "--timeout",
+    "start_timeout_s",
+    type=float,
+    help="Seconds to wait for the cluster [default 120].",
+)
 @click.option(
     "--broker-config",
     multiple=True,

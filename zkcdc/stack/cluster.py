@@ -148,7 +148,9 @@ class LocalStack:
                 return True
             if any(alive.values()):
                 down = ", ".join(n for n, ok in alive.items() if not ok)
-                raise StackError(f"stack is partly running ({down} down): run 'zkcdc stack down' first")
+                raise StackError(
+                    f"stack is partly running ({down} down): run 'zkcdc stack down' first"
+                )
         orphans = find_marked(self.layout.state_dir)
         if orphans:
             raise StackError(
@@ -186,11 +188,18 @@ class LocalStack:
         kind, _, number = name.partition("-")
         if kind == "zookeeper":
             home = self.layout.zookeepers[int(number) - 1].home
-            main, heap = "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.settings.zookeeper_heap_mb
+            main, heap = (
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                self.settings.zookeeper_heap_mb,
+            )
             args = [str(home / "zoo.cfg")]
         elif kind == "kafka":
             home = self.layout.broker(int(number)).home
-            main, heap, args = "kafka.Kafka", self.settings.kafka_heap_mb, [str(home / "server.properties")]
+            main, heap, args = (
+                "kafka.Kafka",
+                self.settings.kafka_heap_mb,
+                [str(home / "server.properties")],
+            )
         else:
             raise StackError(f"no process {name!r} in this stack")
         return java_command(
@@ -223,7 +232,9 @@ class LocalStack:
         pending = list(self.layout.zookeepers)
         while pending:
             self._fail_if_exited([z.name for z in pending])
-            pending = [z for z in pending if probes.zookeeper_mode(self.layout.host, z.client_port) is None]
+            pending = [
+                z for z in pending if probes.zookeeper_mode(self.layout.host, z.client_port) is None
+            ]
             if pending and self._now() > deadline:
                 name = pending[0].name
                 raise StackError(
@@ -297,4 +308,3 @@ class LocalStack:
         if self.layout.state_dir.exists():
             self._save()
         return stopped
-

@@ -74,7 +74,9 @@ class StackLayout:
             for i in range(n)
         )
         brokers = tuple(
-            KafkaBroker(broker_id=i + 1, port=settings.kafka_port + i, home=state / "kafka" / str(i + 1))
+            KafkaBroker(
+                broker_id=i + 1, port=settings.kafka_port + i, home=state / "kafka" / str(i + 1)
+            )
             for i in range(settings.brokers)
         )
         return cls(state, settings.host, settings.chroot, zookeepers, brokers)

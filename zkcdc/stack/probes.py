@@ -78,7 +78,7 @@ def admin_api_brokers(bootstrap_servers: str, timeout_s: float = 5.0) -> set[int
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=timeout_s)
-    except Exception:  # noqa: BLE001 - any client error means "not answering yet"
+    except Exception:
         return set()
     return set(metadata.brokers)
 
@@ -120,8 +120,8 @@ def read_cluster_view(client: KazooClient, chroot: str) -> ClusterView:
     topics = []
     with contextlib.suppress(NoNodeError):
         for name in sorted(client.get_children(f"{chroot}/brokers/topics")):
-            assignment = _read_json(client, f"{chroot}/brokers/topics/{name}") or {}
-            partitions = assignment.get("partitions", {})
+            assignment = _read_json(client, f"{chroot}/brokers/topics/{name}")
+            partitions = assignment.get("partitions", {}) if isinstance(assignment, dict) else {}
             rf = max((len(r) for r in partitions.values()), default=0)
             topics.append(TopicEntry(name, len(partitions), rf))
     return ClusterView(

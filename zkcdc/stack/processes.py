@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,10 +51,8 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
 
 def _reap(pid: int) -> None:
     """Collect an exited child of ours so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def is_running(record: ProcessRecord) -> bool:
@@ -147,10 +146,8 @@ def terminate(
 
 
 def send_signal(record: ProcessRecord, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(record.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def tail(path: Path, lines: int = 20) -> str:

@@ -1,0 +1,111 @@
+"""Fixtures: one real cluster per session, a ZooKeeper chroot and topics of each test's own."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from cluster_backends import ClusterBackend, make_backend
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+BACKEND_KEY = pytest.StashKey[ClusterBackend]()
+
+
+def wait_until(
+    predicate: Callable[[], object],
+    timeout_s: float = 60.0,
+    interval_s: float = 0.2,
+    what: str = "",
+) -> object:
+    """Poll until `predicate()` is truthy; its value is returned. Fails the test on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what or predicate}")
+        time.sleep(interval_s)
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterBackend]:
+    backend = make_backend(tmp_path_factory.mktemp("stack"))
+    request.config.stash[BACKEND_KEY] = backend
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def _client(hosts: str) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    client.start(timeout=15)
+    return client
+
+
+@pytest.fixture
+def kafka_zk(cluster: ClusterBackend) -> Iterator[KazooClient]:
+    """A kazoo client rooted at Kafka's chroot: the tree the brokers write."""
+    client = _client(cluster.zookeeper_hosts + cluster.chroot)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def zk_chroot(cluster: ClusterBackend, request: pytest.FixtureRequest) -> Iterator[KazooClient]:
+    """A kazoo client rooted at a fresh chroot owned by this test, removed afterwards."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
+    chroot = f"/zkcdc-tests/{name}-{uuid.uuid4().hex[:8]}"
+    root = _client(cluster.zookeeper_hosts)
+    root.ensure_path(chroot)
+    client = _client(cluster.zookeeper_hosts + chroot)
+    yield client
+    client.stop()
+    client.close()
+    root.delete(chroot, recursive=True)
+    root.stop()
+    root.close()
+
+
+@pytest.fixture
+def admin(cluster: ClusterBackend) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+
+@pytest.fixture
+def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
+    """Creates topics named after the test; deletes them when the test ends."""
+    created: list[str] = []
+
+    def create(partitions: int = 1, replication_factor: int = 3, **config: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:100]
+        name = f"{base}-{uuid.uuid4().hex[:6]}"
+        futures = admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, config=config)], operation_timeout=30
+        )
+        futures[name].result(timeout=60)
+        created.append(name)
+        return name
+
+    yield create
+    if created:
+        for future in admin.delete_topics(created, operation_timeout=30).values():
+            future.result(timeout=60)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    backend = item.config.stash.get(BACKEND_KEY, None)
+    if report.failed and backend is not None and "cluster" in getattr(item, "fixturenames", ()):
+        for name, text in backend.log_tails().items():
+            report.sections.append((f"log of {name} (last lines)", text))
+    return report

@@ -1,0 +1,66 @@
+"""Every command has --help; bad input is one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from zkcdc.cli import main
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["stack"], ["stack", "up"], ["stack", "down"], ["stack", "status"]]
+)
+def test_every_command_has_help(args: list[str]):
+    result = CliRunner().invoke(main, [*args, "--help"])
+    assert result.exit_code == 0
+    assert "Usage: " in result.output
+
+
+def test_status_without_a_stack_is_one_clear_line(tmp_path: Path):
+    result = CliRunner().invoke(main, ["stack", "status", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output == f"zkcdc: error: no stack in {tmp_path}: run 'zkcdc stack up' first\n"
+
+
+def test_down_without_a_stack_stops_nothing(tmp_path: Path):
+    result = CliRunner().invoke(main, ["stack", "down", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    assert "nothing to stop" in result.output
+
+
+def test_a_corrupt_state_file_is_reported_not_a_traceback(tmp_path: Path):
+    (tmp_path / "stack.json").write_text("{not json")
+    result = CliRunner().invoke(main, ["stack", "status", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"zkcdc: error: unreadable stack state {tmp_path}/stack.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--brokers", "0"],
+            "zkcdc: error: invalid setting brokers: Input should be greater than or equal to 1",
+        ),
+        (
+            ["--chroot", "kafka"],
+            "zkcdc: error: invalid setting chroot: Value error, chroot must look like",
+        ),
+    ],
+)
+def test_invalid_settings_are_one_line(tmp_path: Path, args: list[str], message: str):
+    result = CliRunner().invoke(main, ["stack", "up", "--state-dir", str(tmp_path), *args])
+    assert result.exit_code == 1
+    assert result.output.startswith(message)
+    assert result.output.count("\n") == 1
+
+
+def test_a_malformed_broker_config_is_a_usage_error(tmp_path: Path):
+    result = CliRunner().invoke(
+        main, ["stack", "up", "--state-dir", str(tmp_path), "--broker-config", "x"]
+    )
+    assert result.exit_code == 2
+    assert "expected KEY=VALUE, got 'x'" in result.output

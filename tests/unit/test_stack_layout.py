@@ -1,0 +1,81 @@
+"""Ports, paths and config files of the stack are pure functions of its settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from zkcdc.stack import configs
+from zkcdc.stack.layout import StackLayout
+from zkcdc.stack.settings import StackSettings
+
+
+def _props(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def test_default_layout_is_one_zookeeper_and_three_brokers_on_consecutive_ports(tmp_path: Path):
+    layout = StackLayout.from_settings(StackSettings(state_dir=tmp_path))
+    assert layout.zookeeper_connect == "127.0.0.1:2181/kafka"
+    assert layout.bootstrap_servers == "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+    assert [b.name for b in layout.brokers] == ["kafka-1", "kafka-2", "kafka-3"]
+    assert layout.ports() == [
+        ("zookeeper-1", 2181),
+        ("kafka-1", 9092),
+        ("kafka-2", 9093),
+        ("kafka-3", 9094),
+    ]
+
+
+def test_an_ensemble_gets_distinct_client_quorum_and_election_ports(tmp_path: Path):
+    settings = StackSettings(state_dir=tmp_path, zookeeper_nodes=3, zookeeper_port=30000)
+    layout = StackLayout.from_settings(settings)
+    ports = [port for _, port in layout.ports()]
+    assert len(ports) == len(set(ports)) == 9 + 3
+    assert layout.zookeeper_hosts == "127.0.0.1:30000,127.0.0.1:30001,127.0.0.1:30002"
+    cfg = _props(configs.zookeeper_config(layout, layout.zookeepers[1], settings))
+    assert cfg["clientPort"] == "30001"
+    assert cfg["server.1"] == "127.0.0.1:30003:30006"
+    assert cfg["server.3"] == "127.0.0.1:30005:30008"
+    assert cfg["admin.enableServer"] == "false"
+
+
+def test_a_single_zookeeper_has_no_server_lines(tmp_path: Path):
+    settings = StackSettings(state_dir=tmp_path)
+    layout = StackLayout.from_settings(settings)
+    cfg = _props(configs.zookeeper_config(layout, layout.zookeepers[0], settings))
+    assert not [k for k in cfg if k.startswith("server.")]
+    # Kafka's session timeout must fit ZooKeeper's [2, 20] x tickTime window.
+    assert (
+        int(cfg["minSessionTimeout"])
+        <= settings.session_timeout_ms
+        <= int(cfg["maxSessionTimeout"])
+    )
+
+
+def test_broker_config_is_sized_to_the_broker_count_and_takes_overrides(tmp_path: Path):
+    settings = StackSettings(state_dir=tmp_path, brokers=1, broker_config={"num.io.threads": "4"})
+    layout = StackLayout.from_settings(settings)
+    cfg = _props(configs.broker_config(layout, layout.brokers[0], settings))
+    assert cfg["broker.id"] == "1"
+    assert cfg["zookeeper.connect"] == "127.0.0.1:2181/kafka"
+    assert cfg["offsets.topic.replication.factor"] == "1"
+    assert cfg["transaction.state.log.min.isr"] == "1"
+    assert cfg["zookeeper.session.timeout.ms"] == "6000"
+    assert cfg["num.io.threads"] == "4"
+
+
+@pytest.mark.parametrize("chroot", ["kafka", "/kafka/", "//kafka"])
+def test_a_malformed_chroot_is_refused(chroot: str):
+    with pytest.raises(ValidationError):
+        StackSettings(chroot=chroot)
+
+
+def test_settings_come_from_zkcdc_stack_env_vars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("ZKCDC_STACK_BROKERS", "5")
+    monkeypatch.setenv("ZKCDC_STACK_STATE_DIR", str(tmp_path))
+    settings = StackSettings()
+    assert settings.brokers == 5
+    assert settings.state_dir == tmp_path

@@ -1,0 +1,3 @@
+from zkcdc.cli import main
+
+main()
