@@ -8,16 +8,15 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 from pathlib import Path
 from typing import Any, Protocol
 
 from zkcdc.stack import LocalStack, StackSettings
-from zkcdc.stack.probes import port_is_free
+from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.processes import tail
 
-CP_VERSION = "7.9.2"
+CP_VERSION = "7.9.1"
 
 
 class ClusterBackend(Protocol):
@@ -30,15 +29,6 @@ class ClusterBackend(Protocol):
     def start_broker(self, broker_id: int) -> None: ...
     def log_tails(self, lines: int = 40) -> dict[str, str]: ...
     def close(self) -> None: ...
-
-
-def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A first port such that `count` consecutive ports are free (away from the 2181/9092 defaults)."""
-    for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
-        if all(port_is_free(host, base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no block of {count} free ports found")
 
 
 class LocalBackend:

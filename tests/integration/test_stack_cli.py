@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cluster_backends import free_port_block
 
+from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.processes import find_marked
 
 pytestmark = pytest.mark.integration
