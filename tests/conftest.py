@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from cluster_backends import ClusterBackend, make_backend
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -80,6 +81,28 @@ def admin(cluster: ClusterBackend) -> AdminClient:
     return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
 
 
+def _admin_call(
+    call: Callable[[], dict[str, object]], done_already: int, attempts: int = 20
+) -> None:
+    """Runs an admin request until it succeeds, retrying what is retriable (e.g. NOT_CONTROLLER
+    while a controller moves); `done_already` is the error code meaning an earlier try took effect."""
+    for attempt in range(attempts):
+        try:
+            for future in call().values():
+                future.result(timeout=60)  # type: ignore[attr-defined]
+            return
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() == done_already and attempt > 0:
+                return
+            if (
+                not (error.retriable() or error.code() == KafkaError.NOT_CONTROLLER)
+                or attempt == attempts - 1
+            ):
+                raise
+            time.sleep(0.5)
+
+
 @pytest.fixture
 def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
     """Creates topics named after the test; deletes them when the test ends."""
@@ -88,17 +111,20 @@ def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Iterator[Ca
     def create(partitions: int = 1, replication_factor: int = 3, **config: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:100]
         name = f"{base}-{uuid.uuid4().hex[:6]}"
-        futures = admin.create_topics(
-            [NewTopic(name, partitions, replication_factor, config=config)], operation_timeout=30
+        topic = NewTopic(name, partitions, replication_factor, config=config)
+        _admin_call(
+            lambda: admin.create_topics([topic], operation_timeout=30),
+            KafkaError.TOPIC_ALREADY_EXISTS,
         )
-        futures[name].result(timeout=60)
         created.append(name)
         return name
 
     yield create
-    if created:
-        for future in admin.delete_topics(created, operation_timeout=30).values():
-            future.result(timeout=60)
+    for name in created:
+        _admin_call(
+            lambda n=name: admin.delete_topics([n], operation_timeout=30),  # type: ignore[misc]
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+        )
 
 
 @pytest.hookimpl(wrapper=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 from zkcdc.stack.processes import ProcessRecord, find_marked, is_running, spawn, terminate
@@ -30,7 +31,7 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_timeout(tmp_path: Path):
     log = tmp_path / "stubborn.log"
     record = spawn("stubborn", [sys.executable, "-c", code], log)
     while "ready" not in log.read_text():
-        pass
+        time.sleep(0.01)
     assert terminate([record], timeout_s=0.5, sig=signal.SIGTERM) == [record]
     assert not is_running(record)
 
