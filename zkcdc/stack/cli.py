@@ -12,7 +12,7 @@ from rich.table import Table
 
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.errors import StackError
-from zkcdc.stack.settings import StackSettings, default_state_dir
+from zkcdc.stack.settings import StackSettings
 
 _state_dir_option = click.option(
     "--state-dir",
@@ -34,7 +34,7 @@ def _settings(**flags: Any) -> StackSettings:
 
 
 def _state_dir(given: Path | None) -> Path:
-    return given or _settings().state_dir or default_state_dir()
+    return given or _settings().state_dir
 
 
 def _parse_broker_config(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from zkcdc.stack import configs, probes
 from zkcdc.stack.artifacts import ArtifactCache, kafka_jars, spark_jars
+from zkcdc.stack.cluster_view import ClusterView, read_cluster_view
 from zkcdc.stack.errors import StackError
 from zkcdc.stack.layout import StackLayout
 from zkcdc.stack.processes import (
@@ -219,13 +220,17 @@ class LocalStack:
     def _deadline(self) -> float:
         return self._now() + self.settings.start_timeout_s
 
+    def _not_up(self, name: str, why: str) -> StackError:
+        log = self.layout.log_file(name)
+        return StackError(f"{name} did not come up ({why}); last lines of {log}:\n{tail(log)}")
+
+    def _timed_out(self) -> str:
+        return f"not ready within {self.settings.start_timeout_s:.0f}s"
+
     def _fail_if_exited(self, names: list[str]) -> None:
         for name in names:
             if not is_running(self._records[name]):
-                raise StackError(
-                    f"{name} did not come up (process exited); last lines of "
-                    f"{self.layout.log_file(name)}:\n{tail(self.layout.log_file(name))}"
-                )
+                raise self._not_up(name, "process exited")
 
     def _wait_for_zookeeper(self) -> None:
         deadline = self._deadline()
@@ -236,11 +241,7 @@ class LocalStack:
                 z for z in pending if probes.zookeeper_mode(self.layout.host, z.client_port) is None
             ]
             if pending and self._now() > deadline:
-                name = pending[0].name
-                raise StackError(
-                    f"{name} did not come up within {self.settings.start_timeout_s:.0f}s; last lines "
-                    f"of {self.layout.log_file(name)}:\n{tail(self.layout.log_file(name))}"
-                )
+                raise self._not_up(pending[0].name, self._timed_out())
             if pending:
                 self._sleep(0.2)
 
@@ -258,11 +259,7 @@ class LocalStack:
                     return
                 if self._now() > deadline:
                     missing = sorted(broker_ids - registered) or sorted(broker_ids)
-                    name = self.layout.broker(missing[0]).name
-                    raise StackError(
-                        f"{name} did not come up within {self.settings.start_timeout_s:.0f}s; last "
-                        f"lines of {self.layout.log_file(name)}:\n{tail(self.layout.log_file(name))}"
-                    )
+                    raise self._not_up(self.layout.broker(missing[0]).name, self._timed_out())
                 self._sleep(0.3)
 
     # ---- staging incidents --------------------------------------------------------------
@@ -287,9 +284,9 @@ class LocalStack:
         self._wait_for_brokers({broker_id})
 
     # ---- status and down ----------------------------------------------------------------
-    def cluster_view(self) -> probes.ClusterView:
+    def cluster_view(self) -> ClusterView:
         with probes.zookeeper_client(self.layout.zookeeper_hosts, timeout_s=5.0) as zk:
-            return probes.read_cluster_view(zk, self.layout.chroot)
+            return read_cluster_view(zk, self.layout.chroot)
 
     def down(self) -> list[str]:
         """Stop exactly the processes this stack started (brokers first); returns their names."""
