@@ -1,0 +1,163 @@
+"""The change record and its parts (CONTRACT.md §1, §2) as frozen dataclasses, with their Avro form."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Op(enum.StrEnum):
+    READ = "READ"
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    HEARTBEAT = "HEARTBEAT"
+
+
+class EventType(enum.StrEnum):
+    BROKER_REGISTERED = "BROKER_REGISTERED"
+    BROKER_DEREGISTERED = "BROKER_DEREGISTERED"
+    BROKER_UPDATED = "BROKER_UPDATED"
+    CONTROLLER_ELECTED = "CONTROLLER_ELECTED"
+    CONTROLLER_RESIGNED = "CONTROLLER_RESIGNED"
+    CONTROLLER_EPOCH_CHANGED = "CONTROLLER_EPOCH_CHANGED"
+    TOPIC_CREATED = "TOPIC_CREATED"
+    TOPIC_DELETED = "TOPIC_DELETED"
+    PARTITIONS_ADDED = "PARTITIONS_ADDED"
+    REPLICAS_CHANGED = "REPLICAS_CHANGED"
+    PARTITION_STATE_CREATED = "PARTITION_STATE_CREATED"
+    LEADER_CHANGED = "LEADER_CHANGED"
+    LEADER_EPOCH_BUMPED = "LEADER_EPOCH_BUMPED"
+    ISR_SHRUNK = "ISR_SHRUNK"
+    ISR_EXPANDED = "ISR_EXPANDED"
+    PARTITION_OFFLINE = "PARTITION_OFFLINE"
+    REASSIGNMENT_REQUESTED = "REASSIGNMENT_REQUESTED"
+    REASSIGNMENT_COMPLETED = "REASSIGNMENT_COMPLETED"
+    PREFERRED_ELECTION_REQUESTED = "PREFERRED_ELECTION_REQUESTED"
+    PREFERRED_ELECTION_COMPLETED = "PREFERRED_ELECTION_COMPLETED"
+    TOPIC_DELETION_REQUESTED = "TOPIC_DELETION_REQUESTED"
+    TOPIC_DELETION_COMPLETED = "TOPIC_DELETION_COMPLETED"
+    CONFIG_CHANGED = "CONFIG_CHANGED"
+    CONSUMER_REGISTERED = "CONSUMER_REGISTERED"
+    CONSUMER_DEREGISTERED = "CONSUMER_DEREGISTERED"
+    PARTITION_OWNER_CHANGED = "PARTITION_OWNER_CHANGED"
+    OFFSET_COMMITTED = "OFFSET_COMMITTED"
+    ISR_CHANGE_NOTIFIED = "ISR_CHANGE_NOTIFIED"
+    LOG_DIR_FAILED = "LOG_DIR_FAILED"
+    UNPARSEABLE = "UNPARSEABLE"
+    UNKNOWN_ZNODE = "UNKNOWN_ZNODE"
+
+
+@dataclass(frozen=True)
+class Znode:
+    data: bytes | None
+    version: int = 0
+    czxid: int = 0
+    mzxid: int = 0
+    ctime_ms: int = 0
+    mtime_ms: int = 0
+    ephemeral_owner: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionRef:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None = None
+
+
+Ints = tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterEvent:
+    """One typed fact; only the fields that apply to its `type` are set."""
+
+    type: EventType
+    topic: str | None = None
+    partition: int | None = None
+    broker_id: int | None = None
+    group: str | None = None
+    host: str | None = None
+    port: int | None = None
+    endpoints: tuple[str, ...] | None = None
+    rack: str | None = None
+    broker_epoch: int | None = None
+    broker_id_before: int | None = None
+    epoch_before: int | None = None
+    epoch_after: int | None = None
+    topic_id: str | None = None
+    assignment: dict[str, Ints] | None = None
+    replicas_before: Ints | None = None
+    replicas_after: Ints | None = None
+    adding: Ints | None = None
+    removing: Ints | None = None
+    leader: int | None = None
+    isr: Ints | None = None
+    leader_epoch: int | None = None
+    controller_epoch: int | None = None
+    leader_before: int | None = None
+    leader_after: int | None = None
+    leader_epoch_before: int | None = None
+    leader_epoch_after: int | None = None
+    isr_before: Ints | None = None
+    isr_after: Ints | None = None
+    clean: bool | None = None
+    removed: Ints | None = None
+    added: Ints | None = None
+    partitions: tuple[PartitionRef, ...] | None = None
+    topics: tuple[str, ...] | None = None
+    entity_type: str | None = None
+    entity_name: str | None = None
+    config_before: dict[str, str] | None = None
+    config_after: dict[str, str] | None = None
+    changed_keys: tuple[str, ...] | None = None
+    consumer_id: str | None = None
+    subscription: dict[str, int] | None = None
+    pattern: str | None = None
+    owner_before: str | None = None
+    owner_after: str | None = None
+    offset_before: int | None = None
+    offset_after: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    mode: str = "watch"
+    session_id: int | None = None
+    snapshot: bool = False
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    cluster: str
+    seq: int
+    op: Op
+    path: str
+    before: Znode | None
+    after: Znode | None
+    zxid: int | None
+    ts_ms: int
+    captured_ms: int
+    versions_skipped: int = 0
+    source: Source = field(default_factory=Source)
+    events: tuple[ClusterEvent, ...] = ()
+
+    def to_avro(self) -> dict[str, Any]:
+        """The record as the dict fastavro writes with `avro/ChangeRecord.avsc`."""
+        return _plain(self)  # type: ignore[no-any-return]
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
