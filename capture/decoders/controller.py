@@ -1,0 +1,56 @@
+"""`/controller` (v1-v2, ephemeral) and `/controller_epoch` (a bare integer)."""
+
+from __future__ import annotations
+
+from capture.decoders.json_data import Unparseable, integer, json_object
+from capture.records import ClusterEvent, EventType
+
+
+def controller_id(data: bytes | None) -> int:
+    obj = json_object(data)
+    version = integer(obj, "version", 1)
+    if version not in (1, 2):
+        raise Unparseable(f"controller version {version} is not known")
+    return integer(obj, "brokerid")
+
+
+def decode_controller(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:
+    new = controller_id(after) if after is not None else None
+    try:
+        old = controller_id(before) if before is not None else None
+    except Unparseable:
+        old = None
+    events = []
+    if old is not None and old != new:
+        events.append(
+            ClusterEvent(type=EventType.CONTROLLER_RESIGNED, broker_id=old, broker_id_before=old)
+        )
+    if new is not None and new != old:
+        events.append(
+            ClusterEvent(type=EventType.CONTROLLER_ELECTED, broker_id=new, broker_id_before=old)
+        )
+    return events
+
+
+def epoch(data: bytes | None) -> int:
+    if data is None:
+        raise Unparseable("no data")
+    try:
+        return int(data.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Unparseable(f"controller epoch is not an integer: {data[:40]!r}") from exc
+
+
+def decode_epoch(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:
+    if after is None:
+        return []
+    new = epoch(after)
+    try:
+        old = epoch(before) if before is not None else None
+    except Unparseable:
+        old = None
+    if new == old:
+        return []
+    return [
+        ClusterEvent(type=EventType.CONTROLLER_EPOCH_CHANGED, epoch_before=old, epoch_after=new)
+    ]

@@ -1,0 +1,99 @@
+"""Broker registrations v1-v5, `/controller` v1-v2 and `/controller_epoch` decode to contract events."""
+
+from __future__ import annotations
+
+import pytest
+
+from capture.decoders import brokers, controller
+from capture.decoders.json_data import Unparseable
+from capture.records import EventType, Znode
+
+V1 = b'{"jmx_port":-1,"timestamp":"1525741823119","version":1,"host":"hadoop1","port":9092}'
+V3 = (
+    b'{"jmx_port":-1,"timestamp":"1","endpoints":["PLAINTEXT://h1:9092"],'
+    b'"rack":"r1","host":"h1","version":3,"port":9092}'
+)
+V5 = (
+    b'{"features":{},"listener_security_protocol_map":{"SSL":"SSL"},"endpoints":["SSL://h2:9093"],'
+    b'"jmx_port":-1,"port":-1,"host":null,"version":5,"timestamp":"1700000000000"}'
+)
+
+
+def znode(data: bytes, czxid: int = 100) -> Znode:
+    return Znode(data, version=0, czxid=czxid, mzxid=czxid, ephemeral_owner=0x77)
+
+
+@pytest.mark.parametrize(
+    ("data", "host", "port", "endpoints", "rack"),
+    [
+        (V1, "hadoop1", 9092, (), None),
+        (V3, "h1", 9092, ("PLAINTEXT://h1:9092",), "r1"),
+        (V5, None, -1, ("SSL://h2:9093",), None),
+    ],
+)
+def test_a_new_registration_of_any_version_is_broker_registered(data, host, port, endpoints, rack):
+    (event,) = brokers.decode(3, None, znode(data))
+    assert event.type is EventType.BROKER_REGISTERED
+    assert (event.broker_id, event.broker_epoch) == (3, 100)
+    assert (event.host, event.port, event.endpoints, event.rack) == (host, port, endpoints, rack)
+
+
+def test_a_vanished_registration_is_broker_deregistered():
+    (event,) = brokers.decode(3, znode(V3), None)
+    assert (event.type, event.broker_id, event.broker_epoch) == (
+        EventType.BROKER_DEREGISTERED,
+        3,
+        100,
+    )
+
+
+def test_a_new_czxid_between_reads_is_a_restart():
+    events = brokers.decode(3, znode(V3, czxid=100), znode(V3, czxid=200))
+    assert [(e.type, e.broker_epoch) for e in events] == [
+        (EventType.BROKER_DEREGISTERED, 100),
+        (EventType.BROKER_REGISTERED, 200),
+    ]
+
+
+def test_new_data_under_the_same_czxid_is_an_update():
+    (event,) = brokers.decode(3, znode(V1), znode(V3))
+    assert (event.type, event.rack) == (EventType.BROKER_UPDATED, "r1")
+
+
+def test_an_unknown_registration_version_is_unparseable():
+    with pytest.raises(Unparseable, match="version 6"):
+        brokers.decode(3, None, znode(b'{"version":6}'))
+
+
+def test_controller_failover_is_resigned_then_elected():
+    v1 = b'{"version":1,"brokerid":0,"timestamp":"1525741822769"}'
+    v2 = b'{"version":2,"brokerid":2,"timestamp":"1700000000000","kraftControllerEpoch":-1}'
+    (elected,) = controller.decode_controller(None, v1)
+    assert (elected.type, elected.broker_id, elected.broker_id_before) == (
+        EventType.CONTROLLER_ELECTED,
+        0,
+        None,
+    )
+    (resigned,) = controller.decode_controller(v1, None)
+    assert (resigned.type, resigned.broker_id) == (EventType.CONTROLLER_RESIGNED, 0)
+    resigned, elected = controller.decode_controller(v1, v2)
+    assert resigned.type is EventType.CONTROLLER_RESIGNED
+    assert (elected.type, elected.broker_id, elected.broker_id_before) == (
+        EventType.CONTROLLER_ELECTED,
+        2,
+        0,
+    )
+
+
+def test_controller_epoch_is_a_bare_integer():
+    (event,) = controller.decode_epoch(b"1", b"2")
+    assert (event.type, event.epoch_before, event.epoch_after) == (
+        EventType.CONTROLLER_EPOCH_CHANGED,
+        1,
+        2,
+    )
+    (first,) = controller.decode_epoch(None, b"1")
+    assert (first.epoch_before, first.epoch_after) == (None, 1)
+    assert controller.decode_epoch(b"2", b"2") == []
+    with pytest.raises(Unparseable, match="not an integer"):
+        controller.decode_epoch(None, b'{"epoch":1}')
