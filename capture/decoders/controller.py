@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capture.decoders.json_data import Unparseable, integer, json_object
+from capture.decoders.json_data import Unparseable, integer, json_object, previous
 from capture.records import ClusterEvent, EventType
 
 
@@ -16,10 +16,7 @@ def controller_id(data: bytes | None) -> int:
 
 def decode_controller(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:
     new = controller_id(after) if after is not None else None
-    try:
-        old = controller_id(before) if before is not None else None
-    except Unparseable:
-        old = None
+    old = previous(controller_id, before)
     events = []
     if old is not None and old != new:
         events.append(
@@ -45,10 +42,7 @@ def decode_epoch(before: bytes | None, after: bytes | None) -> list[ClusterEvent
     if after is None:
         return []
     new = epoch(after)
-    try:
-        old = epoch(before) if before is not None else None
-    except Unparseable:
-        old = None
+    old = previous(epoch, before)
     if new == old:
         return []
     return [

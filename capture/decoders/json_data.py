@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from capture.errors import CaptureError
 
 MAX_BYTES = 1024 * 1024
+
+T = TypeVar("T")
 
 
 class Unparseable(CaptureError, ValueError):
@@ -49,3 +52,14 @@ def integers(obj: dict[str, Any], key: str) -> tuple[int, ...]:
     ):
         raise Unparseable(f"field {key!r} is not a list of integers")
     return tuple(value)
+
+
+def previous(parse: Callable[[bytes], T], data: bytes | None) -> T | None:
+    """The parsed earlier value, or None when there was none or it was unreadable: a change from
+    an unreadable value cannot be diffed, so it is decoded as if the znode were new."""
+    if data is None:
+        return None
+    try:
+        return parse(data)
+    except Unparseable:
+        return None

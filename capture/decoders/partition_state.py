@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capture.decoders.json_data import Unparseable, integer, integers, json_object
+from capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
 from capture.records import ClusterEvent, EventType
 
 
@@ -37,10 +37,7 @@ def decode(
     if after is None:
         return []  # the state goes with its topic: TOPIC_DELETED says it
     new = parse(after)
-    try:
-        old = parse(before) if before is not None else None
-    except Unparseable:
-        old = None  # an unreadable earlier value cannot be diffed: report the new state as is
+    old = previous(parse, before)
     if old is None:
         events = [
             ClusterEvent(

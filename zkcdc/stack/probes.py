@@ -86,6 +86,6 @@ def admin_api_brokers(bootstrap_servers: str, timeout_s: float = 5.0) -> set[int
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=timeout_s)
-    except Exception:
+    except Exception:  # any client error here means the cluster is not answering yet
         return set()
     return set(metadata.brokers)
