@@ -1,0 +1,130 @@
+"""Which decoder reads which znode: a change of any path -> its typed events.
+
+Known Kafka paths without a meaning of their own (parents, sequence counters, notification
+queues the controller drains) give no events; paths outside Kafka's model give `UNKNOWN_ZNODE`.
+Bytes a decoder cannot read give `UNPARSEABLE`: the daemon never dies on data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from capture.decoders import (
+    admin,
+    brokers,
+    config,
+    consumers,
+    controller,
+    notifications,
+    partition_state,
+    topics,
+)
+from capture.decoders.json_data import Unparseable
+from capture.records import ClusterEvent, EventType, Znode
+
+Decoder = Callable[[re.Match[str], Znode | None, Znode | None], list[ClusterEvent]]
+
+
+def _data(znode: Znode | None) -> bytes | None:
+    # A znode that exists with no data is read as empty bytes: it is there, just blank.
+    if znode is None:
+        return None
+    return znode.data if znode.data is not None else b""
+
+
+def _entity(match: re.Match[str]) -> dict[str, object]:
+    """The entity fields a path names, so even an UNPARSEABLE event says what it is about."""
+    fields: dict[str, object] = {}
+    groups = match.groupdict()
+    for key in ("topic", "group"):
+        if groups.get(key) is not None:
+            fields[key] = groups[key]
+    if groups.get("partition") is not None:
+        fields["partition"] = int(groups["partition"])
+    if groups.get("broker") is not None:
+        fields["broker_id"] = int(groups["broker"])
+    return fields
+
+
+_ROUTES: list[tuple[str, Decoder | None]] = [
+    (
+        r"/brokers/topics/(?P<topic>[^/]+)/partitions/(?P<partition>\d+)/state",
+        lambda m, b, a: partition_state.decode(m["topic"], int(m["partition"]), _data(b), _data(a)),
+    ),
+    (
+        r"/brokers/topics/(?P<topic>[^/]+)",
+        lambda m, b, a: topics.decode(m["topic"], _data(b), _data(a)),
+    ),
+    (r"/brokers/ids/(?P<broker>\d+)", lambda m, b, a: brokers.decode(int(m["broker"]), b, a)),
+    (r"/controller", lambda m, b, a: controller.decode_controller(_data(b), _data(a))),
+    (r"/controller_epoch", lambda m, b, a: controller.decode_epoch(_data(b), _data(a))),
+    (
+        r"/admin/reassign_partitions",
+        lambda m, b, a: admin.decode_reassignment(_data(b), _data(a)),
+    ),
+    (
+        r"/admin/preferred_replica_election",
+        lambda m, b, a: admin.decode_preferred_election(_data(b), _data(a)),
+    ),
+    (
+        r"/admin/delete_topics/(?P<topic>[^/]+)",
+        lambda m, b, a: admin.decode_topic_deletion(m["topic"], b is not None, a is not None),
+    ),
+    (r"/config/changes(/.*)?", None),
+    (
+        r"/config/(?P<type>topics|brokers|users|clients|ips)/(?P<name>.+)",
+        lambda m, b, a: config.decode(m["type"], m["name"], _data(b), _data(a)),
+    ),
+    (
+        r"/consumers/(?P<group>[^/]+)/ids/(?P<consumer>[^/]+)",
+        lambda m, b, a: consumers.decode_registration(
+            m["group"], m["consumer"], _data(b), _data(a)
+        ),
+    ),
+    (
+        r"/consumers/(?P<group>[^/]+)/owners/(?P<topic>[^/]+)/(?P<partition>\d+)",
+        lambda m, b, a: consumers.decode_owner(
+            m["group"], m["topic"], int(m["partition"]), _data(b), _data(a)
+        ),
+    ),
+    (
+        r"/consumers/(?P<group>[^/]+)/offsets/(?P<topic>[^/]+)/(?P<partition>\d+)",
+        lambda m, b, a: consumers.decode_offset(
+            m["group"], m["topic"], int(m["partition"]), _data(b), _data(a)
+        ),
+    ),
+    (
+        r"/isr_change_notification/[^/]+",
+        lambda m, b, a: notifications.decode_isr_change(_data(b), _data(a)),
+    ),
+    (
+        r"/log_dir_event_notification/[^/]+",
+        lambda m, b, a: notifications.decode_log_dir_event(_data(b), _data(a)),
+    ),
+    # Known, and nothing to say on their own.
+    (
+        r"/|/brokers|/brokers/ids|/brokers/topics|/brokers/seqid"
+        r"|/brokers/topics/[^/]+/partitions(/\d+)?"
+        r"|/admin|/admin/delete_topics|/config|/config/(topics|brokers|users|clients|ips)"
+        r"|/consumers(/[^/]+(/(ids|owners|offsets)(/[^/]+)?)?)?"
+        r"|/isr_change_notification|/log_dir_event_notification"
+        r"|/cluster|/cluster/id|/feature|/latest_producer_id_block|/migration"
+        r"|/kafka-acl(-changes|-extended|-extended-changes)?(/.*)?|/delegation_token(/.*)?",
+        None,
+    ),
+]
+_COMPILED = [(re.compile(pattern), decoder) for pattern, decoder in _ROUTES]
+
+
+def decode(path: str, before: Znode | None, after: Znode | None) -> list[ClusterEvent]:
+    for pattern, decoder in _COMPILED:
+        match = pattern.fullmatch(path)
+        if match is None:
+            continue
+        if decoder is None:
+            return []
+        try:
+            return decoder(match, before, after)
+        except Unparseable as exc:
+            return [ClusterEvent(type=EventType.UNPARSEABLE, reason=str(exc), **_entity(match))]  # type: ignore[arg-type]
+    return [ClusterEvent(type=EventType.UNKNOWN_ZNODE)]
