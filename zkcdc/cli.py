@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from capture.cli import capture, events
 from zkcdc.errors import ZkcdcError
 from zkcdc.stack.cli import stack
 
@@ -30,3 +31,5 @@ def main() -> None:
 
 
 main.add_command(stack)
+main.add_command(capture)
+main.add_command(events)

@@ -1,0 +1,121 @@
+"""`zkcdc capture` (the daemon) and `zkcdc events cat` (reading its event logs)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from capture.event_log import Damage, EventLogError, log_files, read_records
+from capture.settings import load_settings
+from zkcdc import logs
+
+
+def _key_values(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    parsed = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        parsed[key] = value
+    return parsed
+
+
+@click.command()
+@click.option("--zookeeper", help="HOST:PORT[,..][/chroot] of Kafka's tree [env ZKCDC_ZOOKEEPER].")
+@click.option("--bootstrap-servers", help="Kafka to publish to; without it, the event log only.")
+@click.option("--topic", help="Changes topic [default zkcdc.changes].")
+@click.option(
+    "--event-log", type=click.Path(file_okay=False, path_type=Path), help="Event log folder."
+)
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), help="Saved state.")
+@click.option("--cluster", help="Cluster name [default: Kafka's /cluster/id].")
+@click.option("--schema-registry", help="Confluent Schema Registry URL: Confluent wire format.")
+@click.option("--metrics-port", type=int, help="Serve /metrics and /healthz on this port.")
+@click.option("--heartbeat-s", type=float, help="Seconds between HEARTBEAT records [default 1].")
+@click.option("--ha-path", help="ZooKeeper path of the active/standby election [/zkcdc/capture].")
+@click.option("--session-timeout-s", type=float, help="ZooKeeper session timeout [default 10].")
+@click.option("--wait", is_flag=True, default=None, help="Retry unreachable servers with backoff.")
+@click.option(
+    "--kafka-config",
+    multiple=True,
+    callback=_key_values,
+    metavar="KEY=VALUE",
+    help="librdkafka property (SASL/SSL...), repeatable.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML config file.",
+)
+def capture(config_file: Path | None, **flags: Any) -> None:
+    """Capture every change of Kafka's ZooKeeper tree until SIGTERM/SIGINT."""
+    from capture.daemon import CaptureDaemon
+
+    if config_file is not None and not config_file.is_file():
+        raise click.BadParameter(f"{config_file} does not exist", param_hint="--config")
+    settings = load_settings(config_file, **flags)
+    logs.configure()
+    daemon = CaptureDaemon(settings)
+    daemon.install_signal_handlers()
+    daemon.run()
+
+
+@click.group()
+def events() -> None:
+    """Read event logs."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None or k in _ALWAYS}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+# Envelope fields printed even when null; event fields only when set, to stay readable.
+_ALWAYS = {"before", "after", "zxid", "data", "session_id"}
+
+
+def _line(record: dict[str, Any]) -> str:
+    kinds = ",".join(e["type"] for e in record["events"]) or "-"
+    version = record["after"]["version"] if record["after"] else "-"
+    return (
+        f"{record['seq']:>8} {record['ts_ms']} {record['op']:<9} {record['path'] or '(heartbeat)'}"
+        f" v{version} skipped={record['versions_skipped']} {kinds}"
+    )
+
+
+@events.command("cat")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def cat(path: Path, as_json: bool) -> None:
+    """Print the records of an event log file or folder."""
+    damaged: list[Damage] = []
+    if not log_files(path):
+        raise EventLogError(f"no event log files in {path}")
+    try:
+        for record in read_records(path, damaged.append):
+            click.echo(json.dumps(_plain(record)) if as_json else _line(record))
+    except EventLogError:
+        raise
+    except BrokenPipeError:
+        sys.stderr.close()
+        return
+    for damage in damaged:
+        click.echo(
+            f"zkcdc: {damage.file}: damaged at block {damage.block}: {damage.reason}", err=True
+        )
+    if damaged:
+        sys.exit(1)

@@ -1,0 +1,156 @@
+"""The event log: change records in Avro object container files, rotated by size and age.
+
+Files are named `<cluster>.<first seq, 20 digits>.avro`, so a folder lists each cluster's files
+in `seq` order. Each
+batch is flushed as one container block: a killed daemon leaves at most a torn last block,
+which readers report and skip."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import fastavro
+from fastavro.write import Writer
+
+from capture.avro_codec import load_schema
+from capture.errors import CaptureError
+
+SUFFIX = ".avro"
+
+
+class EventLogError(CaptureError):
+    """An event log cannot be written or read."""
+
+
+def safe_name(cluster: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", cluster) or "_"
+
+
+def file_name(cluster: str, first_seq: int) -> str:
+    return f"{safe_name(cluster)}.{first_seq:020d}{SUFFIX}"
+
+
+def first_seq(file: Path) -> int | None:
+    """The seq a log file starts at, from its name."""
+    parts = file.name.split(".")
+    digits = parts[-2][:20] if len(parts) >= 3 else ""
+    return int(digits) if digits.isdigit() else None
+
+
+def log_files(path: Path, cluster: str | None = None) -> list[Path]:
+    """The container files of a log: the file itself, or a folder's files in `seq` order
+    (only one cluster's, if given)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise EventLogError(f"no event log at {path}")
+    prefix = f"{safe_name(cluster)}." if cluster is not None else ""
+    # Recursive, so a capture state folder (one sub-folder per cluster) reads as a whole.
+    return sorted(
+        p
+        for p in path.rglob(f"*{SUFFIX}")
+        if p.name.startswith(prefix) and first_seq(p) is not None and p.is_file()
+    )
+
+
+class EventLogWriter:
+    """Appends batches of records; a new file when the current one is too big or too old."""
+
+    def __init__(
+        self,
+        directory: Path,
+        cluster: str,
+        *,
+        max_bytes: int = 64 * 1024 * 1024,
+        max_age_s: float = 3600.0,
+        now: Callable[[], float],
+        schema: dict[str, Any] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.cluster = cluster
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
+        self._now = now
+        self._schema = schema if schema is not None else load_schema()
+        self._file: IO[bytes] | None = None
+        self._writer: Writer | None = None
+        self._opened_at = 0.0
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EventLogError(
+                f"cannot create event log folder {directory}: {exc.strerror}"
+            ) from exc
+
+    def append(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        if self._writer is None or self._due_for_rotation():
+            self._rotate(records[0]["seq"])
+        assert self._writer is not None
+        try:
+            for record in records:
+                self._writer.write(record)
+            self._writer.flush()
+        except OSError as exc:
+            raise EventLogError(f"cannot write the event log: {exc.strerror}") from exc
+
+    def _due_for_rotation(self) -> bool:
+        assert self._file is not None
+        return (
+            self._file.tell() >= self.max_bytes or self._now() - self._opened_at >= self.max_age_s
+        )
+
+    def _rotate(self, first_seq: int) -> None:
+        self.close()
+        path = self.directory / file_name(self.cluster, first_seq)
+        try:
+            # A file of that name is what a crashed run left for the same seq: start it afresh
+            # under a suffix so nothing that was written is overwritten.
+            if path.exists():
+                path = path.with_name(path.name.replace(SUFFIX, f"-{os.getpid()}{SUFFIX}"))
+            self._file = path.open("wb")
+        except OSError as exc:
+            raise EventLogError(f"cannot create {path}: {exc.strerror}") from exc
+        self._writer = Writer(self._file, self._schema, codec="null")
+        self._opened_at = self._now()
+
+    def close(self) -> None:
+        if self._writer is not None and self._file is not None:
+            self._writer.flush()
+            self._file.close()
+        self._writer = None
+        self._file = None
+
+
+@dataclass(frozen=True)
+class Damage:
+    file: Path
+    block: int
+    reason: str
+
+
+def read_records(
+    path: Path, on_damage: Callable[[Damage], None] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every readable record of a log file or folder, in order. A torn or corrupt block ends
+    that file's records: `on_damage` hears which file and block, then the next file is read."""
+    for file in log_files(path):
+        block = 0
+        try:
+            with file.open("rb") as stream:
+                for block_no, container in enumerate(fastavro.block_reader(stream)):
+                    block = block_no
+                    for record in container:
+                        assert isinstance(record, dict)
+                        yield record
+        except (EOFError, ValueError, StopIteration, OSError) as exc:
+            damage = Damage(file, block, str(exc) or type(exc).__name__)
+            if on_damage is None:
+                raise EventLogError(f"{file}: damaged at block {block}: {damage.reason}") from exc
+            on_damage(damage)

@@ -1,0 +1,69 @@
+"""`--metrics-port`: Prometheus metrics at `/metrics` and liveness at `/healthz`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+class CaptureMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.records = Counter(
+            "zkcdc_capture_records", "Change records given out", ["op"], registry=r
+        )
+        self.events = Counter(
+            "zkcdc_capture_events", "Typed events in the records", ["type"], registry=r
+        )
+        self.versions_skipped = Counter(
+            "zkcdc_capture_versions_skipped", "Versions no read could observe", registry=r
+        )
+        self.lag = Histogram(
+            "zkcdc_capture_lag_seconds",
+            "ZooKeeper mtime of a change to Kafka's acknowledgement of its record",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.backlog = Gauge(
+            "zkcdc_capture_backlog", "Records not yet acknowledged by Kafka", registry=r
+        )
+        self.session = Gauge(
+            "zkcdc_capture_zookeeper_connected",
+            "1 while the ZooKeeper session is usable",
+            registry=r,
+        )
+        self.active = Gauge(
+            "zkcdc_capture_active", "1 on the elected (active) daemon, 0 on a standby", registry=r
+        )
+        self.seq = Gauge("zkcdc_capture_seq", "Last seq given out", registry=r)
+
+
+def serve(
+    metrics: CaptureMetrics, host: str, port: int, healthy: Callable[[], tuple[bool, str]]
+) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                body, status, kind = generate_latest(metrics.registry), 200, CONTENT_TYPE_LATEST
+            elif self.path == "/healthz":
+                ok, reason = healthy()
+                body, status, kind = reason.encode() + b"\n", 200 if ok else 503, "text/plain"
+            else:
+                body, status, kind = b"not found\n", 404, "text/plain"
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # scrapes every few seconds would drown the daemon's own log
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

@@ -1,0 +1,196 @@
+"""The Kafka edge of capture: records onto the changes topic, idempotently and in per-path order.
+
+The producer is idempotent with `acks=all` and no delivery timeout, so while the brokers are
+away librdkafka holds and retries what it has; what does not fit its queue waits here. The event
+log is written before anything is produced, so what is still unacknowledged at a crash is
+published again by the next run (see `delivered_seqs`)."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from capture.errors import CaptureError
+
+SEQ_HEADER = "zkcdc.seq"
+CLUSTER_HEADER = "zkcdc.cluster"
+
+Serialize = Callable[[dict[str, Any]], bytes]
+
+
+class DeliveryError(CaptureError):
+    """Kafka refused records for good (not a broker being away)."""
+
+
+def producer_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "message.timeout.ms": 0,  # never give up on a record: the brokers will come back
+        "linger.ms": 5,
+        "compression.type": "lz4",
+        "logger": logging.getLogger("zkcdc.librdkafka"),
+        **extra,
+    }
+
+
+def key_of(record: dict[str, Any]) -> bytes:
+    """cluster + path: one znode's records share a partition, so their order holds."""
+    return f"{record['cluster']}{record['path']}".encode()
+
+
+class Publisher:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        serialize: Serialize,
+        extra_config: dict[str, str] | None = None,
+        producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
+    ) -> None:
+        self.topic = topic
+        self._serialize = serialize
+        self._producer = producer_factory(producer_config(bootstrap, extra_config or {}))
+        self._waiting: deque[dict[str, Any]] = deque()  # not yet handed to librdkafka
+        self._unacked: deque[int] = deque()  # seqs handed over, in order
+        self._acked: set[int] = set()
+        self.acked_through = 0
+        self.acked_count = 0
+        self._error: str | None = None
+        self.on_ack: Callable[[dict[str, Any]], None] = lambda record: None
+
+    @property
+    def backlog(self) -> int:
+        return len(self._waiting) + len(self._unacked)
+
+    def publish(self, records: Iterable[dict[str, Any]]) -> None:
+        self._waiting.extend(records)
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._waiting:
+            record = self._waiting[0]
+            try:
+                self._producer.produce(
+                    self.topic,
+                    key=key_of(record),
+                    value=self._serialize(record),
+                    timestamp=record["captured_ms"],
+                    headers=[
+                        (SEQ_HEADER, str(record["seq"]).encode()),
+                        (CLUSTER_HEADER, record["cluster"].encode()),
+                    ],
+                    on_delivery=self._delivered(record),
+                )
+            except BufferError:
+                return  # librdkafka's queue is full: the rest waits for acks
+            except KafkaException as exc:
+                raise DeliveryError(f"cannot produce to {self.topic}: {exc}") from exc
+            self._waiting.popleft()
+            self._unacked.append(record["seq"])
+
+    def _delivered(self, record: dict[str, Any]) -> Callable[[KafkaError | None, Any], None]:
+        seq = record["seq"]
+
+        def callback(error: KafkaError | None, message: Any) -> None:
+            if error is not None:
+                self._error = f"{self.topic}: {error.str()}"
+                return
+            self._acked.add(seq)
+            self.acked_count += 1
+            while self._unacked and self._unacked[0] in self._acked:
+                self._acked.discard(self._unacked[0])
+                self.acked_through = self._unacked.popleft()
+            self.on_ack(record)
+
+        return callback
+
+    def poll(self, timeout: float = 0.0) -> None:
+        self._producer.poll(timeout)
+        if self._error is not None:
+            raise DeliveryError(f"Kafka refused a record: {self._error}")
+        self._hand_over()
+
+    def flush(self, timeout: float) -> bool:
+        """Delivers everything it can within `timeout`; True when nothing is left."""
+        self._hand_over()
+        self._producer.flush(timeout)
+        self.poll(0)
+        return self.backlog == 0
+
+
+def check_reachable(bootstrap: str, extra: dict[str, str], timeout: float) -> int:
+    """The number of brokers that answer, or DeliveryError with the reason."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **extra})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise DeliveryError(f"Kafka at {bootstrap} is unreachable: {exc.args[0].str()}") from exc
+    return len(metadata.brokers)
+
+
+def ensure_topic(
+    bootstrap: str, extra: dict[str, str], topic: str, partitions: int, timeout: float
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **extra})
+    metadata = admin.list_topics(timeout=timeout)
+    if topic in metadata.topics and not metadata.topics[topic].error:
+        return
+    replication = min(3, len(metadata.brokers))
+    future = admin.create_topics([NewTopic(topic, partitions, replication)])[topic]
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise DeliveryError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
+
+
+def delivered_seqs(
+    bootstrap: str, extra: dict[str, str], topic: str, cluster: str, since_ms: int, timeout: float
+) -> set[int]:
+    """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
+    what a previous run got acknowledged, or produced without hearing the ack, before it died."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "zkcdc-capture-reconcile",
+            "enable.auto.commit": False,
+            "logger": logging.getLogger("zkcdc.librdkafka"),
+            **extra,
+        }
+    )
+    seen: set[int] = set()
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        partitions = [TopicPartition(topic, p, since_ms) for p in metadata.topics[topic].partitions]
+        starts = consumer.offsets_for_times(partitions, timeout=timeout)
+        ends = {}
+        for tp in starts:
+            _, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+            if tp.offset >= 0 and tp.offset < high:
+                ends[tp.partition] = high
+        consumer.assign([tp for tp in starts if tp.partition in ends])
+        while ends:
+            message = consumer.poll(timeout)
+            if message is None:
+                raise DeliveryError(f"reading back {topic} timed out")
+            if message.error():
+                continue
+            headers = dict(message.headers() or [])
+            seq = headers.get(SEQ_HEADER)
+            if headers.get(CLUSTER_HEADER) == cluster.encode() and isinstance(seq, bytes):
+                seen.add(int(seq))
+            partition, offset = message.partition() or 0, message.offset() or 0
+            if offset + 1 >= ends.get(partition, 0):
+                ends.pop(partition, None)
+    except KafkaException as exc:
+        raise DeliveryError(f"cannot read back {topic}: {exc}") from exc
+    finally:
+        consumer.close()
+    return seen

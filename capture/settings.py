@@ -1,0 +1,109 @@
+"""Settings of one capture daemon: flags > `ZKCDC_*` env vars > config file (TOML) > defaults."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from capture.errors import CaptureError
+
+SECRET_MARKERS = ("password", "secret", "key", "token")
+
+
+def default_state_root() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "zkcdc" / "capture"
+
+
+class CaptureSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="ignore")
+
+    zookeeper: str = Field(description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree")
+    bootstrap_servers: str | None = None
+    topic: str = "zkcdc.changes"
+    topic_partitions: int = Field(default=6, ge=1)
+    event_log: Path | None = None
+    state_dir: Path = Field(default_factory=default_state_root)
+    cluster: str | None = None
+    heartbeat_s: float = Field(default=1.0, gt=0)
+    schema_registry: str | None = None
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    wait: bool = False
+    ha_path: str = "/zkcdc/capture"
+    session_timeout_s: float = Field(default=10.0, ge=2)
+    connect_timeout_s: float = Field(default=15.0, gt=0)
+    zookeeper_auth: SecretStr | None = Field(default=None, description="digest user:password")
+    kafka_config: dict[str, SecretStr] = Field(default_factory=dict)
+    log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    log_rotate_s: float = Field(default=3600.0, gt=0)
+    checkpoint_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("ha_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or value.endswith("/"):
+            raise ValueError("must look like /a/b")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _ConfigFileSource(settings_cls))
+
+    def kafka_extra(self) -> dict[str, str]:
+        """librdkafka properties passed through (SASL/SSL...), secrets revealed only here."""
+        return {k: v.get_secret_value() for k, v in self.kafka_config.items()}
+
+    def state_path(self, cluster: str) -> Path:
+        from capture.event_log import safe_name
+
+        return self.state_dir / safe_name(cluster)
+
+    def event_log_path(self, cluster: str) -> Path:
+        return self.event_log or self.state_path(cluster) / "events"
+
+
+_config_file: Path | None = None
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if _config_file is None:
+            return {}
+        try:
+            values = tomllib.loads(_config_file.read_text())
+        except OSError as exc:
+            raise CaptureError(f"cannot read config file {_config_file}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise CaptureError(f"config file {_config_file}: {exc}") from exc
+        section = values.get("capture", values)
+        return {k.replace("-", "_"): v for k, v in section.items()}
+
+
+def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
+    global _config_file
+    _config_file = config_file
+    given = {k: v for k, v in flags.items() if v is not None and v != {}}
+    try:
+        return CaptureSettings(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CaptureError(f"invalid setting {where}: {first['msg']}") from exc
+    finally:
+        _config_file = None

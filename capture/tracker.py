@@ -1,0 +1,143 @@
+"""The pure core of capture: the last known tree, and reads of ZooKeeper turned into records.
+
+Every read of a znode (or its absence) is compared with what was last recorded for that path:
+a new czxid is a delete and a create, a newer mzxid an update whose version gap is
+`versions_skipped`, an older or equal one nothing. During a re-sync every path read is noted,
+and the known paths that were not read are the deletes that happened while zkcdc was blind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from capture.decoders import router
+from capture.records import ChangeRecord, Op, Source, Znode
+
+
+@dataclass
+class TrackerState:
+    """What must survive a restart: the known tree and the last seq given out."""
+
+    cluster: str
+    seq: int = 0
+    tree: dict[str, Znode] = field(default_factory=dict)
+
+
+class Tracker:
+    def __init__(self, state: TrackerState, now_ms: Callable[[], int]) -> None:
+        self.state = state
+        self._now_ms = now_ms
+        self.session_id: int | None = None
+        self._snapshot = not state.tree  # nothing known yet: the first sync is a snapshot
+        self._seen: set[str] | None = None
+
+    @property
+    def in_snapshot(self) -> bool:
+        return self._snapshot and self._seen is not None
+
+    def begin_sync(self) -> None:
+        """A traversal of the whole tree starts (start-up, reconnect, session expiry)."""
+        self._seen = set()
+
+    def end_sync(self) -> list[ChangeRecord]:
+        """The traversal is complete: known paths it did not find were deleted meanwhile."""
+        seen, self._seen = self._seen or set(), None
+        self._snapshot = False
+        gone = [p for p in self.state.tree if p not in seen]
+        # Children before their parents, as ZooKeeper must have deleted them.
+        gone.sort(key=lambda p: (-p.count("/"), p))
+        return [self._record(Op.DELETE, p, self.state.tree.pop(p), None) for p in gone]
+
+    def read(self, path: str, znode: Znode | None) -> list[ChangeRecord]:
+        """A read of `path` returned `znode` (None: no such znode)."""
+        known = self.state.tree.get(path)
+        if znode is not None and self._seen is not None:
+            self._seen.add(path)
+        if znode is None:
+            if known is None:
+                return []
+            del self.state.tree[path]
+            return [self._record(Op.DELETE, path, known, None)]
+        if known is not None and known.czxid == znode.czxid:
+            if znode.mzxid <= known.mzxid:
+                return []  # an older or repeated read of what is already recorded
+            self.state.tree[path] = znode
+            skipped = max(znode.version - known.version - 1, 0)
+            return [self._record(Op.UPDATE, path, known, znode, skipped)]
+        records = []
+        if known is not None:
+            # Deleted and created again between two reads.
+            records.append(self._record(Op.DELETE, path, known, None))
+        self.state.tree[path] = znode
+        if self.in_snapshot:
+            records.append(self._record(Op.READ, path, None, znode, snapshot=True))
+        else:
+            records.append(self._record(Op.CREATE, path, None, znode, znode.version))
+        return records
+
+    def heartbeat(self) -> ChangeRecord:
+        now = self._now_ms()
+        self.state.seq += 1
+        return ChangeRecord(
+            cluster=self.state.cluster,
+            seq=self.state.seq,
+            op=Op.HEARTBEAT,
+            path="",
+            before=None,
+            after=None,
+            zxid=None,
+            ts_ms=now,
+            captured_ms=now,
+            source=Source("watch", self.session_id, False),
+        )
+
+    def _record(
+        self,
+        op: Op,
+        path: str,
+        before: Znode | None,
+        after: Znode | None,
+        skipped: int = 0,
+        snapshot: bool = False,
+    ) -> ChangeRecord:
+        now = self._now_ms()
+        self.state.seq += 1
+        return ChangeRecord(
+            cluster=self.state.cluster,
+            seq=self.state.seq,
+            op=op,
+            path=path,
+            before=before,
+            after=after,
+            zxid=after.mzxid if after is not None else None,
+            ts_ms=after.mtime_ms if after is not None else now,
+            captured_ms=now,
+            versions_skipped=skipped,
+            source=Source("watch", self.session_id, snapshot),
+            events=tuple(router.decode(path, before, after)),
+        )
+
+
+def znode_from_avro(value: dict[str, Any] | None) -> Znode | None:
+    return None if value is None else Znode(**value)
+
+
+def apply_records(state: TrackerState, records: Iterable[dict[str, Any]]) -> int:
+    """Brings a state up to date with records already given out (from the event log or the
+    topic), e.g. after a restart. Returns how many were applied."""
+    applied = 0
+    for record in records:
+        if record["cluster"] != state.cluster or record["seq"] <= state.seq:
+            continue
+        state.seq = record["seq"]
+        applied += 1
+        op = record["op"]
+        if op == "HEARTBEAT":
+            continue
+        after = znode_from_avro(record["after"])
+        if after is None:
+            state.tree.pop(record["path"], None)
+        else:
+            state.tree[record["path"]] = after
+    return applied
