@@ -28,6 +28,7 @@ class ClusterBackend(Protocol):
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None: ...
     def start_broker(self, broker_id: int) -> None: ...
     def log_tails(self, lines: int = 40) -> dict[str, str]: ...
+    def kafka_tool(self, main_class: str, *args: str) -> str: ...
     def close(self) -> None: ...
 
 
@@ -57,6 +58,21 @@ class LocalBackend:
             name: tail(self.stack.layout.log_file(name), lines) for name in self.stack.records()
         }
 
+    def kafka_tool(self, main_class: str, *args: str) -> str:
+        """Runs one of Kafka's command-line tools (kafka-tools) against this cluster."""
+        import subprocess
+
+        libs = self.stack.info().kafka_libs
+        done = subprocess.run(
+            ["java", "-Xmx256m", "-cp", f"{libs}/*", main_class, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"{main_class} failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
     def close(self) -> None:
         self.stack.down()
 
@@ -81,6 +97,7 @@ class ExternalBackend:
         )
 
     start_broker = stop_broker
+    kafka_tool = stop_broker
 
     def log_tails(self, lines: int = 40) -> dict[str, str]:
         return {}
@@ -158,6 +175,14 @@ class DockerBackend:
             name: c.get_wrapped_container().logs(tail=lines).decode(errors="replace")
             for name, c in out.items()
         }
+
+    def kafka_tool(self, main_class: str, *args: str) -> str:
+        """Kafka's tools inside a broker container (cp-kafka ships the same kafka-tools jar)."""
+        container = next(iter(self._brokers.values())).get_wrapped_container()
+        code, output = container.exec_run(["kafka-run-class", main_class, *args])
+        if code != 0:
+            raise AssertionError(f"{main_class} failed: {output.decode(errors='replace')}")
+        return str(output.decode())
 
     def close(self) -> None:
         for container in self._brokers.values():

@@ -6,8 +6,10 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend, make_backend
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -135,3 +137,41 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for name, text in backend.log_tails().items():
             report.sections.append((f"log of {name} (last lines)", text))
     return report
+
+
+@pytest.fixture
+def start_capture(
+    cluster: ClusterBackend,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[..., CaptureProcess]]:
+    """Starts `zkcdc capture` processes publishing to a topic of this test's own; stops them
+    (SIGKILL if need be) and prints their logs at the end, so a failing test shows them."""
+    processes: list[CaptureProcess] = []
+    base = tmp_path_factory.mktemp("capture")
+
+    def start(zookeeper: str, *args: str, state_dir: Path | None = None) -> CaptureProcess:
+        state = state_dir or base / f"state-{len(processes)}"
+        process = CaptureProcess(
+            ["--zookeeper", zookeeper, "--state-dir", str(state), *args],
+            base / f"capture-{len(processes)}.log",
+        )
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        if process.process.poll() is None:
+            process.process.kill()
+            process.process.wait()
+        print(f"--- capture log {process.log_file} ---\n{process.tail(80)}")
+
+
+@pytest.fixture
+def changes_topic(
+    cluster: ClusterBackend, request: pytest.FixtureRequest
+) -> Iterator[ChangesTopic]:
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
+    topic = ChangesTopic(cluster.bootstrap_servers, f"zkcdc.changes.{name}-{uuid.uuid4().hex[:6]}")
+    yield topic
+    topic.close()

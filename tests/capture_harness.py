@@ -1,0 +1,146 @@
+"""Running `zkcdc capture` as the real process users run, and reading what it published with a
+plain fastavro reader from the `.avsc` (not through the daemon's own code)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "avro" / "ChangeRecord.avsc"
+SCHEMA = fastavro.parse_schema(json.loads(SCHEMA_FILE.read_text()))
+HEADER = b"\xc3\x01" + bytes.fromhex(fingerprint(to_parsing_canonical_form(SCHEMA), "CRC-64-AVRO"))
+
+
+def decode(value: bytes) -> dict[str, Any]:
+    assert value[:10] == HEADER, f"not single-object encoded with our schema: {value[:10].hex()}"
+    return fastavro.schemaless_reader(io.BytesIO(value[10:]), SCHEMA, SCHEMA)  # type: ignore[return-value]
+
+
+class CaptureProcess:
+    """One `zkcdc capture` process; its log is kept in a file and shown when a test fails."""
+
+    def __init__(self, args: list[str], log_file: Path) -> None:
+        self.args = args
+        self.log_file = log_file
+        self._log = log_file.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "zkcdc", "capture", *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        lines = []
+        for line in self.log_file.read_text(errors="replace").splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                lines.append({"event": line})
+        return lines
+
+    def logged(self, event: str) -> bool:
+        return any(line.get("event") == event for line in self.log_lines())
+
+    def wait_logged(self, event: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.logged(event):
+            if self.process.poll() is not None:
+                raise AssertionError(f"capture exited {self.process.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"capture never logged {event!r}:\n{self.tail()}")
+            time.sleep(0.1)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(timeout_s)
+        self._log.close()
+        return code
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+
+class ChangesTopic:
+    """Everything on a changes topic, read from the beginning and kept in arrival order."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.records: list[dict[str, Any]] = []
+        self.keys: list[bytes] = []
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"test-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self._assigned = False
+
+    def poll(self) -> None:
+        if not self._assigned:
+            metadata = self._consumer.list_topics(self.topic, timeout=10)
+            partitions = metadata.topics[self.topic].partitions
+            if not partitions:
+                return
+            self._consumer.assign(
+                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions]
+            )
+            self._assigned = True
+        for message in self._consumer.consume(5000, 0.5):
+            if message.error():
+                continue
+            self.records.append(decode(message.value()))
+            self.keys.append(message.key())
+
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 90
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.poll()
+            found = [r for r in self.records if predicate(r)]
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no record with {what} on {self.topic} in {timeout_s:.0f}s")
+
+    def wait_event(self, event_type: str, timeout_s: float = 90, **fields: Any) -> dict[str, Any]:
+        """The first event of `event_type` whose fields match (lists compared as given)."""
+
+        def matches(record: dict[str, Any]) -> bool:
+            return any(_event_matches(e, event_type, fields) for e in record["events"])
+
+        record = self.wait_for(matches, f"event {event_type} {fields}", timeout_s)[0]
+        return next(e for e in record["events"] if _event_matches(e, event_type, fields))
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _event_matches(event: dict[str, Any], event_type: str, fields: dict[str, Any]) -> bool:
+    return event["type"] == event_type and all(event.get(k) == v for k, v in fields.items())
+
+
+def changes(records: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(path, version) of every create/update in order: what 'each change once' is counted by."""
+    return [
+        (r["path"], r["after"]["version"])
+        for r in records
+        if r["op"] in ("CREATE", "UPDATE", "READ") and r["after"] is not None
+    ]

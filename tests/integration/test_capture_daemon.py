@@ -1,0 +1,239 @@
+"""`zkcdc capture` against the real ZooKeeper and Kafka: records read back from Kafka with a plain
+fastavro reader. Each test watches a chroot of its own and publishes to a topic of its own."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+from capture_harness import changes
+
+pytestmark = pytest.mark.integration
+
+STATE = b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}'
+
+
+def _state(leader: int, isr: list[int], leader_epoch: int = 0) -> bytes:
+    return json.dumps(
+        {
+            "controller_epoch": 1,
+            "leader": leader,
+            "version": 1,
+            "leader_epoch": leader_epoch,
+            "isr": isr,
+        }
+    ).encode()
+
+
+def _connect(cluster, zk) -> str:
+    return cluster.zookeeper_hosts + zk.chroot
+
+
+def _daemon(start_capture, cluster, zk, changes_topic, *args, **kwargs):
+    return start_capture(
+        _connect(cluster, zk),
+        "--cluster",
+        "c1",
+        "--bootstrap-servers",
+        cluster.bootstrap_servers,
+        "--topic",
+        changes_topic.topic,
+        "--ha-path",
+        f"/zkcdc-tests/ha{zk.chroot.replace('/', '-')}",
+        "--session-timeout-s",
+        "4",
+        *args,
+        **kwargs,
+    )
+
+
+def test_snapshot_then_live_changes_with_heartbeats_and_unknown_paths(
+    cluster, zk_chroot, start_capture, changes_topic
+):
+    zk_chroot.create("/brokers/topics/t/partitions/0/state", STATE, makepath=True)
+    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic)
+    daemon.wait_logged("in sync")
+
+    read = changes_topic.wait_for(
+        lambda r: r["op"] == "READ" and r["path"].endswith("/0/state"), "the snapshot READ"
+    )[0]
+    assert read["source"]["snapshot"] is True
+    assert read["events"][0]["type"] == "PARTITION_STATE_CREATED"
+
+    zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 3]))
+    shrunk = changes_topic.wait_event("ISR_SHRUNK", topic="t", partition=0)
+    assert (shrunk["isr_before"], shrunk["isr_after"], shrunk["removed"]) == (
+        [1, 2, 3],
+        [1, 3],
+        [2],
+    )
+
+    zk_chroot.create("/somebody/else", b"x", makepath=True)
+    unknown = changes_topic.wait_for(lambda r: r["path"] == "/somebody/else", "a foreign path")[0]
+    assert (unknown["op"], unknown["events"][0]["type"]) == ("CREATE", "UNKNOWN_ZNODE")
+
+    zk_chroot.delete("/somebody/else")
+    changes_topic.wait_for(
+        lambda r: r["path"] == "/somebody/else" and r["op"] == "DELETE", "delete"
+    )
+    beats = changes_topic.wait_for(lambda r: r["op"] == "HEARTBEAT", "heartbeats")
+    assert daemon.stop(signal.SIGTERM) == 0
+    seqs = [r["seq"] for r in sorted(changes_topic.records, key=lambda r: r["seq"])]
+    assert len(seqs) == len(set(seqs))
+    assert beats and all(k.startswith(b"c1") for k in changes_topic.keys)
+
+
+def test_garbage_in_a_state_znode_is_unparseable_and_capture_goes_on(
+    cluster, zk_chroot, start_capture, changes_topic
+):
+    zk_chroot.create("/brokers/topics/t/partitions/0/state", STATE, makepath=True)
+    zk_chroot.create("/brokers/topics/t/partitions/1/state", STATE, makepath=True)
+    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic)
+    daemon.wait_logged("in sync")
+
+    zk_chroot.set("/brokers/topics/t/partitions/0/state", b"\xff{not json")
+    bad = changes_topic.wait_event("UNPARSEABLE", topic="t", partition=0)
+    assert "UTF-8" in bad["reason"]
+    record = changes_topic.wait_for(lambda r: r["events"] and r["events"][0] is bad, "")[0]
+    assert record["after"]["data"] == b"\xff{not json"  # the raw bytes stay
+
+    zk_chroot.set("/brokers/topics/t/partitions/1/state", _state(2, [2, 3], leader_epoch=1))
+    moved = changes_topic.wait_event("LEADER_CHANGED", topic="t", partition=1)
+    assert (moved["leader_before"], moved["leader_after"]) == (1, 2)
+    assert daemon.process.poll() is None
+
+
+def test_the_legacy_consumers_tree_in_the_seed_format_gives_consumer_events(
+    cluster, kafka_zk, start_capture, changes_topic
+):
+    group = f"legacy-{time.monotonic_ns()}"
+    consumer = f"{group}_hadoop2-1525747915241-6b48ff32"
+    daemon = start_capture(
+        cluster.zookeeper_hosts + cluster.chroot,
+        "--bootstrap-servers",
+        cluster.bootstrap_servers,
+        "--topic",
+        changes_topic.topic,
+        "--ha-path",
+        f"/zkcdc-tests/ha-{group}",
+    )
+    daemon.wait_logged("in sync")
+    try:
+        kafka_zk.create(
+            f"/consumers/{group}/ids/{consumer}",
+            b'{"version":1,"subscription":{"orders":2},"pattern":"static","timestamp":"1411294187842"}',
+            makepath=True,
+        )
+        kafka_zk.create(
+            f"/consumers/{group}/owners/orders/0", f"{consumer}-0".encode(), makepath=True
+        )
+        kafka_zk.create(f"/consumers/{group}/offsets/orders/0", b"42", makepath=True)
+        changes_topic.wait_event("OFFSET_COMMITTED", group=group, offset_after=42)
+        kafka_zk.set(f"/consumers/{group}/offsets/orders/0", b"57")
+        kafka_zk.delete(f"/consumers/{group}/ids/{consumer}")
+
+        registered = changes_topic.wait_event("CONSUMER_REGISTERED", group=group)
+        assert (registered["consumer_id"], registered["subscription"]) == (consumer, {"orders": 2})
+        owner = changes_topic.wait_event("PARTITION_OWNER_CHANGED", group=group)
+        assert (owner["topic"], owner["partition"], owner["owner_after"]) == (
+            "orders",
+            0,
+            f"{consumer}-0",
+        )
+        committed = changes_topic.wait_event("OFFSET_COMMITTED", group=group, offset_after=57)
+        assert committed["offset_before"] == 42
+        changes_topic.wait_event("CONSUMER_DEREGISTERED", group=group, consumer_id=consumer)
+        # The cluster is named by Kafka's own /cluster/id.
+        cluster_id = json.loads(kafka_zk.get("/cluster/id")[0])["id"]
+        assert {r["cluster"] for r in changes_topic.records} == {cluster_id}
+    finally:
+        kafka_zk.delete(f"/consumers/{group}", recursive=True)
+
+
+def test_a_daemon_killed_and_restarted_emits_each_change_once_and_continues_seq(
+    cluster, zk_chroot, start_capture, changes_topic, tmp_path
+):
+    for p in range(3):
+        zk_chroot.create(f"/brokers/topics/t/partitions/{p}/state", STATE, makepath=True)
+    first = _daemon(start_capture, cluster, zk_chroot, changes_topic, state_dir=tmp_path)
+    first.wait_logged("in sync")
+    zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 2]))
+    changes_topic.wait_event("ISR_SHRUNK", partition=0)
+    first.stop(signal.SIGKILL)
+    last_seq_before = max(r["seq"] for r in changes_topic.records)
+
+    # While no daemon runs: an update, a create, a delete.
+    zk_chroot.set("/brokers/topics/t/partitions/1/state", _state(2, [2, 3], leader_epoch=1))
+    zk_chroot.create("/brokers/topics/t/partitions/3/state", STATE, makepath=True)
+    zk_chroot.delete("/brokers/topics/t/partitions/2", recursive=True)
+
+    second = _daemon(start_capture, cluster, zk_chroot, changes_topic, state_dir=tmp_path)
+    second.wait_logged("in sync")
+    changes_topic.wait_for(lambda r: r["path"].endswith("/2") and r["op"] == "DELETE", "the delete")
+    changes_topic.wait_event("LEADER_CHANGED", partition=1)
+    changes_topic.wait_event("PARTITION_STATE_CREATED", partition=3)
+    time.sleep(2)  # anything duplicated would arrive by now
+    changes_topic.poll()
+    assert second.stop() == 0
+
+    seen = changes(changes_topic.records)
+    assert len(seen) == len(set(seen)), "a (path, version) appeared twice"
+    later = [r for r in changes_topic.records if r["seq"] > last_seq_before]
+    assert later and all(r["op"] != "READ" for r in later), "the restart re-read the whole tree"
+    by_seq = sorted(r["seq"] for r in changes_topic.records)
+    assert by_seq == sorted(set(by_seq)), "a seq was reused"
+    ops = {(r["op"], r["path"]) for r in later}
+    assert ("UPDATE", "/brokers/topics/t/partitions/1/state") in ops
+    assert ("CREATE", "/brokers/topics/t/partitions/3/state") in ops
+    assert ("DELETE", "/brokers/topics/t/partitions/2/state") in ops
+    assert ("UPDATE", "/brokers/topics/t/partitions/0/state") not in ops
+
+
+def test_a_standby_takes_over_when_the_active_daemon_is_killed_without_a_gap(
+    cluster, zk_chroot, start_capture, changes_topic
+):
+    zk_chroot.create("/brokers/topics/t/partitions/0/state", STATE, makepath=True)
+    active = _daemon(start_capture, cluster, zk_chroot, changes_topic)
+    active.wait_logged("in sync")
+    standby = _daemon(start_capture, cluster, zk_chroot, changes_topic)
+    standby.wait_logged("standby")
+
+    for epoch in range(1, 4):
+        zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 2, 3], epoch))
+    changes_topic.wait_event("LEADER_EPOCH_BUMPED", leader_epoch_after=3)
+    active.stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    # Changes while nobody is active: the new active must report them, and only them.
+    zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(2, [2, 3], 4))
+    zk_chroot.create("/brokers/topics/t/partitions/1/state", STATE, makepath=True)
+
+    standby.wait_logged("capturing", timeout_s=30)
+    took_over_s = time.monotonic() - killed_at
+    changes_topic.wait_event("LEADER_CHANGED", leader_after=2)
+    changes_topic.wait_event("PARTITION_STATE_CREATED", partition=1)
+    assert took_over_s < 4 + 10  # session timeout, plus the standby's start-up
+    time.sleep(1.5)
+    changes_topic.poll()
+    assert standby.stop() == 0
+
+    state_versions = [
+        r["after"]["version"]
+        for r in changes_topic.records
+        if r["path"] == "/brokers/topics/t/partitions/0/state" and r["after"]
+    ]
+    assert state_versions[0] == 0 and state_versions[-1] == 4
+    assert state_versions == sorted(set(state_versions)), "a version twice or out of order"
+    skipped = sum(
+        r["versions_skipped"]
+        for r in changes_topic.records
+        if r["path"] == "/brokers/topics/t/partitions/0/state"
+    )
+    assert len(state_versions) + skipped == 5, "a version neither seen nor reported skipped"
+    seqs = [r["seq"] for r in changes_topic.records]
+    assert len(seqs) == len(set(seqs))
+    reads = [r for r in changes_topic.records if r["op"] == "READ"]
+    assert all(r["source"]["session_id"] == reads[0]["source"]["session_id"] for r in reads), (
+        "the standby snapshotted the tree again"
+    )
