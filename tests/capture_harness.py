@@ -120,14 +120,26 @@ class ChangesTopic:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no record with {what} on {self.topic} in {timeout_s:.0f}s")
 
-    def wait_event(self, event_type: str, timeout_s: float = 90, **fields: Any) -> dict[str, Any]:
-        """The first event of `event_type` whose fields match (lists compared as given)."""
+    def wait_event(
+        self,
+        event_type: str,
+        timeout_s: float = 90,
+        snapshot: bool = False,
+        after_seq: int = 0,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """The first event of `event_type` whose fields match (lists compared as given), from
+        live records only unless `snapshot`, and only in records after `after_seq`. The event
+        comes with its record's seq as `_seq`."""
 
         def matches(record: dict[str, Any]) -> bool:
+            if (record["op"] == "READ" and not snapshot) or record["seq"] <= after_seq:
+                return False
             return any(_event_matches(e, event_type, fields) for e in record["events"])
 
         record = self.wait_for(matches, f"event {event_type} {fields}", timeout_s)[0]
-        return next(e for e in record["events"] if _event_matches(e, event_type, fields))
+        event = next(e for e in record["events"] if _event_matches(e, event_type, fields))
+        return {**event, "_seq": record["seq"]}
 
     def close(self) -> None:
         self._consumer.close()

@@ -96,7 +96,7 @@ def test_garbage_in_a_state_znode_is_unparseable_and_capture_goes_on(
     zk_chroot.set("/brokers/topics/t/partitions/0/state", b"\xff{not json")
     bad = changes_topic.wait_event("UNPARSEABLE", topic="t", partition=0)
     assert "UTF-8" in bad["reason"]
-    record = changes_topic.wait_for(lambda r: r["events"] and r["events"][0] is bad, "")[0]
+    record = next(r for r in changes_topic.records if r["seq"] == bad["_seq"])
     assert record["after"]["data"] == b"\xff{not json"  # the raw bytes stay
 
     zk_chroot.set("/brokers/topics/t/partitions/1/state", _state(2, [2, 3], leader_epoch=1))
