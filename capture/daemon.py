@@ -51,6 +51,7 @@ class CaptureDaemon:
         self._connected = False
         self._active = False
         self._lost_election = False
+        self.zk_client: KazooClient | None = None
 
     def now_ms(self) -> int:
         return int(self._now() * 1000)
@@ -74,6 +75,7 @@ class CaptureDaemon:
             retries,
             self._sleep,
         )
+        self.zk_client = client
         election_client: KazooClient | None = None
         server = None
         try:
@@ -211,6 +213,8 @@ class CaptureDaemon:
         def on_state(kazoo_state: str) -> None:
             self._connected = kazoo_state == KazooState.CONNECTED
             self.metrics.session.set(1 if self._connected else 0)
+            if not self._stop.is_set():
+                log.warning("zookeeper session", state=str(kazoo_state))
             if kazoo_state == KazooState.CONNECTED:
                 self._inbox.put(("reconnected",))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,14 @@ class CaptureSettings(BaseSettings):
     log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     log_rotate_s: float = Field(default=3600.0, gt=0)
     checkpoint_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("zookeeper")
+    @classmethod
+    def _connect_string(cls, value: str) -> str:
+        hosts, _, _ = value.partition("/")
+        if not re.fullmatch(r"[^,:/\s]+:\d+(,[^,:/\s]+:\d+)*", hosts):
+            raise ValueError("must look like HOST:PORT[,HOST:PORT...][/chroot]")
+        return value
 
     @field_validator("ha_path")
     @classmethod

@@ -35,11 +35,14 @@ def connect(
     """A started client; with `retries` > 0 it tries again with backoff (`--wait`)."""
     delay = 1.0
     for attempt in range(retries + 1):
-        client = KazooClient(
-            hosts=connect_string,
-            timeout=session_timeout_s,
-            auth_data=[("digest", auth.get_secret_value())] if auth else None,
-        )
+        try:
+            client = KazooClient(
+                hosts=connect_string,
+                timeout=session_timeout_s,
+                auth_data=[("digest", auth.get_secret_value())] if auth else None,
+            )
+        except ValueError as exc:
+            raise CaptureError(f"bad ZooKeeper connect string {connect_string!r}: {exc}") from exc
         try:
             client.start(timeout=connect_timeout_s)
             return client
@@ -48,8 +51,7 @@ def connect(
             if attempt == retries:
                 hosts, _ = split_hosts(connect_string)
                 raise ZooKeeperUnavailable(
-                    f"ZooKeeper at {hosts} is unreachable ({type(exc).__name__} "
-                    f"after {connect_timeout_s:g} s)"
+                    f"ZooKeeper at {hosts} is unreachable (no session within {connect_timeout_s:g} s)"
                 ) from exc
         sleep(delay)
         delay = min(delay * 2, 30.0)

@@ -29,7 +29,8 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("kazoo").setLevel("WARNING")
+    # kazoo warns on every dropped connection; zkcdc logs its own session state changes.
+    logging.getLogger("kazoo").setLevel("ERROR")
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -1,0 +1,76 @@
+"""One settings object per daemon (flags > ZKCDC_ env > TOML file), secrets kept secret, and bad
+input ending in one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from capture.errors import CaptureError
+from capture.settings import load_settings
+from zkcdc.stack.probes import free_port_block
+
+
+def test_flags_override_env_which_overrides_the_config_file(tmp_path, monkeypatch):
+    config = tmp_path / "capture.toml"
+    config.write_text(
+        '[capture]\nzookeeper = "file:2181/kafka"\ntopic = "from.file"\nheartbeat-s = 5.0\n'
+        'cluster = "file"\n'
+    )
+    monkeypatch.setenv("ZKCDC_TOPIC", "from.env")
+    monkeypatch.setenv("ZKCDC_HEARTBEAT_S", "2")
+    settings = load_settings(config, heartbeat_s=0.5)
+    assert settings.zookeeper == "file:2181/kafka"
+    assert settings.topic == "from.env"
+    assert settings.heartbeat_s == 0.5
+    assert settings.cluster == "file"
+
+
+def test_secrets_pass_through_but_never_print(monkeypatch):
+    monkeypatch.setenv("ZKCDC_ZOOKEEPER_AUTH", "zkuser:zkpass")
+    settings = load_settings(
+        None,
+        zookeeper="h:1",
+        kafka_config={"sasl.password": "kpass", "security.protocol": "SASL_SSL"},
+    )
+    assert settings.kafka_extra()["sasl.password"] == "kpass"
+    assert settings.zookeeper_auth is not None
+    assert settings.zookeeper_auth.get_secret_value() == "zkuser:zkpass"
+    shown = repr(settings) + str(settings.model_dump())
+    assert "kpass" not in shown and "zkpass" not in shown
+
+
+def test_a_bad_setting_is_one_clear_error():
+    with pytest.raises(CaptureError, match="heartbeat_s"):
+        load_settings(None, zookeeper="h:1", heartbeat_s=-1)
+
+
+def _zkcdc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "zkcdc", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_capture_with_zookeeper_unreachable_exits_non_zero_with_one_line():
+    port = free_port_block(1)
+    done = _zkcdc(
+        "capture", "--zookeeper", f"127.0.0.1:{port}/kafka", env={"ZKCDC_CONNECT_TIMEOUT_S": "1"}
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"zkcdc: error: ZooKeeper at 127.0.0.1:{port} is unreachable (no session within 1 s)"
+    ]
+
+
+def test_capture_without_a_zookeeper_says_which_setting_is_missing():
+    done = _zkcdc("capture", env={"ZKCDC_ZOOKEEPER": ""})
+    assert done.returncode != 0
+    assert "zookeeper" in done.stderr and "Traceback" not in done.stderr
