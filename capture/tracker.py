@@ -31,6 +31,7 @@ class Tracker:
         self.session_id: int | None = None
         self._snapshot = not state.tree  # nothing known yet: the first sync is a snapshot
         self._seen: set[str] | None = None
+        self._observed_ms: int | None = None
 
     @property
     def in_snapshot(self) -> bool:
@@ -43,14 +44,18 @@ class Tracker:
     def end_sync(self) -> list[ChangeRecord]:
         """The traversal is complete: known paths it did not find were deleted meanwhile."""
         seen, self._seen = self._seen or set(), None
+        self._observed_ms = None
         self._snapshot = False
         gone = [p for p in self.state.tree if p not in seen]
         # Children before their parents, as ZooKeeper must have deleted them.
         gone.sort(key=lambda p: (-p.count("/"), p))
         return [self._record(Op.DELETE, p, self.state.tree.pop(p), None) for p in gone]
 
-    def read(self, path: str, znode: Znode | None) -> list[ChangeRecord]:
-        """A read of `path` returned `znode` (None: no such znode)."""
+    def read(
+        self, path: str, znode: Znode | None, observed_ms: int | None = None
+    ) -> list[ChangeRecord]:
+        """A read of `path` returned `znode` (None: no such znode) at `observed_ms`."""
+        self._observed_ms = observed_ms
         known = self.state.tree.get(path)
         if znode is not None and self._seen is not None:
             self._seen.add(path)
@@ -101,7 +106,7 @@ class Tracker:
         skipped: int = 0,
         snapshot: bool = False,
     ) -> ChangeRecord:
-        now = self._now_ms()
+        now = self._observed_ms if self._observed_ms is not None else self._now_ms()
         self.state.seq += 1
         return ChangeRecord(
             cluster=self.state.cluster,

@@ -2,7 +2,7 @@
 
 Reads are issued asynchronously from the watch callbacks themselves, so a burst of changes is
 one pipeline of requests rather than a round trip each; their results are handed over, in the
-order ZooKeeper answered them, to `emit` as `("read", path, Znode | None)`. `sync()` walks the
+order ZooKeeper answered them, to `emit` as `("read", path, Znode | None, observed_ms)`. `sync()` walks the
 whole tree (start-up, and after every reconnect, since kazoo drops its watches on a connection
 loss) and ends with `("synced", generation)` once every read of the walk has been answered."""
 
@@ -39,9 +39,14 @@ def child_path(parent: str, name: str) -> str:
 
 class TreeReader:
     def __init__(
-        self, client: KazooClient, emit: Emit, excluded: Callable[[str], bool] = lambda p: False
+        self,
+        client: KazooClient,
+        emit: Emit,
+        now_ms: Callable[[], int],
+        excluded: Callable[[str], bool] = lambda p: False,
     ) -> None:
         self._client = client
+        self._now_ms = now_ms
         self._emit = emit
         self._excluded = excluded
         self._lock = threading.Lock()
@@ -99,11 +104,11 @@ class TreeReader:
         try:
             data, stat = result.get_nowait()
         except NoNodeError:
-            self._emit(("read", path, None))
+            self._emit(("read", path, None, self._now_ms()))
         except KazooException:
             pass  # connection lost: the re-sync after reconnecting reads it again
         else:
-            self._emit(("read", path, znode(data, stat)))
+            self._emit(("read", path, znode(data, stat), self._now_ms()))
         self._count(generation, -1)
 
     def _on_children(self, path: str, result: Any, generation: int | None) -> None:
