@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## The main job on the local default stack: start it, show it, stop it cleanly.
+## The main job on the local default stack: the capture daemon through a staged incident
+## (a topic created, a follower broker stopped and started), its records, then a clean stop.
 demo: setup
 	$(BIN)/zkcdc stack up
-	@$(BIN)/zkcdc stack status; rc=$$?; $(BIN)/zkcdc stack down; exit $$rc
+	@$(BIN)/python -m zkcdc.demo; rc=$$?; $(BIN)/zkcdc stack down; exit $$rc
 
 ## Lint, types, and every test (unit and integration against the real stack).
 test: setup lint
@@ -38,6 +39,7 @@ down: setup
 
 bench: setup
 	$(BIN)/python bench/stack_startup.py
+	$(BIN)/python bench/capture.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -99,15 +99,19 @@ class TopicFollower:
         self._assign(timeout)
         if not self._assigned:
             return
-        try:
-            positions = self._consumer.position(self._consumer.assignment())
-            ends = {}
-            for tp in positions:
-                _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
-                ends[tp.partition] = high
-        except KafkaException as exc:
-            raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
         deadline = time.monotonic() + max(timeout, 1.0) * 10
+        while True:
+            try:
+                ends = {}
+                for tp in self._consumer.assignment():
+                    _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
+                    ends[tp.partition] = high
+                break
+            except KafkaException as exc:
+                # A topic created a moment ago may not have its partition leaders yet.
+                if time.monotonic() > deadline:
+                    raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
+                time.sleep(0.5)
         while True:
             current = {
                 tp.partition: tp.offset
