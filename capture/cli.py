@@ -13,16 +13,7 @@ import click
 from capture.event_log import Damage, EventLogError, log_files, read_records
 from capture.settings import load_settings
 from zkcdc import logs
-
-
-def _key_values(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    parsed = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
-        parsed[key] = value
-    return parsed
+from zkcdc.cli_options import key_values
 
 
 @click.command()
@@ -43,7 +34,7 @@ def _key_values(_: click.Context, __: click.Parameter, values: tuple[str, ...]) 
 @click.option(
     "--kafka-config",
     multiple=True,
-    callback=_key_values,
+    callback=key_values,
     metavar="KEY=VALUE",
     help="librdkafka property (SASL/SSL...), repeatable.",
 )

@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from capture.errors import CaptureError
+from zkcdc.cli_options import invalid_setting
 
 SECRET_MARKERS = ("password", "secret", "key", "token")
 
@@ -111,8 +112,6 @@ def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
     try:
         return CaptureSettings(**given)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise CaptureError(f"invalid setting {where}: {first['msg']}") from exc
+        raise CaptureError(invalid_setting(exc)) from exc
     finally:
         _config_file = None

@@ -105,6 +105,7 @@ class TreeReader:
             data, stat = result.get_nowait()
         except NoNodeError:
             self._emit(("read", path, None, self._now_ms()))
+            self._relist_parent(path, generation)
         except KazooException:
             pass  # connection lost: the re-sync after reconnecting reads it again
         else:
@@ -128,6 +129,18 @@ class TreeReader:
                 # Its own watch reports the delete too; this read makes sure of it.
                 self._read_data(child_path(path, name), generation)
         self._count(generation, -1)
+
+    def _relist_parent(self, path: str, generation: int | None) -> None:
+        """A znode is gone, and no watch is left on it. If it is created again the parent's
+        listing must show it as new: forget it there and list the parent again (this listing
+        runs after the read that found nothing, so a re-creation before or after it is seen)."""
+        if path == "/":
+            return
+        parent = path.rsplit("/", 1)[0] or "/"
+        with self._lock:
+            self._children.get(parent, set()).discard(path.rsplit("/", 1)[1])
+            self._forget(path)
+        self._read_children(parent, generation)
 
     def _forget(self, path: str) -> None:
         """A deleted subtree's children lists are stale: a re-created znode is walked afresh."""

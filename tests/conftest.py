@@ -153,11 +153,20 @@ def start_capture(
     (SIGKILL if need be) and prints their logs at the end, so a failing test shows them."""
     processes: list[CaptureProcess] = []
     base = tmp_path_factory.mktemp("capture")
+    ha_path = f"/zkcdc-tests/ha-{uuid.uuid4().hex[:8]}"  # shared by this test's daemons only
 
-    def start(zookeeper: str, *args: str, state_dir: Path | None = None) -> CaptureProcess:
+    def start(
+        zookeeper: str,
+        *args: str,
+        state_dir: Path | None = None,
+        publish_to: ChangesTopic | None = None,
+    ) -> CaptureProcess:
         state = state_dir or base / f"state-{len(processes)}"
+        kafka = ["--bootstrap-servers", cluster.bootstrap_servers] if publish_to else []
+        topic = ["--topic", publish_to.topic] if publish_to else []
+        common = ["--zookeeper", zookeeper, "--state-dir", str(state), "--ha-path", ha_path]
         process = CaptureProcess(
-            ["--zookeeper", zookeeper, "--state-dir", str(state), *args],
+            [*common, *kafka, *topic, *args],
             base / f"capture-{len(processes)}.log",
         )
         processes.append(process)

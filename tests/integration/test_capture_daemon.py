@@ -36,15 +36,10 @@ def _daemon(start_capture, cluster, zk, changes_topic, *args, **kwargs):
         _connect(cluster, zk),
         "--cluster",
         "c1",
-        "--bootstrap-servers",
-        cluster.bootstrap_servers,
-        "--topic",
-        changes_topic.topic,
-        "--ha-path",
-        f"/zkcdc-tests/ha{zk.chroot.replace('/', '-')}",
         "--session-timeout-s",
         "4",
         *args,
+        publish_to=changes_topic,
         **kwargs,
     )
 
@@ -110,15 +105,7 @@ def test_the_legacy_consumers_tree_in_the_seed_format_gives_consumer_events(
 ):
     group = f"legacy-{time.monotonic_ns()}"
     consumer = f"{group}_hadoop2-1525747915241-6b48ff32"
-    daemon = start_capture(
-        cluster.zookeeper_hosts + cluster.chroot,
-        "--bootstrap-servers",
-        cluster.bootstrap_servers,
-        "--topic",
-        changes_topic.topic,
-        "--ha-path",
-        f"/zkcdc-tests/ha-{group}",
-    )
+    daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, publish_to=changes_topic)
     daemon.wait_logged("in sync")
     try:
         kafka_zk.create(

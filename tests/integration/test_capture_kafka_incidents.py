@@ -31,15 +31,7 @@ def _full_isr(kafka_zk, topic, partition, size):
 def test_a_staged_kafka_incident_is_captured_as_typed_events(
     cluster, kafka_zk, admin, new_topic, start_capture, changes_topic, tmp_path
 ):
-    daemon = start_capture(
-        cluster.zookeeper_hosts + cluster.chroot,
-        "--bootstrap-servers",
-        cluster.bootstrap_servers,
-        "--topic",
-        changes_topic.topic,
-        "--ha-path",
-        f"/zkcdc-tests/ha-{changes_topic.topic}",
-    )
+    daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, publish_to=changes_topic)
     daemon.wait_logged("in sync")
 
     # Create a topic, then add partitions.
@@ -177,15 +169,7 @@ def test_changes_made_while_every_broker_is_down_reach_the_topic_in_per_path_ord
     zk_chroot.create("/brokers/topics/t/partitions/0/state", b"0", makepath=True)
     zk_chroot.create("/brokers/topics/t/partitions/1/state", b"0", makepath=True)
     daemon = start_capture(
-        cluster.zookeeper_hosts + zk_chroot.chroot,
-        "--cluster",
-        "down",
-        "--bootstrap-servers",
-        cluster.bootstrap_servers,
-        "--topic",
-        changes_topic.topic,
-        "--ha-path",
-        f"/zkcdc-tests/ha-{changes_topic.topic}",
+        cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "down", publish_to=changes_topic
     )
     daemon.wait_logged("in sync")
     changes_topic.wait_for(

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from zkcdc.cli_options import invalid_setting, key_values
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.errors import StackError
 from zkcdc.stack.settings import StackSettings
@@ -28,25 +29,11 @@ def _settings(**flags: Any) -> StackSettings:
     try:
         return StackSettings(**given)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise StackError(f"invalid setting {where}: {first['msg']}") from exc
+        raise StackError(invalid_setting(exc)) from exc
 
 
 def _state_dir(given: Path | None) -> Path:
     return given or _settings().state_dir
-
-
-def _parse_broker_config(
-    _: click.Context, __: click.Parameter, values: tuple[str, ...]
-) -> dict[str, str]:
-    parsed = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
-        parsed[key] = value
-    return parsed
 
 
 @click.group()
@@ -77,7 +64,7 @@ def stack() -> None:
 @click.option(
     "--broker-config",
     multiple=True,
-    callback=_parse_broker_config,
+    callback=key_values,
     metavar="KEY=VALUE",
     help="Extra broker property, repeatable (e.g. --broker-config unclean.leader.election.enable=true).",
 )
