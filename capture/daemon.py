@@ -6,6 +6,8 @@ hands them to the producer."""
 
 from __future__ import annotations
 
+import faulthandler
+import os
 import queue
 import signal
 import sys
@@ -47,6 +49,7 @@ class CaptureDaemon:
         self._now = now
         self._sleep = sleep
         self._stop = threading.Event()
+        self._finished = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.metrics = CaptureMetrics()
         self._connected = False
@@ -58,7 +61,18 @@ class CaptureDaemon:
         return int(self._now() * 1000)
 
     def stop(self, *_: Any) -> None:
+        if not self._stop.is_set() and threading.current_thread() is threading.main_thread():
+            threading.Thread(target=self._watchdog, name="shutdown-watchdog", daemon=True).start()
         self._stop.set()
+
+    def _watchdog(self, limit_s: float = 25.0) -> None:
+        """A stop that does not finish in time is a bug: show every thread's stack, then exit
+        non-zero rather than hang (the event log already holds every record)."""
+        if self._finished.wait(limit_s):
+            return
+        log.error("shutdown did not finish; thread stacks follow", limit_s=limit_s)
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(1)
 
     def install_signal_handlers(self) -> None:
         # kazoo's threads answer watches; a short GIL switch interval keeps the main loop's
@@ -113,6 +127,7 @@ class CaptureDaemon:
                 election_client.close()
             if server is not None:
                 server.shutdown()
+            self._finished.set()
         if self._lost_election:
             raise CaptureError("lost the election session; another daemon may be active now")
 
@@ -230,6 +245,7 @@ class CaptureDaemon:
         try:
             self._loop(client, tracker, reader, generation, writer, publisher, store)
         finally:
+            reader.close()
             client.remove_listener(on_state)
             self._shutdown(tracker, writer, publisher, store)
 

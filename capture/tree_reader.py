@@ -53,6 +53,11 @@ class TreeReader:
         self._children: dict[str, set[str]] = {}
         self._generation = 0
         self._outstanding = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """No new reads from here on (kazoo's threads may still deliver a few answers)."""
+        self._closed = True
 
     def sync(self) -> int:
         """Walks and watches the whole tree; returns the walk's generation number."""
@@ -73,6 +78,8 @@ class TreeReader:
         self._read_children(path, generation)
 
     def _read_data(self, path: str, generation: int | None) -> None:
+        if self._closed:
+            return
         self._count(generation, +1)
         try:
             result = self._client.get_async(path, watch=self._on_data_watch)
@@ -82,6 +89,8 @@ class TreeReader:
         result.rawlink(lambda r: self._on_data(path, r, generation))
 
     def _read_children(self, path: str, generation: int | None) -> None:
+        if self._closed:
+            return
         self._count(generation, +1)
         try:
             result = self._client.get_children_async(path, watch=self._on_child_watch)
