@@ -10,15 +10,15 @@ import faulthandler
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, LockTimeout
+from kazoo.exceptions import LockTimeout
 
 from capture import zookeeper
 from capture.avro_codec import SingleObjectCodec, registry_serializer
@@ -155,7 +155,9 @@ class CaptureDaemon:
         without Kafka), or None when stopped first."""
         s = self.settings
         self._connected = True
-        lock = client.Lock(f"{s.ha_path}/{cluster}", identifier=f"{_host()}:{_pid()}")
+        lock = client.Lock(
+            f"{s.ha_path}/{cluster}", identifier=f"{socket.gethostname()}:{os.getpid()}"
+        )
 
         def on_state(state: str) -> None:
             if state == KazooState.LOST and self._active and not self._stop.is_set():
@@ -384,18 +386,3 @@ def _excluded(connect_string: str, ha_path: str) -> Callable[[str], bool]:
     if chroot:
         return lambda path: False
     return lambda path: path == ha_path or path.startswith(ha_path + "/")
-
-
-def _host() -> str:
-    import socket
-
-    return socket.gethostname()
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
-
-
-__all__ = ["CaptureDaemon", "KazooException", "Path"]

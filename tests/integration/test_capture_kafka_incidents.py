@@ -28,6 +28,20 @@ def _full_isr(kafka_zk, topic, partition, size):
     )
 
 
+def _reassign(cluster, plan, topic, partition, replicas):
+    """kafka-reassign-partitions --execute for one partition."""
+    entry = {"topic": topic, "partition": partition, "replicas": replicas}
+    plan.write_text(json.dumps({"version": 1, "partitions": [entry]}))
+    cluster.kafka_tool(
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--reassignment-json-file",
+        str(plan),
+        "--execute",
+    )
+
+
 def test_a_staged_kafka_incident_is_captured_as_typed_events(
     cluster, kafka_zk, admin, new_topic, start_capture, changes_topic, tmp_path
 ):
@@ -83,19 +97,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     spare = next(b for b in cluster.broker_ids if b not in replicas)
     target = [replicas[0], spare]
     plan = tmp_path / "reassign.json"
-    plan.write_text(
-        json.dumps(
-            {"version": 1, "partitions": [{"topic": moving, "partition": 0, "replicas": target}]}
-        )
-    )
-    cluster.kafka_tool(
-        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-        "--bootstrap-server",
-        cluster.bootstrap_servers,
-        "--reassignment-json-file",
-        str(plan),
-        "--execute",
-    )
+    _reassign(cluster, plan, moving, 0, target)
     changes_topic.wait_event("REPLICAS_CHANGED", topic=moving, partition=0, adding=[spare])
     requested = changes_topic.wait_event("REASSIGNMENT_REQUESTED", topic=moving)
     assert requested["partitions"] == [{"topic": moving, "partition": 0, "replicas": target}]
@@ -104,19 +106,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
 
     state = _full_isr(kafka_zk, topic, 1, 3)
     reordered = [b for b in state["isr"] if b != state["leader"]] + [state["leader"]]
-    plan.write_text(
-        json.dumps(
-            {"version": 1, "partitions": [{"topic": topic, "partition": 1, "replicas": reordered}]}
-        )
-    )
-    cluster.kafka_tool(
-        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-        "--bootstrap-server",
-        cluster.bootstrap_servers,
-        "--reassignment-json-file",
-        str(plan),
-        "--execute",
-    )
+    _reassign(cluster, plan, topic, 1, reordered)
     changes_topic.wait_event("REPLICAS_CHANGED", topic=topic, partition=1, replicas_after=reordered)
     cluster.kafka_tool(
         "org.apache.kafka.tools.LeaderElectionCommand",
