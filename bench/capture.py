@@ -1,7 +1,8 @@
 """B1: capture under a write storm of partition-state updates, zkcdc against a kazoo TreeCache.
 
-Measures ZooKeeper's write ceiling here (several writer processes, nothing watching), then runs
-the same storm flat out while `zkcdc capture` (a real daemon process publishing to Kafka) and a
+Measures ZooKeeper's write ceiling here (several writer processes, nothing watching, swept over
+the number of writes in flight per writer), then runs the storm flat out at the knee of that
+sweep (the smallest window within 5 % of the highest rate: deeper pipelines only queue) while `zkcdc capture` (a real daemon process publishing to Kafka) and a
 kazoo `TreeCache` listener (another process) watch the same znodes. Reports versions seen,
 versions reported skipped, lag (ZooKeeper mtime -> observed) p50/p99/max and the daemon's CPU.
 
@@ -27,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -44,40 +46,73 @@ def _paths(n: int) -> list[str]:
 
 
 def _writer(hosts: str, paths: list[str], until: float, window: int, out: Any) -> None:
-    """Flat-out pipelined setData on its share of the paths until `until`."""
+    """Flat-out pipelined setData on its share of the paths until `until`, at most `window` in
+    flight (a sliding window: a new write as soon as one is answered)."""
     client = KazooClient(hosts=hosts, timeout=30)
     client.start(timeout=30)
-    writes, epoch, pending = 0, 0, []
+    slots = threading.Semaphore(window)
+    latencies: list[float] = []
+    epoch = 0
     while time.time() < until:
         for path in paths:
+            slots.acquire()
             epoch += 1
-            pending.append(client.set_async(path, STATE.format(epoch).encode()))
-        if len(pending) >= window:
-            for result in pending:
-                result.get(timeout=30)
-            writes += len(pending)
-            pending = []
-    for result in pending:
-        result.get(timeout=30)
-    writes += len(pending)
+            sent = time.perf_counter()
+            result = client.set_async(path, STATE.format(epoch).encode())
+
+            def answered(_: Any, sent: float = sent) -> None:
+                latencies.append(time.perf_counter() - sent)
+                slots.release()
+
+            result.rawlink(answered)
+    for _ in range(window):
+        slots.acquire()
     client.stop()
-    out.put(writes)
+    out.put(latencies)
 
 
-def storm(hosts: str, paths: list[str], writers: int, seconds: float) -> tuple[int, float]:
-    queue: multiprocessing.Queue[int] = multiprocessing.Queue()
+def storm(
+    hosts: str, paths: list[str], writers: int, window: int, seconds: float
+) -> dict[str, Any]:
+    """Runs the writers; returns writes, writes/s and the write latency p50/p99 in ms."""
+    queue: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
     until = time.time() + seconds
     started = time.time()
     procs = [
-        multiprocessing.Process(target=_writer, args=(hosts, paths[w::writers], until, 400, queue))
+        multiprocessing.Process(
+            target=_writer, args=(hosts, paths[w::writers], until, window, queue)
+        )
         for w in range(writers)
     ]
     for p in procs:
         p.start()
-    total = sum(queue.get() for _ in procs)
+    latencies = [x * 1000 for _ in procs for x in queue.get()]
     for p in procs:
         p.join()
-    return total, total / (time.time() - started)
+    return {
+        "window": window,
+        "writes": len(latencies),
+        "writes_per_s": round(len(latencies) / (time.time() - started)),
+        "write_ms_p50": round(percentile(latencies, 0.5), 1),
+        "write_ms_p99": round(percentile(latencies, 0.99), 1),
+    }
+
+
+def ceiling(hosts: str, paths: list[str], writers: int, seconds: float) -> list[dict[str, Any]]:
+    """ZooKeeper's write rate against the writers' window, nothing watching. A deeper pipeline
+    than the knee adds only queueing (every write, and every read behind it, waits longer),
+    not throughput."""
+    sweep = []
+    for window in (4, 8, 16, 32, 64, 128, 256):
+        sweep.append(storm(hosts, paths, writers, window, seconds))
+        print(f"ceiling sweep: {sweep[-1]}", file=sys.stderr)
+    return sweep
+
+
+def knee(sweep: list[dict[str, Any]], share: float = 0.95) -> dict[str, Any]:
+    """The smallest window whose rate is within `share` of the highest rate seen."""
+    best = max(s["writes_per_s"] for s in sweep)
+    return next(s for s in sweep if s["writes_per_s"] >= share * best)
 
 
 def treecache_watcher(hosts: str, out_file: str) -> None:
@@ -124,6 +159,8 @@ def main() -> None:
     parser.add_argument("--paths", type=int, default=200)
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--no-kafka", action="store_true", help="event log only, no publishing")
+    parser.add_argument("--watch-mode", choices=["recursive", "one-shot"], default="recursive")
+    parser.add_argument("--sweep-s", type=float, default=6.0, help="seconds per ceiling step")
     parser.add_argument("--out", type=Path, default=Path("bench/results/capture.json"))
     args = parser.parse_args()
 
@@ -151,8 +188,9 @@ def main() -> None:
     for path in paths:
         setup.create(path, STATE.format(0).encode(), makepath=True)
 
-    _, ceiling = storm(hosts, paths, args.writers, min(args.duration, 10))
-    print(f"ceiling, nothing watching: {ceiling:,.0f} writes/s", file=sys.stderr)
+    sweep = ceiling(hosts, paths, args.writers, args.sweep_s)
+    chosen = knee(sweep)
+    print(f"storm window: {chosen['window']} in flight per writer", file=sys.stderr)
     start_versions = {p: setup.exists(p).version for p in paths}
 
     topic = f"zkcdc.bench.{int(time.time())}"
@@ -171,6 +209,8 @@ def main() -> None:
             str(work / "state"),
             "--ha-path",
             f"/zkcdc-bench/ha-{int(time.time())}",
+            "--watch-mode",
+            args.watch_mode,
             *([] if args.no_kafka else ["--bootstrap-servers", info.bootstrap_servers]),
             *([] if args.no_kafka else ["--topic", topic]),
         ],
@@ -189,7 +229,7 @@ def main() -> None:
         time.sleep(0.2)
     time.sleep(2)  # TreeCache's initial load
     cpu_before = cpu_seconds(daemon.pid)
-    _, rate = storm(hosts, paths, args.writers, args.duration)
+    during = storm(hosts, paths, args.writers, chosen["window"], args.duration)
     time.sleep(3)  # let both drain
     cpu = cpu_seconds(daemon.pid) - cpu_before
     daemon.send_signal(signal.SIGTERM)
@@ -227,8 +267,12 @@ def main() -> None:
         "writers": args.writers,
         "duration_s": args.duration,
         "publishing_to_kafka": not args.no_kafka,
-        "ceiling_writes_per_s": round(ceiling),
-        "storm_writes_per_s": round(rate),
+        "watch_mode": args.watch_mode,
+        "ceiling_sweep": sweep,
+        "ceiling_writes_per_s": max(s["writes_per_s"] for s in sweep),
+        "storm_window": chosen["window"],
+        "storm": during,
+        "storm_writes_per_s": during["writes_per_s"],
         "committed_versions": committed,
         "zkcdc": {
             "versions_seen": zk_seen,

@@ -18,6 +18,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from capture.avro_encoder import compile_encoder
 from capture.errors import CaptureError
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
@@ -59,12 +60,10 @@ class SingleObjectCodec:
     def __init__(self, schema: dict[str, Any] | None = None) -> None:
         self.schema = schema if schema is not None else load_schema()
         self.header = SINGLE_OBJECT_MAGIC + schema_fingerprint(self.schema)
+        self._body = compile_encoder(self.schema)
 
     def encode(self, value: dict[str, Any]) -> bytes:
-        buffer = io.BytesIO()
-        buffer.write(self.header)
-        fastavro.schemaless_writer(buffer, self.schema, value)
-        return buffer.getvalue()
+        return self.header + self._body(value)
 
     def decode(self, data: bytes) -> dict[str, Any]:
         if data[:2] != SINGLE_OBJECT_MAGIC:

@@ -29,6 +29,12 @@ from zkcdc.cli_options import key_values
 @click.option("--metrics-port", type=int, help="Serve /metrics and /healthz on this port.")
 @click.option("--heartbeat-s", type=float, help="Seconds between HEARTBEAT records [default 1].")
 @click.option("--ha-path", help="ZooKeeper path of the active/standby election [/zkcdc/capture].")
+@click.option(
+    "--watch-mode",
+    type=click.Choice(["recursive", "one-shot"]),
+    help="recursive: one persistent watch, every write announced (ZooKeeper 3.6+) [default]; "
+    "one-shot: a watch per znode.",
+)
 @click.option("--session-timeout-s", type=float, help="ZooKeeper session timeout [default 10].")
 @click.option("--wait", is_flag=True, default=None, help="Retry unreachable servers with backoff.")
 @click.option(

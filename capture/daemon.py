@@ -77,7 +77,7 @@ class CaptureDaemon:
     def install_signal_handlers(self) -> None:
         # kazoo's threads answer watches; a short GIL switch interval keeps the main loop's
         # encoding from delaying them (the default 5 ms shows up directly as capture lag).
-        sys.setswitchinterval(0.0005)
+        sys.setswitchinterval(0.0001)
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
 
@@ -229,7 +229,9 @@ class CaptureDaemon:
             event_log=str(s.event_log_path(cluster)),
         )
         excluded = _excluded(s.zookeeper, s.ha_path)
-        reader = TreeReader(client, self._inbox.put, self.now_ms, excluded)
+        reader = TreeReader(
+            client, self._inbox.put, self.now_ms, excluded, recursive=s.watch_mode == "recursive"
+        )
 
         def on_state(kazoo_state: str) -> None:
             self._connected = kazoo_state == KazooState.CONNECTED
@@ -274,7 +276,12 @@ class CaptureDaemon:
                     records.extend(tracker.read(item[1], item[2], item[3]))
                 elif kind == "synced" and item[1] == generation:
                     records.extend(tracker.end_sync())
-                    log.info("in sync", seq=tracker.state.seq, known_znodes=len(tracker.state.tree))
+                    log.info(
+                        "in sync",
+                        seq=tracker.state.seq,
+                        known_znodes=len(tracker.state.tree),
+                        watches="recursive" if reader.recursive else "one-shot",
+                    )
                 elif kind == "reconnected":
                     # kazoo re-arms no watches after a connection loss or a new session: walk
                     # the tree again and record exactly what differs from what is known.

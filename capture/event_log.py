@@ -7,6 +7,7 @@ which readers report and skip."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -15,12 +16,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import fastavro
-from fastavro.write import Writer
 
-from capture.avro_codec import load_schema
+from capture.avro_codec import load_schema, schema_json
+from capture.avro_encoder import compile_encoder, write_long
 from capture.errors import CaptureError
 
 SUFFIX = ".avro"
+MAGIC = b"Obj\x01"
 
 
 class EventLogError(CaptureError):
@@ -69,16 +71,19 @@ class EventLogWriter:
         max_bytes: int = 64 * 1024 * 1024,
         max_age_s: float = 3600.0,
         now: Callable[[], float],
-        schema: dict[str, Any] | None = None,
     ) -> None:
         self.directory = directory
         self.cluster = cluster
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self._now = now
-        self._schema = schema if schema is not None else load_schema()
+        self._encode = compile_encoder(load_schema())
+        self._header_meta = {
+            "avro.schema": json.dumps(schema_json()).encode(),
+            "avro.codec": b"null",
+        }
         self._file: IO[bytes] | None = None
-        self._writer: Writer | None = None
+        self._sync = b""
         self._opened_at = 0.0
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -90,13 +95,16 @@ class EventLogWriter:
     def append(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
-        if self._writer is None or self._due_for_rotation():
+        if self._file is None or self._due_for_rotation():
             self._rotate(records[0]["seq"])
-        assert self._writer is not None
+        assert self._file is not None
+        body = b"".join([self._encode(r) for r in records])
+        block = bytearray()
+        write_long(len(records), block)
+        write_long(len(body), block)
         try:
-            for record in records:
-                self._writer.write(record)
-            self._writer.flush()
+            self._file.write(block + body + self._sync)
+            self._file.flush()
         except OSError as exc:
             raise EventLogError(f"cannot write the event log: {exc.strerror}") from exc
 
@@ -117,14 +125,24 @@ class EventLogWriter:
             self._file = path.open("wb")
         except OSError as exc:
             raise EventLogError(f"cannot create {path}: {exc.strerror}") from exc
-        self._writer = Writer(self._file, self._schema, codec="null")
+        self._sync = os.urandom(16)
+        header = bytearray(MAGIC)
+        write_long(len(self._header_meta), header)
+        for key, value in self._header_meta.items():
+            write_long(len(key), header)
+            header += key.encode()
+            write_long(len(value), header)
+            header += value
+        header.append(0)
+        try:
+            self._file.write(header + self._sync)
+        except OSError as exc:
+            raise EventLogError(f"cannot write {path}: {exc.strerror}") from exc
         self._opened_at = self._now()
 
     def close(self) -> None:
-        if self._writer is not None and self._file is not None:
-            self._writer.flush()
+        if self._file is not None:
             self._file.close()
-        self._writer = None
         self._file = None
 
 

@@ -188,20 +188,23 @@ def _event(event: ClusterEvent) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _EVENT_FIELDS:
         value = getattr(event, name)
-        if value is None or isinstance(value, int | str):
-            out[name] = value.value if isinstance(value, enum.Enum) else value
+        kind = type(value)
+        # Exact type checks first: isinstance against unions and ABCs is slow on this path.
+        if value is None or kind is int or kind is str or kind is bool:
+            out[name] = value
         else:
             out[name] = _plain(value)
     return out
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [v if type(v) is int or type(v) is str else _plain(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     return value

@@ -6,7 +6,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -45,6 +45,9 @@ class CaptureSettings(BaseSettings):
     log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     log_rotate_s: float = Field(default=3600.0, gt=0)
     checkpoint_s: float = Field(default=30.0, gt=0)
+    # recursive: one persistent recursive watch (ZooKeeper 3.6+, falls back to one-shot on older
+    # servers); one-shot: a data and a child watch per znode, re-armed by each read.
+    watch_mode: Literal["recursive", "one-shot"] = "recursive"
 
     @field_validator("zookeeper")
     @classmethod

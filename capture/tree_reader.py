@@ -1,10 +1,17 @@
 """The kazoo edge of capture: watches on every znode of the Kafka tree, reads pipelined.
 
-Reads are issued asynchronously from the watch callbacks themselves, so a burst of changes is
-one pipeline of requests rather than a round trip each; their results are handed over, in the
-order ZooKeeper answered them, to `emit` as `("read", path, Znode | None, observed_ms)`. `sync()` walks the
-whole tree (start-up, and after every reconnect, since kazoo drops its watches on a connection
-loss) and ends with `("synced", generation)` once every read of the walk has been answered."""
+Where the server has them (ZooKeeper 3.6+), one persistent recursive watch on the root announces
+every create, change and delete under it, and each announcement is answered with a read: no
+blind window between a notification and re-arming, so under a storm far more versions are seen
+than with one-shot watches. On older servers (or `recursive=False`) every znode carries one-shot
+data and child watches, re-armed by the read each of them triggers.
+
+Reads are issued asynchronously from the notification callbacks themselves, so a burst of
+changes is one pipeline of requests rather than a round trip each; their results are handed
+over, in the order ZooKeeper answered them, to `emit` as `("read", path, Znode | None,
+observed_ms)`. `sync()` walks the whole tree (start-up, and after every reconnect, since the
+server drops watches with the connection) and ends with `("synced", generation)` once every
+read of the walk has been answered."""
 
 from __future__ import annotations
 
@@ -12,11 +19,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.client import KazooClient, _prefix_root
+from kazoo.exceptions import KazooException, NoNodeError, UnimplementedError
+from kazoo.protocol.serialization import GetChildren, GetData
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
+from capture.kazoo_pipeline import Pipeline
+from capture.persistent_watch import PERSISTENT_RECURSIVE, AddWatch, route_notifications
 from capture.records import Znode
+from zkcdc import logs
+
+log = logs.get("zkcdc.capture")
 
 Emit = Callable[[tuple[Any, ...]], None]
 
@@ -44,6 +57,7 @@ class TreeReader:
         emit: Emit,
         now_ms: Callable[[], int],
         excluded: Callable[[str], bool] = lambda p: False,
+        recursive: bool = True,
     ) -> None:
         self._client = client
         self._now_ms = now_ms
@@ -54,6 +68,11 @@ class TreeReader:
         self._generation = 0
         self._outstanding = 0
         self._closed = False
+        self._pipeline = Pipeline(client)
+        # None: not known yet whether the server has persistent recursive watches.
+        self.recursive: bool | None = None if recursive else False
+        if recursive:
+            route_notifications(client, self._on_notification)
 
     def close(self) -> None:
         """No new reads from here on (kazoo's threads may still deliver a few answers)."""
@@ -66,10 +85,36 @@ class TreeReader:
             self._outstanding = 0
             self._children.clear()
             generation = self._generation
-        self._visit("/", generation)
+        if self.recursive is False:
+            self._visit("/", generation)
+            return generation
+        # The watch is in place before any read of the walk is answered (one session's
+        # requests are answered in order), so nothing can change unseen between the two.
+        self._count(generation, +1)
+        self._pipeline.request(
+            AddWatch(self._full("/"), PERSISTENT_RECURSIVE),
+            lambda _, error: self._on_watch_added(error, generation),
+        )
         return generation
 
-    # -- requests ------------------------------------------------------------------------
+    def _on_watch_added(self, error: Exception | None, generation: int) -> None:
+        if error is None:
+            self.recursive = True
+        elif isinstance(error, UnimplementedError):
+            self.recursive = False  # ZooKeeper before 3.6: one-shot watches from here on
+        elif isinstance(error, KazooException):
+            self._count(generation, -1)  # connection lost: the re-sync after it starts over
+            return
+        else:
+            log.error("addWatch failed: one-shot watches from here on", error=repr(error))
+            self.recursive = False
+        self._visit("/", generation)
+        self._count(generation, -1)
+
+    # -- requests (answers come on kazoo's connection thread, in answer order) -------------
+    def _full(self, path: str) -> str:
+        return str(_prefix_root(self._client.chroot, path))
+
     def _visit(self, path: str, generation: int | None) -> None:
         """Reads (and watches) a znode's data and its children."""
         if self._excluded(path):
@@ -81,26 +126,30 @@ class TreeReader:
         if self._closed:
             return
         self._count(generation, +1)
-        try:
-            result = self._client.get_async(path, watch=self._on_data_watch)
-        except KazooException:
-            self._count(generation, -1)  # closing: the next sync reads it
-            return
-        result.rawlink(lambda r: self._on_data(path, r, generation))
+        watch = None if self.recursive else self._on_data_watch
+        self._pipeline.request(
+            GetData(self._full(path), watch),
+            lambda value, error: self._on_data(path, value, error, generation),
+        )
 
     def _read_children(self, path: str, generation: int | None) -> None:
         if self._closed:
             return
         self._count(generation, +1)
-        try:
-            result = self._client.get_children_async(path, watch=self._on_child_watch)
-        except KazooException:
-            self._count(generation, -1)
-            return
-        result.rawlink(lambda r: self._on_children(path, r, generation))
+        watch = None if self.recursive else self._on_child_watch
+        self._pipeline.request(
+            GetChildren(self._full(path), watch),
+            lambda value, error: self._on_children(path, value, error, generation),
+        )
 
-    # -- watch callbacks (kazoo's callback thread) --------------------------------------
-    def _on_data_watch(self, event: WatchedEvent) -> None:
+    # -- notifications ------------------------------------------------------------------
+    def _on_notification(self, kind: EventType, path: str) -> None:
+        """The recursive watch (connection thread): a read per notification, sent in the same
+        turn, so it is answered right after its write."""
+        if self.recursive and not self._excluded(path):
+            self._read_data(path, None)
+
+    def _on_data_watch(self, event: WatchedEvent) -> None:  # one-shot: kazoo's callback thread
         if event.type in (EventType.CHANGED, EventType.DELETED, EventType.CREATED):
             self._read_data(event.path, None)
 
@@ -108,24 +157,27 @@ class TreeReader:
         if event.type == EventType.CHILD:
             self._read_children(event.path, None)
 
-    # -- results (kazoo's completion thread, in answer order) ---------------------------
-    def _on_data(self, path: str, result: Any, generation: int | None) -> None:
-        try:
-            data, stat = result.get_nowait()
-        except NoNodeError:
-            self._emit(("read", path, None, self._now_ms()))
-            self._relist_parent(path, generation)
-        except KazooException:
-            pass  # connection lost: the re-sync after reconnecting reads it again
-        else:
+    # -- answers (kazoo's connection thread, in answer order) ----------------------------
+    def _on_data(
+        self, path: str, value: Any, error: Exception | None, generation: int | None
+    ) -> None:
+        if error is None:
+            data, stat = value
             self._emit(("read", path, znode(data, stat), self._now_ms()))
+        elif isinstance(error, NoNodeError):
+            self._emit(("read", path, None, self._now_ms()))
+            if self.recursive:
+                with self._lock:
+                    self._forget(path)
+            else:
+                self._relist_parent(path, generation)
+        # else: connection lost or closing; the re-sync after reconnecting reads it again
         self._count(generation, -1)
 
-    def _on_children(self, path: str, result: Any, generation: int | None) -> None:
-        try:
-            names = set(result.get_nowait())
-        except KazooException:
-            names = None  # gone (its data read says so) or connection lost (re-sync)
+    def _on_children(
+        self, path: str, value: Any, error: Exception | None, generation: int | None
+    ) -> None:
+        names = set(value) if error is None else None  # else gone, or connection lost
         if names is not None:
             with self._lock:
                 known = self._children.get(path, set())

@@ -25,7 +25,10 @@ def _expire(hosts: str, client: KazooClient) -> None:
     twin.close()
 
 
-def test_after_a_session_expiry_only_the_differences_are_recorded(cluster, zk_chroot, tmp_path):
+@pytest.mark.parametrize("watch_mode", ["recursive", "one-shot"])
+def test_after_a_session_expiry_only_the_differences_are_recorded(
+    cluster, zk_chroot, tmp_path, watch_mode
+):
     for name in ("a", "b", "c"):
         zk_chroot.create(f"/{name}", b"0")
     settings = load_settings(
@@ -35,6 +38,7 @@ def test_after_a_session_expiry_only_the_differences_are_recorded(cluster, zk_ch
         state_dir=tmp_path,
         ha_path=f"/zkcdc-tests/ha-expiry-{time.monotonic_ns()}",
         heartbeat_s=60.0,
+        watch_mode=watch_mode,
     )
     daemon = CaptureDaemon(settings)
     runner = threading.Thread(target=daemon.run)
