@@ -1,8 +1,9 @@
 """B1: capture under a write storm of partition-state updates, zkcdc against a kazoo TreeCache.
 
 Measures ZooKeeper's write ceiling here (several writer processes, nothing watching, swept over
-the number of writes in flight per writer), then runs the storm flat out at the knee of that
-sweep (the smallest window within 5 % of the highest rate: deeper pipelines only queue) while `zkcdc capture` (a real daemon process publishing to Kafka) and a
+the number of writes in flight per writer), then runs the storm flat out with `--window`
+writes in flight per writer (32: past it the rate grows by a few per cent while each write's
+own queueing in ZooKeeper, which counts in the lag, doubles with every doubling) while `zkcdc capture` (a real daemon process publishing to Kafka) and a
 kazoo `TreeCache` listener (another process) watch the same znodes. Reports versions seen,
 versions reported skipped, lag (ZooKeeper mtime -> observed) p50/p99/max and the daemon's CPU.
 
@@ -109,12 +110,6 @@ def ceiling(hosts: str, paths: list[str], writers: int, seconds: float) -> list[
     return sweep
 
 
-def knee(sweep: list[dict[str, Any]], share: float = 0.95) -> dict[str, Any]:
-    """The smallest window whose rate is within `share` of the highest rate seen."""
-    best = max(s["writes_per_s"] for s in sweep)
-    return next(s for s in sweep if s["writes_per_s"] >= share * best)
-
-
 def treecache_watcher(hosts: str, out_file: str) -> None:
     """The usual way: kazoo's TreeCache with a listener noting every version it sees."""
     from kazoo.recipe.cache import TreeCache, TreeEvent
@@ -160,6 +155,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=2)
     parser.add_argument("--no-kafka", action="store_true", help="event log only, no publishing")
     parser.add_argument("--watch-mode", choices=["recursive", "one-shot"], default="recursive")
+    parser.add_argument("--window", type=int, default=32, help="writes in flight per writer")
     parser.add_argument("--sweep-s", type=float, default=6.0, help="seconds per ceiling step")
     parser.add_argument("--out", type=Path, default=Path("bench/results/capture.json"))
     args = parser.parse_args()
@@ -189,8 +185,7 @@ def main() -> None:
         setup.create(path, STATE.format(0).encode(), makepath=True)
 
     sweep = ceiling(hosts, paths, args.writers, args.sweep_s)
-    chosen = knee(sweep)
-    print(f"storm window: {chosen['window']} in flight per writer", file=sys.stderr)
+    print(f"storm window: {args.window} in flight per writer", file=sys.stderr)
     start_versions = {p: setup.exists(p).version for p in paths}
 
     topic = f"zkcdc.bench.{int(time.time())}"
@@ -229,7 +224,7 @@ def main() -> None:
         time.sleep(0.2)
     time.sleep(2)  # TreeCache's initial load
     cpu_before = cpu_seconds(daemon.pid)
-    during = storm(hosts, paths, args.writers, chosen["window"], args.duration)
+    during = storm(hosts, paths, args.writers, args.window, args.duration)
     time.sleep(3)  # let both drain
     cpu = cpu_seconds(daemon.pid) - cpu_before
     daemon.send_signal(signal.SIGTERM)
@@ -270,7 +265,7 @@ def main() -> None:
         "watch_mode": args.watch_mode,
         "ceiling_sweep": sweep,
         "ceiling_writes_per_s": max(s["writes_per_s"] for s in sweep),
-        "storm_window": chosen["window"],
+        "storm_window": args.window,
         "storm": during,
         "storm_writes_per_s": during["writes_per_s"],
         "committed_versions": committed,
