@@ -86,7 +86,10 @@ class TreeReader:
             self._children.clear()
             generation = self._generation
         if self.recursive is False:
+            # Held while the walk starts: an early answer must not end the walk at zero.
+            self._count(generation, +1)
             self._visit("/", generation)
+            self._count(generation, -1)
             return generation
         # The watch is in place before any read of the walk is answered (one session's
         # requests are answered in order), so nothing can change unseen between the two.
