@@ -78,10 +78,10 @@ class EventLogWriter:
         self.max_age_s = max_age_s
         self._now = now
         self._encode = compile_encoder(load_schema())
-        self._header_meta = {
-            "avro.schema": json.dumps(schema_json()).encode(),
-            "avro.codec": b"null",
-        }
+        # The container header's metadata, an Avro map<bytes>: the same for every file.
+        self._header_meta = compile_encoder({"type": "map", "values": "bytes"})(
+            {"avro.schema": json.dumps(schema_json()).encode(), "avro.codec": b"null"}
+        )
         self._file: IO[bytes] | None = None
         self._sync = b""
         self._opened_at = 0.0
@@ -126,16 +126,8 @@ class EventLogWriter:
         except OSError as exc:
             raise EventLogError(f"cannot create {path}: {exc.strerror}") from exc
         self._sync = os.urandom(16)
-        header = bytearray(MAGIC)
-        write_long(len(self._header_meta), header)
-        for key, value in self._header_meta.items():
-            write_long(len(key), header)
-            header += key.encode()
-            write_long(len(value), header)
-            header += value
-        header.append(0)
         try:
-            self._file.write(header + self._sync)
+            self._file.write(MAGIC + self._header_meta + self._sync)
         except OSError as exc:
             raise EventLogError(f"cannot write {path}: {exc.strerror}") from exc
         self._opened_at = self._now()
