@@ -9,6 +9,7 @@ import click
 
 from capture.cli import capture, events
 from zkcdc.errors import ZkcdcError
+from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
 
 
@@ -33,3 +34,4 @@ def main() -> None:
 main.add_command(stack)
 main.add_command(capture)
 main.add_command(events)
+main.add_command(simulate)

@@ -1,0 +1,131 @@
+"""A legacy (pre-2.0, ZooKeeper-based) consumer group on a simulated cluster: each consumer a
+session of its own, registered under `/consumers/G/ids`, owning partitions under `owners` by
+the range rebalance, committing offsets under `offsets` — the seed documents' formats."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+
+from zkcdc.simulate import formats
+from zkcdc.simulate.cluster import SimulatedCluster
+from zkcdc.simulate.range_assignment import assign, thread_ids
+from zkcdc.simulate.zk_writer import Create, Delete, SetData, close, connect, run_multi
+
+
+@dataclass
+class ConsumerGroup:
+    cluster: SimulatedCluster
+    group: str
+    topic: str
+    sessions: dict[str, KazooClient] = field(default_factory=dict)
+    owners: dict[int, str] = field(default_factory=dict)  # partition -> thread id
+    offsets: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def base(self) -> str:
+        return f"/consumers/{self.group}"
+
+    def join(self, count: int) -> list[str]:
+        """`count` consumers of one thread each register; ids as the old client made them."""
+        cluster = self.cluster
+        for path in (
+            "",
+            "/ids",
+            "/owners",
+            f"/owners/{self.topic}",
+            "/offsets",
+            f"/offsets/{self.topic}",
+        ):
+            cluster.client.ensure_path(self.base + path)
+        joined = []
+        for i in range(count):
+            consumer = f"{self.group}_sim-host-{i}-{cluster.now_ms()}-{uuid.uuid4().hex[:8]}"
+            session = connect(cluster.hosts)
+            data = formats.consumer_registration({self.topic: 1}, cluster.now_ms())
+            session.create(f"{self.base}/ids/{consumer}", data, ephemeral=True)
+            self.sessions[consumer] = session
+            cluster.expect.event(
+                "CONSUMER_REGISTERED",
+                f"{self.base}/ids/{consumer}",
+                group=self.group,
+                consumer_id=consumer,
+            )
+            joined.append(consumer)
+        cluster.expect.step(f"{count} consumers joined group {self.group} on {self.topic}")
+        return joined
+
+    def rebalance(self) -> None:
+        """Every consumer releases what it owns, then claims its range (ephemeral owner
+        znodes from the claiming consumer's session), as the old client's rebalance did."""
+        cluster = self.cluster
+        for partition in sorted(self.owners):
+            cluster.run([Delete(self._owner_path(partition))])
+        before = dict(self.owners)
+        self.owners.clear()
+        partitions = sorted(cluster.topics[self.topic].replicas)
+        threads = thread_ids({c: 1 for c in self.sessions})
+        for thread, owned in assign(partitions, threads).items():
+            session = self.sessions[thread.rsplit("-", 1)[0]]
+            ops = [
+                Create(self._owner_path(p), formats.consumer_owner(thread), ephemeral=True)
+                for p in owned
+            ]
+            if ops:
+                run_multi(session, ops)
+            for p in owned:
+                self.owners[p] = thread
+                if before.get(p) != thread:
+                    cluster.expect.event(
+                        "PARTITION_OWNER_CHANGED",
+                        self._owner_path(p),
+                        group=self.group,
+                        owner_after=thread,
+                    )
+        cluster.expect.step(
+            f"group {self.group} rebalanced: {len(self.sessions)} consumers, "
+            f"{len(self.owners)} partitions owned"
+        )
+
+    def commit(self, partition: int, offset: int) -> None:
+        path = f"{self.base}/offsets/{self.topic}/{partition}"
+        data = formats.consumer_offset(offset)
+        if self.cluster.client.exists(path):
+            self.cluster.run([SetData(path, data)])
+        else:
+            self.cluster.run([Create(path, data)])
+        self.cluster.expect.event(
+            "OFFSET_COMMITTED", path, group=self.group, partition=partition, offset_after=offset
+        )
+        self.offsets[partition] = offset
+
+    def leave(self, consumer: str) -> None:
+        """The consumer's session closes: its registration and owner znodes go with it."""
+        close(self.sessions.pop(consumer))
+        cluster = self.cluster
+        cluster.expect.event(
+            "CONSUMER_DEREGISTERED",
+            f"{self.base}/ids/{consumer}",
+            group=self.group,
+            consumer_id=consumer,
+        )
+        for partition, thread in list(self.owners.items()):
+            if thread.rsplit("-", 1)[0] == consumer:
+                del self.owners[partition]
+                cluster.expect.event(
+                    "PARTITION_OWNER_CHANGED",
+                    self._owner_path(partition),
+                    group=self.group,
+                    owner_after=None,
+                )
+        cluster.expect.step(f"consumer {consumer} left group {self.group}")
+
+    def _owner_path(self, partition: int) -> str:
+        return f"{self.base}/owners/{self.topic}/{partition}"
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            close(session)
+        self.sessions.clear()

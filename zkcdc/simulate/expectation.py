@@ -1,0 +1,61 @@
+"""What a scenario did and which change events and alerts it should cause: printed for the
+operator, written as JSON (`--expect FILE`) for tests and alert rehearsals."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# A broker failure on a big cluster touches ~100k partitions: list a sample, count them all.
+_LISTED_PER_TYPE = 25
+
+
+@dataclass
+class Expectation:
+    scenario: str
+    did: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[dict[str, str]] = field(default_factory=list)
+    event_counts: Counter[str] = field(default_factory=Counter)
+
+    def step(self, line: str) -> None:
+        self.did.append(line)
+
+    def event(self, event_type: str, path: str, **fields: Any) -> None:
+        """A change record at `path` should carry an event of `event_type` with these fields."""
+        self.event_counts[event_type] += 1
+        if self.event_counts[event_type] <= _LISTED_PER_TYPE:
+            listed = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+            self.events.append({"type": event_type, "path": path, **listed})
+
+    def alert(self, rule: str, entity: str, severity: str) -> None:
+        entry = {"rule": rule, "entity": entity, "severity": severity}
+        if entry not in self.alerts:
+            self.alerts.append(entry)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "did": self.did,
+            "events": self.events,
+            "event_counts": dict(sorted(self.event_counts.items())),
+            "alerts": self.alerts,
+        }
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.as_json(), indent=2) + "\n")
+        tmp.replace(path)  # readers never see half a file
+
+    def summary(self) -> list[str]:
+        lines = [f"scenario {self.scenario}:"]
+        lines += [f"  did: {line}" for line in self.did]
+        counts = ", ".join(f"{t} x{n}" for t, n in sorted(self.event_counts.items()))
+        lines.append(f"  expect events: {counts or 'none'}")
+        alerts = ", ".join(f"{a['rule']} ({a['entity']})" for a in self.alerts[:10])
+        more = f" and {len(self.alerts) - 10} more" if len(self.alerts) > 10 else ""
+        lines.append(f"  expect alerts: {alerts or 'none'}{more}")
+        return lines
