@@ -40,6 +40,7 @@ down: setup
 bench: setup
 	$(BIN)/python bench/stack_startup.py
 	$(BIN)/python bench/capture.py
+	$(BIN)/python bench/simulate_build.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
