@@ -1,0 +1,282 @@
+"""The alert rules of CONTRACT.md section 3 as pure functions of the cluster state and events.
+
+Three kinds:
+- level rules, re-evaluated for the entities a record touched (a partition under-replicated);
+- instant rules, on one live event (an unclean election);
+- window rules, counting live events per entity over an event-time window (ISR flapping)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from streaming.alert_records import Alert
+from streaming.alert_tracker import AlertTracker
+from streaming.cluster_state import ClusterState, Entity, Group, PartitionKey
+from streaming.rule_settings import RuleSettings
+from zkcdc.simulate.range_assignment import assign, thread_ids
+
+
+def _name(key: PartitionKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def _ints(values: Iterable[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+# -- level rules ----------------------------------------------------------------------------------
+def evaluate(
+    touched: Iterable[Entity],
+    state: ClusterState,
+    tracker: AlertTracker,
+    settings: RuleSettings,
+    now: int,
+) -> list[Alert]:
+    out: list[Alert] = []
+    for kind, ident in sorted(touched, key=lambda e: (e[0], str(e[1]))):
+        if kind == "partition":
+            out += _partition(ident, state, tracker, settings, now)
+        elif kind == "broker":
+            out += _broker(ident, state, tracker, settings, now)
+        elif kind == "controller":
+            out += _controller(state, tracker, settings, now)
+        elif kind == "topic":
+            out += _topic(ident, state, tracker, settings, now)
+        elif kind == "group":
+            out += _group(ident, state, tracker, settings, now)
+    return out
+
+
+def _partition(
+    key: PartitionKey, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    p = state.partitions.get(key)
+    name = _name(key)
+    known = p is not None and p.leader is not None
+    online = known and p is not None and p.leader != -1
+    isr = len(p.isr) if p else 0
+    rf = p.replication_factor if p else 0
+    details = {"isr": _ints(p.isr), "replicas": _ints(p.replicas)} if p else {}
+    if p is not None:
+        details["leader"] = str(p.leader)
+    min_isr = state.min_insync(key[0], s.default_min_insync_replicas)
+    in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
+    return [
+        *tracker.hold("under_replicated", name, online and isr < rf, now, "warning",
+                      f"{name} has {isr} of {rf} replicas in sync", details,
+                      s.under_replicated_for_ms),
+        *tracker.hold("under_min_isr", name, online and isr < min_isr, now, "critical",
+                      f"{name} has {isr} in-sync replicas, below min.insync.replicas {min_isr}",
+                      details, s.under_min_isr_for_ms),
+        *tracker.hold("offline_partition", name, known and not online, now, "critical",
+                      f"{name} has no leader", details, s.offline_partition_for_ms),
+        *tracker.hold("reassignment_stuck", name, in_flight, now, "warning",
+                      f"reassignment of {name} has not completed", details,
+                      s.reassignment_stuck_for_ms),
+    ]  # fmt: skip
+
+
+def _broker(
+    broker: int, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    b = state.brokers.get(broker)
+    entity = f"broker/{broker}"
+    preferred, not_led = state.preferred[broker], state.not_led[broker]
+    ratio = not_led / preferred if preferred else 0.0
+    imbalanced = b is not None and b.alive and ratio > s.preferred_leader_imbalance_ratio
+    return [
+        *tracker.hold("broker_down", entity, b is not None and not b.alive, now, "critical",
+                      f"broker {broker} is not registered", {}, s.broker_down_for_ms),
+        *tracker.hold("preferred_leader_imbalance", entity, imbalanced, now, "warning",
+                      f"broker {broker} leads {preferred - not_led} of the {preferred} "
+                      f"partitions it is preferred for",
+                      {"ratio": f"{ratio:.3f}", "not_led": str(not_led)},
+                      s.preferred_leader_imbalance_for_ms),
+    ]  # fmt: skip
+
+
+def _controller(
+    state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    alive = any(b.alive for b in state.brokers.values())
+    return tracker.hold(
+        "no_active_controller", "controller", alive and state.controller is None, now,
+        "critical", "no broker holds /controller", {}, s.no_active_controller_for_ms,
+    )  # fmt: skip
+
+
+def _topic(
+    topic: str, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    return tracker.hold(
+        "topic_deletion_stuck", f"topic/{topic}", topic in state.deletions, now, "warning",
+        f"deletion of topic {topic} has not completed", {}, s.topic_deletion_stuck_for_ms,
+    )  # fmt: skip
+
+
+def expected_owners(group: Group, state: ClusterState) -> tuple[dict[PartitionKey, str], set[str]]:
+    """The seeds' range assignment for every subscribed topic: partition -> thread, and the
+    consumers that get nothing at all."""
+    expected: dict[PartitionKey, str] = {}
+    busy: set[str] = set()
+    for topic in sorted({t for sub in group.members.values() for t in sub}):
+        threads = thread_ids({c: sub[topic] for c, sub in group.members.items() if topic in sub})
+        for thread, owned in assign(state.topics.get(topic, ()), threads).items():
+            for partition in owned:
+                expected[(topic, partition)] = thread
+                busy.add(thread.rsplit("-", 1)[0])
+    return expected, set(group.members) - busy
+
+
+def _group(
+    name: str, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    group = state.groups.get(name)
+    entity = f"group/{name}"
+    members = bool(group and group.members)
+    expected, idle = expected_owners(group, state) if group and members else ({}, set())
+    owners = group.owners if group else {}
+    unowned = sorted(k for k in expected if k not in owners)
+    mismatched = sorted(k for k, t in owners.items() if k in expected and expected[k] != t)
+    return [
+        *tracker.hold("consumer_partition_unowned", entity, bool(unowned), now, "critical",
+                      f"group {name} leaves {len(unowned)} partitions unowned",
+                      {"partitions": ",".join(_name(k) for k in unowned[:20])},
+                      s.consumer_partition_unowned_for_ms),
+        *tracker.hold("consumer_idle", entity, bool(idle), now, "info",
+                      f"group {name} has {len(idle)} consumers with no partition",
+                      {"consumers": ",".join(sorted(idle)[:20])}, s.consumer_idle_for_ms),
+        *tracker.hold("consumer_owner_mismatch", entity, bool(mismatched), now, "warning",
+                      f"group {name}: {len(mismatched)} partitions owned against the range "
+                      f"assignment", {"partitions": ",".join(_name(k) for k in mismatched[:20])},
+                      s.consumer_owner_mismatch_for_ms),
+    ]  # fmt: skip
+
+
+# -- instant rules --------------------------------------------------------------------------------
+def instants(
+    event: dict[str, Any],
+    state_before: tuple[int | None, int | None],
+    tracker: AlertTracker,
+    s: RuleSettings,
+    now: int,
+) -> list[Alert]:
+    """Alerts one live event raises by itself. `state_before` = (controller epoch, last
+    controller) as they were before the event's record."""
+    kind = event["type"]
+    epoch, last_controller = state_before
+    hold = s.instant_hold_ms
+
+    def fire(rule: str, entity: str, severity: str, summary: str, **details: Any) -> list[Alert]:
+        text = {k: str(v) for k, v in details.items() if v is not None}
+        return tracker.instant(rule, entity, now, severity, summary, text, hold)
+
+    out: list[Alert] = []
+    topic, partition = event.get("topic"), event.get("partition")
+    name = f"{topic}/{partition}"
+    if kind == "LEADER_CHANGED" and event.get("clean") is False:
+        out += fire("unclean_leader_election", name, "critical",
+                    f"{name}: broker {event.get('leader_after')} became leader out of sync",
+                    leader_before=event.get("leader_before"), leader_after=event.get("leader_after"))  # fmt: skip
+    before, after = event.get("leader_epoch_before"), event.get("leader_epoch_after")
+    if before is not None and after is not None and after < before:
+        out += fire("leader_epoch_regression", name, "critical",
+                    f"{name}: leader epoch went back from {before} to {after}",
+                    leader_epoch_before=before, leader_epoch_after=after)  # fmt: skip
+    written = event.get("controller_epoch")
+    if kind in _STATE_WRITES and written is not None and epoch is not None and written < epoch:
+        out += fire("controller_epoch_regression", name, "critical",
+                    f"{name} written with controller epoch {written}, current is {epoch}",
+                    written_epoch=written, controller_epoch=epoch)  # fmt: skip
+    if kind == "CONTROLLER_EPOCH_CHANGED":
+        old, new = event.get("epoch_before"), event.get("epoch_after")
+        if old is not None and new is not None and new < old:
+            out += fire("controller_epoch_regression", "controller", "critical",
+                        f"/controller_epoch went back from {old} to {new}")  # fmt: skip
+    if kind == "CONTROLLER_ELECTED":
+        previous = event.get("broker_id_before")
+        previous = previous if previous is not None else last_controller
+        if previous is not None:
+            out += fire("controller_failover", "controller", "warning",
+                        f"controller moved from broker {previous} to {event['broker_id']}",
+                        broker_before=previous, broker_after=event["broker_id"])  # fmt: skip
+    if kind == "OFFSET_COMMITTED":
+        old, new = event.get("offset_before"), event.get("offset_after")
+        if old is not None and new is not None and new < old:
+            out += fire("offset_regression", f"group/{event['group']}", "warning",
+                        f"group {event['group']} moved {name} back from {old} to {new}",
+                        topic=topic, partition=partition, offset_before=old, offset_after=new)  # fmt: skip
+    if kind == "LOG_DIR_FAILED":
+        broker = event.get("broker_id")
+        out += fire("log_dir_failure", f"broker/{broker}", "critical",
+                    f"a log directory of broker {broker} failed")  # fmt: skip
+    return out
+
+
+_STATE_WRITES = {"LEADER_CHANGED", "LEADER_EPOCH_BUMPED", "ISR_SHRUNK", "ISR_EXPANDED"}
+
+
+# -- window rules ---------------------------------------------------------------------------------
+WindowKey = tuple[str, str]  # (rule, entity)
+
+_WINDOWED: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "isr_flapping": lambda e: (
+        f"{e['topic']}/{e['partition']}" if e["type"] in ("ISR_SHRUNK", "ISR_EXPANDED") else None
+    ),
+    "leader_election_storm": lambda e: "cluster" if e["type"] == "LEADER_CHANGED" else None,
+    "controller_flapping": lambda e: "controller" if e["type"] == "CONTROLLER_ELECTED" else None,
+    "broker_flapping": lambda e: (
+        f"broker/{e['broker_id']}"
+        if e["type"] in ("BROKER_REGISTERED", "BROKER_DEREGISTERED")
+        else None
+    ),
+}
+_SEVERITY = {
+    "isr_flapping": "warning",
+    "leader_election_storm": "warning",
+    "controller_flapping": "critical",
+    "broker_flapping": "warning",
+}
+
+
+def _window(rule: str, s: RuleSettings) -> tuple[int, int]:
+    return getattr(s, f"{rule}_changes"), getattr(s, f"{rule}_window_ms")
+
+
+def count(event: dict[str, Any], windows: dict[WindowKey, deque[int]], now: int) -> list[WindowKey]:
+    """Counts one live event into the windows it belongs to; the keys it changed."""
+    keys = []
+    for rule, entity_of in _WINDOWED.items():
+        entity = entity_of(event)
+        if entity is not None:
+            windows.setdefault((rule, entity), deque()).append(now)
+            keys.append((rule, entity))
+    return keys
+
+
+def evaluate_windows(
+    keys: Iterable[WindowKey],
+    windows: dict[WindowKey, deque[int]],
+    tracker: AlertTracker,
+    s: RuleSettings,
+    now: int,
+) -> list[Alert]:
+    out: list[Alert] = []
+    for rule, entity in keys:
+        times = windows.get((rule, entity))
+        if times is None:
+            continue
+        threshold, window_ms = _window(rule, s)
+        while times and times[0] <= now - window_ms:
+            times.popleft()
+        n = len(times)
+        out += tracker.hold(
+            rule, entity, n >= threshold, now, _SEVERITY[rule],
+            f"{entity}: {n} changes of {rule.replace('_', ' ')} within {window_ms // 1000} s",
+            {"changes": str(n), "window_ms": str(window_ms)}, 0,
+        )  # fmt: skip
+        if not times:
+            del windows[(rule, entity)]
+    return out
