@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from capture.cli import capture, events
+from streaming.cli import stream
 from zkcdc.errors import ZkcdcError
 from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
@@ -35,3 +36,4 @@ main.add_command(stack)
 main.add_command(capture)
 main.add_command(events)
 main.add_command(simulate)
+main.add_command(stream)

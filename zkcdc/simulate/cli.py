@@ -183,6 +183,10 @@ def run_command(
             cluster.start()
             for line in cluster.expect.did:
                 click.echo(f"start: {line}", err=True)
+            if cluster.expect.did:
+                # A quiet moment, so watchers see the started cluster before the incident (a
+                # registration gone within a read's round trip is invisible to them).
+                sleep(1.0)
             cluster.expect = Expectation(scenario)  # what the cluster's start did is not part
             function(cluster, options)
             _report(cluster.expect, expect_file)

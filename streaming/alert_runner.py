@@ -1,0 +1,95 @@
+"""`zkcdc stream alerts`: source -> per-cluster alert engine -> sinks, as one streaming query
+(plus a dead-letter query on Kafka input), checkpointed so a restart resumes where it stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streaming.alert_job import REORDER_MS, alerts_stream
+from streaming.alert_sinks import AlertSinks, SinkOptions
+from streaming.change_source import KafkaInput, LogInput, read_changes
+from streaming.rule_settings import RuleSettings
+from streaming.spark_session import session
+
+
+@dataclass(frozen=True)
+class AlertJobOptions:
+    source: KafkaInput | LogInput
+    sinks: SinkOptions
+    checkpoint: Path
+    master: str = "local[2]"
+    rules: RuleSettings = field(default_factory=RuleSettings)
+    trigger_ms: int = 500
+    available_now: bool = False  # process what is there, then stop (replays, tests)
+    dead_letter_topic: str | None = None
+    reorder_ms: int = REORDER_MS
+
+
+def run(options: AlertJobOptions, stop: threading.Event) -> None:
+    spark = session(options.master, "zkcdc-alerts")
+    queries = []
+    sinks = AlertSinks(options.sinks, options.checkpoint / "sink-ledger")
+    try:
+        records, dead = read_changes(spark, options.source)
+        alerts = alerts_stream(records, options.rules, options.reorder_ms)
+
+        def deliver(batch: Any, batch_id: int) -> None:
+            rows = [json.loads(r["json"]) for r in batch.select("json").collect()]
+            sinks.deliver(batch_id, rows)
+
+        writer = (
+            alerts.writeStream.foreachBatch(deliver)
+            .option("checkpointLocation", str(options.checkpoint / "alerts"))
+            .outputMode("append")
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if options.available_now
+            else writer.trigger(processingTime=f"{options.trigger_ms} milliseconds")
+        )
+        queries.append(writer.start())
+        if (
+            dead is not None
+            and options.dead_letter_topic
+            and isinstance(options.source, KafkaInput)
+        ):
+            queries.append(
+                dead.selectExpr(
+                    "concat(topic, '/', partition, '/', offset) AS key",
+                    "to_json(named_struct('topic', topic, 'partition', partition, 'offset', "
+                    "offset, 'reason', reason, 'value_base64', base64(value))) AS value",
+                )
+                .writeStream.format("kafka")
+                .option("kafka.bootstrap.servers", options.source.bootstrap_servers)
+                .option("topic", options.dead_letter_topic)
+                .option("checkpointLocation", str(options.checkpoint / "dead-letters"))
+                .start()
+            )
+        while not stop.is_set():
+            if options.available_now and not queries[0].isActive:
+                break
+            for query in queries:
+                if query.exception() is not None:
+                    raise_query_error(query)
+            stop.wait(0.5)
+    finally:
+        for query in queries:
+            with contextlib.suppress(Exception):
+                query.stop()
+        sinks.close()
+        spark.stop()
+    for query in queries:
+        if query.exception() is not None:
+            raise_query_error(query)
+
+
+def raise_query_error(query: Any) -> None:
+    from streaming.errors import StreamingError
+
+    message = str(query.exception()).strip().splitlines()[0][:300]
+    raise StreamingError(f"streaming query {query.name or query.id} failed: {message}")

@@ -1,0 +1,121 @@
+"""Where alerts go, once per micro-batch on the driver: the alerts topic (idempotent producer,
+key = alert_id), a JSON-lines file, the console, Prometheus Alertmanager's API v2.
+
+Spark re-runs the last micro-batch after a crash; a small ledger in the checkpoint folder
+names the last batch every sink took, so a re-run batch is not delivered twice."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streaming.errors import StreamingError
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str | None = None
+    alerts_topic: str = "zkcdc.alerts"
+    alerts_out: Path | None = None
+    console: bool = False
+    alertmanager: str | None = None
+
+
+def alertmanager_payload(alert: dict[str, Any]) -> dict[str, Any]:
+    """One alert in Alertmanager's API v2 shape: labels identify it, annotations describe it."""
+    labels = {
+        "alertname": alert["rule"],
+        "severity": alert["severity"],
+        "cluster": alert["cluster"],
+        "entity": alert["entity"],
+        "alert_id": alert["alert_id"],
+    }
+    payload: dict[str, Any] = {
+        "labels": labels,
+        "annotations": {"summary": alert["summary"], **alert.get("details", {})},
+        "startsAt": _iso(alert["started_ms"]),
+    }
+    if alert["status"] == "RESOLVED" and alert.get("ended_ms") is not None:
+        payload["endsAt"] = _iso(alert["ended_ms"])
+    return payload
+
+
+def _iso(ms: int) -> str:
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class AlertSinks:
+    def __init__(self, options: SinkOptions, ledger: Path) -> None:
+        self.options = options
+        self.ledger = ledger
+        self._producer: Any = None
+        if options.bootstrap_servers:
+            from confluent_kafka import Producer
+
+            self._producer = Producer(
+                {
+                    "bootstrap.servers": options.bootstrap_servers,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                }
+            )
+
+    def last_batch(self) -> int:
+        try:
+            return int(self.ledger.read_text())
+        except (OSError, ValueError):
+            return -1
+
+    def deliver(self, batch_id: int, alerts: list[dict[str, Any]]) -> None:
+        if batch_id <= self.last_batch():
+            return  # delivered before the restart that re-runs it
+        alerts.sort(key=lambda a: a["started_ms"] if a["ended_ms"] is None else a["ended_ms"])
+        if self._producer is not None and alerts:
+            for alert in alerts:
+                self._producer.produce(
+                    self.options.alerts_topic,
+                    key=alert["alert_id"].encode(),
+                    value=json.dumps(alert, sort_keys=True).encode(),
+                )
+            if self._producer.flush(60) > 0:
+                raise StreamingError("alerts not delivered to Kafka within 60 s")
+        lines = [json.dumps(alert, sort_keys=True) for alert in alerts]
+        if self.options.alerts_out is not None and lines:
+            with self.options.alerts_out.open("a") as out:
+                out.write("\n".join(lines) + "\n")
+        if self.options.console:
+            for line in lines:
+                print(line, flush=True)
+        if self.options.alertmanager and alerts:
+            self._post_alertmanager([alertmanager_payload(a) for a in alerts])
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.ledger.with_name(self.ledger.name + ".tmp")
+        tmp.write_text(str(batch_id))
+        tmp.replace(self.ledger)
+
+    def _post_alertmanager(self, payload: list[dict[str, Any]]) -> None:
+        url = self.options.alertmanager.rstrip("/") + "/api/v2/alerts"  # type: ignore[union-attr]
+        request = urllib.request.Request(
+            url,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                response.read()
+        except (urllib.error.URLError, OSError) as exc:
+            # Alertmanager down must not stop alerting: Kafka and the log still get them.
+            print(f"zkcdc: alertmanager {url} unreachable: {exc}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(30)

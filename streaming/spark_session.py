@@ -1,0 +1,60 @@
+"""The Spark session of a zkcdc job: Kafka and Avro jars from the shared cache, RocksDB state."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from streaming.errors import StreamingError
+
+
+def spark_jars() -> list[Path]:
+    """Spark's Kafka source/sink and Avro jars at pyspark's version (mvn once, then cached)."""
+    from zkcdc.stack.artifacts import ArtifactCache
+    from zkcdc.stack.artifacts import spark_jars as jar_set
+    from zkcdc.stack.errors import StackError
+    from zkcdc.stack.settings import default_cache_dir
+
+    try:
+        return ArtifactCache(default_cache_dir()).fetch(jar_set(), announce=print_err)
+    except StackError as exc:
+        raise StreamingError(str(exc)) from exc
+
+
+def print_err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def session(master: str, app: str, shuffle_partitions: int = 2, **conf: str) -> Any:
+    """A SparkSession on `master` (local[*], local[2], spark://host:port)."""
+    from pyspark.sql import SparkSession
+
+    # Executors must run the same Python as the driver (pandas UDFs, our packages).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    jars = ",".join(str(p) for p in spark_jars())
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.jars", jars)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "512m")
+        .config("spark.executor.memory", "512m")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        raise StreamingError(f"Spark did not start on {master}: {exc}") from exc
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
