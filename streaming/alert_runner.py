@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.alert_job import REORDER_MS, alerts_stream
-from streaming.alert_sinks import AlertSinks, SinkOptions
+from streaming.alert_sinks import AlertSinks, SinkOptions, ensure_topics
 from streaming.change_source import KafkaInput, LogInput, read_changes
 from streaming.rule_settings import RuleSettings
 from streaming.spark_session import session
@@ -58,6 +58,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             and options.dead_letter_topic
             and isinstance(options.source, KafkaInput)
         ):
+            ensure_topics(options.source.bootstrap_servers, [options.dead_letter_topic])
             queries.append(
                 dead.selectExpr(
                     "concat(topic, '/', partition, '/', offset) AS key",

@@ -26,6 +26,19 @@ class SinkOptions:
     alertmanager: str | None = None
 
 
+def ensure_topics(bootstrap: str, topics: list[str]) -> None:
+    """Creates missing topics up front (replication min(3, brokers)): auto-creation at the
+    first alert would fail exactly when a broker is down, which is when alerts come."""
+    from capture.errors import CaptureError
+    from capture.publisher import ensure_topic
+
+    for topic in topics:
+        try:
+            ensure_topic(bootstrap, {}, topic, 3, 30.0)
+        except (CaptureError, Exception) as exc:
+            raise StreamingError(f"cannot use topic {topic} on {bootstrap}: {exc}") from exc
+
+
 def alertmanager_payload(alert: dict[str, Any]) -> dict[str, Any]:
     """One alert in Alertmanager's API v2 shape: labels identify it, annotations describe it."""
     labels = {
@@ -59,6 +72,8 @@ class AlertSinks:
         self._producer: Any = None
         if options.bootstrap_servers:
             from confluent_kafka import Producer
+
+            ensure_topics(options.bootstrap_servers, [options.alerts_topic])
 
             self._producer = Producer(
                 {

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from alerts_harness import AlertJob, AlertsTopic
 from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend, make_backend
 from confluent_kafka import KafkaError, KafkaException
@@ -188,3 +189,45 @@ def changes_topic(
     topic = ChangesTopic(cluster.bootstrap_servers, f"zkcdc.changes.{name}-{uuid.uuid4().hex[:6]}")
     yield topic
     topic.close()
+
+
+@pytest.fixture
+def start_alert_job(
+    cluster: ClusterBackend,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[..., tuple[AlertJob, AlertsTopic]]]:
+    """Starts `zkcdc stream alerts` on a changes topic, publishing to an alerts topic of this
+    test's own; stops it at the end and prints its log, so a failing test shows it."""
+    jobs: list[tuple[AlertJob, AlertsTopic]] = []
+    base = tmp_path_factory.mktemp("alerts")
+
+    def start(changes: ChangesTopic, *args: str) -> tuple[AlertJob, AlertsTopic]:
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
+        alerts = AlertsTopic(
+            cluster.bootstrap_servers, f"zkcdc.alerts.{name}-{uuid.uuid4().hex[:6]}"
+        )
+        job = AlertJob(
+            [
+                "--bootstrap-servers",
+                cluster.bootstrap_servers,
+                "--topic",
+                changes.topic,
+                "--alerts-topic",
+                alerts.topic,
+                "--checkpoint",
+                str(base / f"checkpoint-{len(jobs)}"),
+                *args,
+            ],
+            base / f"alerts-{len(jobs)}.log",
+        )
+        jobs.append((job, alerts))
+        return job, alerts
+
+    yield start
+    for job, alerts in jobs:
+        if job.process.poll() is None:
+            job.process.kill()
+            job.process.wait()
+        alerts.close()
+        print(f"--- alert job log {job.log_file} ---\n{job.tail(80)}")
