@@ -1,6 +1,7 @@
 """Every `zkcdc simulate run` scenario against the real ZooKeeper, with `zkcdc capture` watching:
 the events the scenario's expectation (`--expect`) names show up in capture's records, in the
-order the scenario caused them."""
+order the scenario caused them. Then the alert job (Spark) runs over all the scenarios' records
+at once (one cluster name per scenario) and raises exactly the alerts each expectation names."""
 
 from __future__ import annotations
 
@@ -14,10 +15,34 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capture_harness import ChangesTopic
 
+from streaming.rule_settings import RuleSettings
 from zkcdc.simulate.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.integration
+
+
+# Short for-durations so a scenario's conditions fire within HOLD_S; offline fires at once.
+RULES = [
+    f"--rule={f}=2000"
+    for f in RuleSettings.__dataclass_fields__
+    if f.endswith("_for_ms") and f != "offline_partition_for_ms"
+] + ["--rule=leader_election_storm_changes=5"]
+HOLD_S = 6.0
+EXTRA = {
+    "consumer-leaves": ["--no-rebalance"],
+    "storm": ["--rate", "40", "--duration", "1"],
+}
+# scenario -> (expectation, wall-clock ms when its run was stopped)
+RUNS: dict[str, tuple[dict[str, Any], int]] = {}
+
+
+@pytest.fixture(scope="module")
+def shared_changes(cluster) -> Any:
+    topic = ChangesTopic(cluster.bootstrap_servers, f"zkcdc.changes.scenarios-{os.getpid()}")
+    yield topic
+    topic.close()
 
 
 def simulate(*args: str, log: Path) -> subprocess.Popen[bytes]:
@@ -66,19 +91,20 @@ def find_in_order(records: list[dict[str, Any]], expected: list[dict[str, Any]])
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_scenario_causes_the_events_its_expectation_names(
-    scenario, cluster, zk_chroot, start_capture, changes_topic, tmp_path
+    scenario, cluster, zk_chroot, start_capture, shared_changes, tmp_path
 ):
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
     log = tmp_path / "simulate.log"
     build_small_cluster(connect, log)
-    daemon = start_capture(connect, "--cluster", "sim", publish_to=changes_topic)
+    name = f"sim-{scenario}"
+    daemon = start_capture(connect, "--cluster", name, publish_to=shared_changes)
     daemon.wait_logged("in sync")
 
     expect_file = tmp_path / "expect.json"
-    extra = ["--no-rebalance"] if scenario == "consumer-leaves" else []
+    extra = EXTRA.get(scenario, ["--rate", "4", "--duration", "1"])
     run = simulate(
-        "run", scenario, "--zookeeper", connect, "--rate", "4", "--duration", "1",
-        "--hold", "300", "--expect", str(expect_file), *extra, log=log,
+        "run", scenario, "--zookeeper", connect, "--hold", "300", "--expect", str(expect_file),
+        *extra, *RULES, log=log,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -91,13 +117,57 @@ def test_scenario_causes_the_events_its_expectation_names(
         assert expectation["events"], "a scenario must cause at least one event"
 
         deadline = time.monotonic() + 60
-        while missing := find_in_order(changes_topic.records, expectation["events"]):
+        while missing := find_in_order(
+            [r for r in shared_changes.records if r["cluster"] == name], expectation["events"]
+        ):
             assert time.monotonic() < deadline, (
                 f"{len(missing)} expected events never captured, first {missing[0]}\n"
                 f"{log.read_text()}"
             )
-            changes_topic.poll()
+            shared_changes.poll()
+        time.sleep(HOLD_S)  # the conditions' for-durations pass, heartbeats mark the time
+        stopped_ms = time.time_ns() // 1_000_000
     finally:
         run.send_signal(signal.SIGTERM)
         code = run.wait(60)
     assert code == 0, log.read_text()
+    RUNS[scenario] = (expectation, stopped_ms)
+
+
+def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
+    cluster, shared_changes, tmp_path
+):
+    assert len(RUNS) == len(SCENARIOS), f"scenarios that did not run: {set(SCENARIOS) - set(RUNS)}"
+    alerts_file = tmp_path / "alerts.jsonl"
+    log = tmp_path / "alerts.log"
+    job = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts",
+         "--bootstrap-servers", cluster.bootstrap_servers, "--topic", shared_changes.topic,
+         "--no-publish", "--alerts-out", str(alerts_file), "--available-now",
+         "--checkpoint", str(tmp_path / "checkpoint"), *RULES],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, timeout=600,
+    )  # fmt: skip
+    assert job.returncode == 0, log.read_text()[-5000:]
+    alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
+    problems = []
+    for scenario, (expectation, stopped_ms) in sorted(RUNS.items()):
+        expected = {(a["rule"], a["entity"]) for a in expectation["alerts"]}
+        raised = {
+            (a["rule"], a["entity"])
+            for a in alerts
+            if a["cluster"] == f"sim-{scenario}"
+            and a["status"] == "FIRING"
+            and a["started_ms"] < stopped_ms  # the run's own shutdown comes after
+        }
+        if raised != expected:
+            problems.append(
+                f"{scenario}: missing {sorted(expected - raised)}, unexpected "
+                f"{sorted(raised - expected)}"
+            )
+    assert not problems, "\n".join(problems)
+    assert {a["rule"] for _, (e, _) in RUNS.items() for a in e["alerts"]} >= {
+        "broker_down", "under_replicated", "offline_partition", "unclean_leader_election",
+        "controller_failover", "controller_flapping", "isr_flapping", "leader_election_storm",
+        "controller_epoch_regression", "preferred_leader_imbalance", "reassignment_stuck",
+        "topic_deletion_stuck", "consumer_partition_unowned", "offset_regression",
+    }  # fmt: skip

@@ -13,6 +13,9 @@ from typing import Any
 
 import click
 
+from streaming.rule_settings import RuleSettings
+from zkcdc.cli_options import key_values
+from zkcdc.simulate.alert_forecast import AlertForecast
 from zkcdc.simulate.build import BuildOptions, build
 from zkcdc.simulate.cluster import SimulatedCluster
 from zkcdc.simulate.errors import SimulateError
@@ -147,6 +150,14 @@ def build_command(
     show_default=True,
     help="Seconds to keep the brokers' sessions after the scenario (alerts need time).",
 )
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    callback=key_values,
+    metavar="NAME=VALUE",
+    help="Rule settings the expected alerts are judged by (as for `zkcdc stream alerts`).",
+)
 @_expect
 def run_command(
     scenario: str,
@@ -159,6 +170,7 @@ def run_command(
     rebalance: bool,
     seed: int,
     hold_s: float,
+    rules: dict[str, str],
     expect_file: Path | None,
 ) -> None:
     """Stage SCENARIO on a built cluster (`zkcdc simulate list` names them).
@@ -170,7 +182,8 @@ def run_command(
         raise SimulateError("--rate must be > 0 and --duration >= 0")
     function, _ = SCENARIOS[scenario]
     client = connect(zookeeper)
-    cluster = SimulatedCluster(zookeeper, client, Expectation("start"), now_ms)
+    forecast = AlertForecast(RuleSettings().with_overrides(rules), now_ms)
+    cluster = SimulatedCluster(zookeeper, client, Expectation("start", forecast=forecast), now_ms)
     try:
         with _stop_on_signals() as stop:
 
@@ -187,7 +200,10 @@ def run_command(
                 # A quiet moment, so watchers see the started cluster before the incident (a
                 # registration gone within a read's round trip is invisible to them).
                 sleep(1.0)
-            cluster.expect = Expectation(scenario)  # what the cluster's start did is not part
+            # What the cluster's start did is not part of the scenario; its forecast goes on.
+            cluster.expect = Expectation(
+                scenario, forecast=cluster.expect.forecast, hold_ms=int(hold_s * 1000)
+            )
             function(cluster, options)
             _report(cluster.expect, expect_file)
             _hold(cluster, stop, hold_s)

@@ -5,6 +5,7 @@ Expectation. Scenarios compose these; the state transitions come from `partition
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,10 +64,14 @@ class SimulatedCluster:
         self.sessions: dict[int, KazooClient] = {}
         self.registered: set[int] = set()
         self.controller: int | None = None
+        self.last_controller: int | None = None  # what a watcher saw hold /controller last
         self.controller_epoch = 0
         self._epoch_version = 0
         self._states: dict[Key, tuple[PartitionState, int]] = {}
         self._closers: list[Callable[[], None]] = []
+        # Per broker: partitions it is the preferred leader of, and of those, not led by it.
+        self._preferred: Counter[int] = Counter()
+        self._not_led: Counter[int] = Counter()
 
     # -- reading the built tree ---------------------------------------------------------------
     def load(self) -> None:
@@ -90,6 +95,7 @@ class SimulatedCluster:
             self.controller = int(json.loads(self.client.get("/controller")[0])["brokerid"])
         except NoNodeError:
             self.controller = None
+        self.last_controller = self.controller
 
     @property
     def brokers(self) -> tuple[int, ...]:
@@ -122,7 +128,23 @@ class SimulatedCluster:
                     obj["leader"], obj["leader_epoch"], tuple(obj["isr"]), obj["controller_epoch"]
                 )
                 self._states[key] = (state, stat.version)
+                self._count_preferred(key, state, +1)
         return {k: self._states[k][0] for k in keys}
+
+    def _count_preferred(self, key: Key, state: PartitionState, sign: int) -> int:
+        preferred = self.replicas(key)[0]
+        self._preferred[preferred] += sign
+        if state.leader != preferred:
+            self._not_led[preferred] += sign
+        return preferred
+
+    def _expect_imbalance(self, brokers: Iterable[int]) -> None:
+        ratio = self.expect.forecast.settings.preferred_leader_imbalance_ratio
+        for broker in brokers:
+            total = self._preferred[broker]
+            share = self._not_led[broker] / total if total else 0.0
+            active = broker in self.registered and share > ratio
+            self.expect.condition("preferred_leader_imbalance", f"broker/{broker}", active)
 
     def state(self, key: Key) -> PartitionState:
         return self.states([key])[key]
@@ -159,6 +181,9 @@ class SimulatedCluster:
         self.registered.add(broker)
         self.expect.step(f"broker {broker} registered (a session of its own)")
         self.expect.event("BROKER_REGISTERED", f"/brokers/ids/{broker}", broker_id=broker)
+        self.expect.condition("broker_down", f"broker/{broker}", False)
+        self.expect.condition("no_active_controller", "controller", self.controller is None)
+        self._expect_imbalance([broker])
 
     def kill_broker(self, broker: int) -> None:
         """The broker's session closes, so ZooKeeper drops its registration (and /controller,
@@ -171,10 +196,13 @@ class SimulatedCluster:
         self.registered.discard(broker)
         self.expect.step(f"broker {broker}'s session closed")
         self.expect.event("BROKER_DEREGISTERED", f"/brokers/ids/{broker}", broker_id=broker)
-        self.expect.alert("broker_down", f"broker/{broker}", "critical")
+        self.expect.condition("broker_down", f"broker/{broker}", True)
         if self.controller == broker:
-            self.controller = None
+            self.controller, self.last_controller = None, broker
             self.expect.event("CONTROLLER_RESIGNED", "/controller", broker_id=broker)
+        no_controller = self.controller is None and bool(self.registered)
+        self.expect.condition("no_active_controller", "controller", no_controller)
+        self._expect_imbalance([broker])
 
     # -- the controller -----------------------------------------------------------------------
     def elect_controller(self, broker: int) -> None:
@@ -189,7 +217,11 @@ class SimulatedCluster:
         self.writer.flush()
         run_multi(session, ops)
         before = self.controller_epoch
+        if self.last_controller is not None:
+            self.expect.instant("controller_failover", "controller")
         self.controller, self.controller_epoch = broker, epoch
+        self.last_controller = broker
+        self.expect.condition("no_active_controller", "controller", False)
         self._epoch_version += 1
         self.expect.step(f"broker {broker} elected controller, controller epoch {epoch}")
         self.expect.event("CONTROLLER_ELECTED", "/controller", broker_id=broker)
@@ -204,7 +236,8 @@ class SimulatedCluster:
         if old is None:
             return None
         self.client.delete("/controller")
-        self.controller = None
+        self.controller, self.last_controller = None, old
+        self.expect.condition("no_active_controller", "controller", bool(self.registered))
         self.expect.step(f"controller {old} resigned")
         self.expect.event("CONTROLLER_RESIGNED", "/controller", broker_id=old)
         return old
@@ -215,7 +248,6 @@ class SimulatedCluster:
         if not candidates:
             raise SimulateError("no live broker can become controller")
         self.elect_controller(candidates[0])
-        self.expect.alert("controller_failover", "controller", "warning")
 
     # -- partition state writes ---------------------------------------------------------------
     def write_states(
@@ -225,6 +257,7 @@ class SimulatedCluster:
         version and a setData with the partition epoch (znode version) as expected version.
         `as_controller=False` writes without the check, as a zombie controller could before Kafka
         2.2 fenced writes with that check."""
+        touched: set[int] = set()
         for key, new in changes.items():
             old, version = self._states[key]
             data = formats.partition_state(
@@ -234,8 +267,11 @@ class SimulatedCluster:
             ops: list[Op] = [Check("/controller_epoch", self._epoch_version), set_op]
             self.writer.submit(ops if as_controller else [set_op])
             self._states[key] = (new, version + 1)
+            self._count_preferred(key, old, -1)
+            touched.add(self._count_preferred(key, new, +1))
             self._expect_state_change(key, old, new)
         self.writer.flush()
+        self._expect_imbalance(touched)
 
     def _expect_state_change(self, key: Key, old: PartitionState, new: PartitionState) -> None:
         path = state_path(*key)
@@ -244,7 +280,7 @@ class SimulatedCluster:
             clean = new.leader == logic.NO_LEADER or new.leader in old.isr
             self.expect.event("LEADER_CHANGED", path, leader_after=new.leader, clean=clean)
             if not clean:
-                self.expect.alert("unclean_leader_election", entity, "critical")
+                self.expect.instant("unclean_leader_election", entity)
         elif new.leader_epoch != old.leader_epoch:
             self.expect.event("LEADER_EPOCH_BUMPED", path, leader_epoch_after=new.leader_epoch)
         removed = tuple(b for b in old.isr if b not in new.isr)
@@ -255,9 +291,14 @@ class SimulatedCluster:
             self.expect.event("ISR_EXPANDED", path, added=added)
         if new.leader == logic.NO_LEADER and old.leader != logic.NO_LEADER:
             self.expect.event("PARTITION_OFFLINE", path)
-            self.expect.alert("offline_partition", entity, "critical")
-        elif len(new.isr) < len(self.replicas(key)):
-            self.expect.alert("under_replicated", entity, "warning")
+        online = new.leader != logic.NO_LEADER
+        in_sync = len(new.isr)
+        min_isr = self.expect.forecast.settings.default_min_insync_replicas
+        self.expect.condition("offline_partition", entity, not online)
+        self.expect.condition(
+            "under_replicated", entity, online and in_sync < len(self.replicas(key))
+        )
+        self.expect.condition("under_min_isr", entity, online and in_sync < min_isr)
 
     def broker_failure(self, broker: int) -> None:
         """The broker dies, a new controller is elected if it was the controller, and the
@@ -266,7 +307,6 @@ class SimulatedCluster:
         self.kill_broker(broker)
         if was_controller:
             self.elect_controller(min(self.registered))
-            self.expect.alert("controller_failover", "controller", "warning")
         hosted = self.hosted_by(broker)
         current = self.states(hosted)
         changes = {}

@@ -55,6 +55,7 @@ class ConsumerGroup:
             )
             joined.append(consumer)
         cluster.expect.step(f"{count} consumers joined group {self.group} on {self.topic}")
+        self._expect_conditions()
         return joined
 
     def rebalance(self) -> None:
@@ -88,12 +89,16 @@ class ConsumerGroup:
             f"group {self.group} rebalanced: {len(self.sessions)} consumers, "
             f"{len(self.owners)} partitions owned"
         )
+        self._expect_conditions()
 
     def commit(self, partition: int, offset: int) -> None:
         path = f"{self.base}/offsets/{self.topic}/{partition}"
         data = formats.consumer_offset(offset)
         if self.cluster.client.exists(path):
+            previous = int(self.cluster.client.get(path)[0])
             self.cluster.run([SetData(path, data)])
+            if offset < previous:
+                self.cluster.expect.instant("offset_regression", f"group/{self.group}")
         else:
             self.cluster.run([Create(path, data)])
         self.cluster.expect.event(
@@ -121,6 +126,29 @@ class ConsumerGroup:
                     owner_after=None,
                 )
         cluster.expect.step(f"consumer {consumer} left group {self.group}")
+        self._expect_conditions()
+
+    def _expect_conditions(self) -> None:
+        """The consumer rules' view: the range assignment of the current members against the
+        owners as they are."""
+        partitions = sorted(self.cluster.topics[self.topic].replicas)
+        threads = thread_ids({c: 1 for c in self.sessions})
+        expected = {p: t for t, owned in assign(partitions, threads).items() for p in owned}
+        busy = {t.rsplit("-", 1)[0] for t in expected.values()}
+        members = bool(self.sessions)
+        entity = f"group/{self.group}"
+        expect = self.cluster.expect
+        expect.condition(
+            "consumer_partition_unowned",
+            entity,
+            members and any(p not in self.owners for p in expected),
+        )
+        expect.condition("consumer_idle", entity, members and bool(set(self.sessions) - busy))
+        expect.condition(
+            "consumer_owner_mismatch",
+            entity,
+            any(p in expected and expected[p] != t for p, t in self.owners.items()),
+        )
 
     def _owner_path(self, partition: int) -> str:
         return f"{self.base}/owners/{self.topic}/{partition}"

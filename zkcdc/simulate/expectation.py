@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streaming.rule_settings import RuleSettings
+from zkcdc.simulate.alert_forecast import AlertForecast
+
 # A broker failure on a big cluster touches ~100k partitions: list a sample, count them all.
 _LISTED_PER_TYPE = 25
 
@@ -18,8 +21,11 @@ class Expectation:
     scenario: str
     did: list[str] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
-    alerts: list[dict[str, str]] = field(default_factory=list)
+    forecast: AlertForecast = field(
+        default_factory=lambda: AlertForecast(RuleSettings(), lambda: 0)
+    )
     event_counts: Counter[str] = field(default_factory=Counter)
+    hold_ms: int = 0  # how long the run keeps the cluster as it is after the scenario
 
     def step(self, line: str) -> None:
         self.did.append(line)
@@ -27,14 +33,21 @@ class Expectation:
     def event(self, event_type: str, path: str, **fields: Any) -> None:
         """A change record at `path` should carry an event of `event_type` with these fields."""
         self.event_counts[event_type] += 1
+        self.forecast.count(event_type, path, fields)
         if self.event_counts[event_type] <= _LISTED_PER_TYPE:
             listed = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
             self.events.append({"type": event_type, "path": path, **listed})
 
-    def alert(self, rule: str, entity: str, severity: str) -> None:
-        entry = {"rule": rule, "entity": entity, "severity": severity}
-        if entry not in self.alerts:
-            self.alerts.append(entry)
+    def condition(self, rule: str, entity: str, active: bool) -> None:
+        """A level condition of `rule` holds for `entity` from now on, or ends now."""
+        self.forecast.condition(rule, entity, active)
+
+    def instant(self, rule: str, entity: str) -> None:
+        self.forecast.instant(rule, entity)
+
+    @property
+    def alerts(self) -> list[dict[str, str]]:
+        return self.forecast.alerts(self.hold_ms)
 
     def as_json(self) -> dict[str, Any]:
         return {

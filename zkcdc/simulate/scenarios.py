@@ -106,7 +106,6 @@ def controller_flapping(cluster: SimulatedCluster, opts: RunOptions) -> None:
     for _ in range(opts.repeats()):
         cluster.failover_controller()
         wait()
-    cluster.expect.alert("controller_flapping", "controller", "critical")
 
 
 # -- partition state -----------------------------------------------------------------------------
@@ -124,7 +123,6 @@ def isr_flapping(cluster: SimulatedCluster, opts: RunOptions) -> None:
         cluster.write_states({key: logic.expand_isr(cluster.state(key), follower, epoch)})
         wait()
     cluster.expect.step(f"broker {follower} left and rejoined the ISR of {key[0]}/{key[1]}")
-    cluster.expect.alert("isr_flapping", f"{key[0]}/{key[1]}", "warning")
 
 
 def unclean_election(cluster: SimulatedCluster, opts: RunOptions) -> None:
@@ -157,7 +155,7 @@ def zombie_controller(cluster: SimulatedCluster, opts: RunOptions) -> None:
         f"a zombie controller (epoch {stale}, current {cluster.controller_epoch}) rewrote "
         f"{key[0]}/{key[1]}"
     )
-    cluster.expect.alert("controller_epoch_regression", f"{key[0]}/{key[1]}", "critical")
+    cluster.expect.instant("controller_epoch_regression", f"{key[0]}/{key[1]}")
 
 
 def preferred_imbalance(cluster: SimulatedCluster, opts: RunOptions) -> None:
@@ -176,7 +174,6 @@ def preferred_imbalance(cluster: SimulatedCluster, opts: RunOptions) -> None:
     cluster.expect.step(
         f"leadership of {len(changes)} partitions moved off their preferred {broker}"
     )
-    cluster.expect.alert("preferred_leader_imbalance", f"broker/{broker}", "warning")
 
 
 def storm(cluster: SimulatedCluster, opts: RunOptions) -> None:
@@ -204,7 +201,6 @@ def storm(cluster: SimulatedCluster, opts: RunOptions) -> None:
         cluster.write_states({key: new})
         wait()
     cluster.expect.step(f"{count} partition state changes at {opts.rate:g}/s")
-    cluster.expect.alert("leader_election_storm", "cluster", "warning")
 
 
 # -- admin requests and configs ------------------------------------------------------------------
@@ -237,7 +233,7 @@ def stuck_reassignment(cluster: SimulatedCluster, opts: RunOptions) -> None:
         {key: logic.elect(state, state.leader, state.isr, cluster.controller_epoch)}
     )
     cluster.expect.step(f"reassignment of {topic}/{partition} to {list(target)} requested, stuck")
-    cluster.expect.alert("reassignment_stuck", f"{topic}/{partition}", "warning")
+    cluster.expect.condition("reassignment_stuck", f"{topic}/{partition}", True)
 
 
 def _request_deletion(cluster: SimulatedCluster, topic: str) -> str:
@@ -247,6 +243,7 @@ def _request_deletion(cluster: SimulatedCluster, topic: str) -> str:
         return path
     cluster.run([Create(path)])
     cluster.expect.event("TOPIC_DELETION_REQUESTED", path, topic=topic)
+    cluster.expect.condition("topic_deletion_stuck", f"topic/{topic}", True)
     return path
 
 
@@ -258,6 +255,7 @@ def topic_deletion(cluster: SimulatedCluster, opts: RunOptions) -> None:
     del cluster.topics[topic]
     cluster.expect.event("TOPIC_DELETED", f"/brokers/topics/{topic}", topic=topic)
     cluster.expect.event("TOPIC_DELETION_COMPLETED", request, topic=topic)
+    cluster.expect.condition("topic_deletion_stuck", f"topic/{topic}", False)
     cluster.expect.step(f"topic {topic} deleted")
 
 
@@ -265,7 +263,6 @@ def stuck_topic_deletion(cluster: SimulatedCluster, opts: RunOptions) -> None:
     topic = _topic(cluster, opts)
     _request_deletion(cluster, topic)
     cluster.expect.step(f"deletion of {topic} requested; the controller never completes it")
-    cluster.expect.alert("topic_deletion_stuck", f"topic/{topic}", "warning")
 
 
 def _set_topic_config(cluster: SimulatedCluster, topic: str, changes: dict[str, str]) -> None:
@@ -325,7 +322,6 @@ def consumer_leaves(cluster: SimulatedCluster, opts: RunOptions) -> None:
         group.rebalance()
     else:
         cluster.expect.step("no rebalance followed: the leaver's partitions stay unowned")
-        cluster.expect.alert("consumer_partition_unowned", f"group/{opts.group}", "critical")
 
 
 def offset_regression(cluster: SimulatedCluster, opts: RunOptions) -> None:
@@ -335,7 +331,6 @@ def offset_regression(cluster: SimulatedCluster, opts: RunOptions) -> None:
     group.commit(partition, high)
     group.commit(partition, high - 5_000)
     cluster.expect.step(f"offset of partition {partition} went back from {high} to {high - 5000}")
-    cluster.expect.alert("offset_regression", f"group/{opts.group}", "warning")
 
 
 SCENARIOS: dict[str, tuple[Scenario, str]] = {

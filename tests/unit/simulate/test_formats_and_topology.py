@@ -132,14 +132,37 @@ def test_an_expectation_lists_a_sample_counts_everything_and_round_trips_as_json
     expect.step("broker 3's session closed")
     for p in range(100):
         expect.event("ISR_SHRUNK", f"/brokers/topics/t/partitions/{p}/state", removed=(3,))
-    expect.alert("broker_down", "broker/3", "critical")
-    expect.alert("broker_down", "broker/3", "critical")
+    expect.instant("unclean_leader_election", "t/0")
+    expect.instant("unclean_leader_election", "t/0")
     expect.write(tmp_path / "e.json")
     loaded = json.loads((tmp_path / "e.json").read_text())
     assert loaded["event_counts"] == {"ISR_SHRUNK": 100}
     assert len(loaded["events"]) == 25
     assert loaded["events"][0]["removed"] == [3]
     assert loaded["alerts"] == [
-        {"rule": "broker_down", "entity": "broker/3", "severity": "critical"}
+        {"rule": "unclean_leader_election", "entity": "t/0", "severity": "critical"}
     ]
     assert "ISR_SHRUNK x100" in "\n".join(expect.summary())
+
+
+def test_the_forecast_fires_conditions_that_last_their_for_duration_and_windows_at_threshold():
+    from streaming.rule_settings import RuleSettings
+    from zkcdc.simulate.alert_forecast import AlertForecast
+
+    clock = [0]
+    forecast = AlertForecast(RuleSettings(broker_down_for_ms=5000), lambda: clock[0])
+    forecast.condition("broker_down", "broker/1", True)
+    clock[0] = 4999
+    forecast.condition("broker_down", "broker/1", False)  # a blip: silent
+    forecast.condition("broker_down", "broker/2", True)
+    clock[0] = 9999
+    forecast.condition("broker_down", "broker/2", False)
+    forecast.condition("under_replicated", "t/0", True)  # open at the end: the hold decides
+    for _ in range(3):
+        forecast.count("CONTROLLER_ELECTED", "/controller", {})
+    assert {a["entity"] for a in forecast.alerts(hold_ms=0)} == {"broker/2", "controller"}
+    assert {a["rule"] for a in forecast.alerts(hold_ms=10_000)} == {
+        "broker_down",
+        "controller_flapping",
+        "under_replicated",
+    }
