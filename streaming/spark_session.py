@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,17 @@ def spark_jars() -> list[Path]:
         return ArtifactCache(default_cache_dir()).fetch(jar_set(), announce=print_err)
     except StackError as exc:
         raise StreamingError(str(exc)) from exc
+
+
+def package_zip() -> Path:
+    """zkcdc's own Python packages as one zip, for executors on other machines."""
+    root = Path(__file__).resolve().parents[1]
+    out = Path(tempfile.gettempdir()) / f"zkcdc-py-{os.getpid()}.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in ("capture", "streaming", "zkcdc"):
+            for file in sorted((root / package).rglob("*.py")):
+                archive.write(file, file.relative_to(root))
+    return out
 
 
 def print_err(line: str) -> None:
@@ -50,6 +63,8 @@ def session(master: str, app: str, shuffle_partitions: int = 2, **conf: str) -> 
         .config("spark.executor.memory", "512m")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    if master.startswith("spark://"):
+        builder = builder.config("spark.submit.pyFiles", str(package_zip()))
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:

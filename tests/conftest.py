@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +16,8 @@ from cluster_backends import ClusterBackend, make_backend
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+
+from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
 
@@ -231,3 +234,14 @@ def start_alert_job(
             job.process.wait()
         alerts.close()
         print(f"--- alert job log {job.log_file} ---\n{job.tail(80)}")
+
+
+@pytest.fixture(scope="session")
+def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
+    """A real Prometheus Alertmanager (Debian's package) on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    manager = Alertmanager(alertmanager_binary(), tmp_path_factory.mktemp("alertmanager"), port)
+    yield manager
+    manager.stop()

@@ -3,11 +3,18 @@ its records into alerts on a Kafka topic, read back here as JSON."""
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
+
+from zkcdc.stack.spark_standalone import SparkStandalone
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +67,89 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     assert job.stop() == 0, job.tail()
     firing_ids = [a["alert_id"] for a in alerts.alerts if a["status"] == "FIRING"]
     assert len(firing_ids) == len(set(firing_ids)), "an alert FIRING twice"
+
+
+def test_alerts_reach_a_real_alertmanager_through_its_api(
+    cluster, zk_chroot, start_capture, changes_topic, alertmanager, tmp_path
+):
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    log = tmp_path / "simulate.log"
+    build = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "simulate", "build", "--zookeeper", connect,
+         "--brokers", "3", "--topics", "1", "--partitions-per-topic", "3",
+         "--replication-factor", "3"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    daemon = start_capture(connect, "--cluster", "am", publish_to=changes_topic)
+    daemon.wait_logged("in sync")
+    run = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "simulate", "run", "broker-failure", "--zookeeper",
+         connect, "--broker", "3", "--hold", "4"], stdout=log.open("wb"),
+        stderr=subprocess.STDOUT, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, log.read_text()
+    changes_topic.wait_for(lambda r: r["path"] == "/brokers/ids/3" and r["op"] == "DELETE", "")
+
+    job = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
+         cluster.bootstrap_servers, "--topic", changes_topic.topic, "--no-publish",
+         "--alertmanager", alertmanager.url, "--available-now",
+         "--checkpoint", str(tmp_path / "checkpoint"), "--rule", "broker_down_for_ms=1000"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr[-3000:]
+    with urllib.request.urlopen(alertmanager.url + "/api/v2/alerts?active=true", timeout=10) as r:
+        received = json.loads(r.read())
+    mine = [a for a in received if a["labels"].get("cluster") == "am"]
+    # Broker 3 failed; the others went down later, when the run ended and closed their sessions.
+    down = [a for a in mine if a["labels"]["alertname"] == "broker_down"
+            and a["labels"]["entity"] == "broker/3"]  # fmt: skip
+    assert len(down) == 1, mine
+    assert down[0]["labels"]["severity"] == "critical"
+    assert down[0]["annotations"]["summary"] == "broker 3 is not registered"
+    assert down[0]["labels"]["alert_id"].startswith("am:broker_down:broker/3:")
+
+
+def test_the_alert_job_runs_on_a_spark_standalone_cluster(
+    cluster, zk_chroot, start_capture, changes_topic, tmp_path
+):
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    build = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "simulate", "build", "--zookeeper", connect,
+         "--brokers", "3", "--topics", "1", "--partitions-per-topic", "3",
+         "--replication-factor", "3"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    daemon = start_capture(connect, "--cluster", "standalone", publish_to=changes_topic)
+    daemon.wait_logged("in sync")
+    run = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "simulate", "run", "controller-failover",
+         "--zookeeper", connect], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    spark = SparkStandalone(tmp_path / "spark", ports[0], ports[1])
+    try:
+        alerts_file = tmp_path / "alerts.jsonl"
+        job = subprocess.run(
+            [sys.executable, "-m", "zkcdc", "stream", "alerts", "--master", spark.master_url,
+             "--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes_topic.topic,
+             "--no-publish", "--alerts-out", str(alerts_file), "--available-now",
+             "--checkpoint", str(tmp_path / "checkpoint")],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr[-3000:]
+        # The executors ran on the worker: it launched at least one for this application.
+        assert list((tmp_path / "spark" / "worker").glob("app-*")), "no executor on the worker"
+    finally:
+        spark.stop()
+    alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
+    assert {(a["rule"], a["status"]) for a in alerts if a["cluster"] == "standalone"} >= {
+        ("controller_failover", "FIRING")
+    }

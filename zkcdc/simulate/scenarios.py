@@ -317,6 +317,9 @@ def consumer_group(cluster: SimulatedCluster, opts: RunOptions) -> None:
 def consumer_leaves(cluster: SimulatedCluster, opts: RunOptions) -> None:
     group = _group(cluster, opts)
     leaving = sorted(group.sessions)[-1]
+    # The group consumes a while first: an owner znode gone within a watcher's read round trip
+    # after its creation would leave no trace to compare against.
+    opts.sleep(0.5)
     group.leave(leaving)
     if opts.rebalance:
         group.rebalance()

@@ -1,0 +1,87 @@
+"""A real Prometheus Alertmanager for the alert job's tests and demos: Debian's
+`prometheus-alertmanager` package (no service started), run by hand on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from zkcdc.stack.errors import StackError
+
+PACKAGE = "prometheus-alertmanager"
+CONFIG = """\
+route:
+  receiver: "null"
+  group_wait: 0s
+receivers:
+  - name: "null"
+"""
+
+
+def alertmanager_binary() -> Path:
+    """Debian's binary; installed with apt-get the first time when running as root (its
+    default templates live at a fixed /usr/share path, so unpacking it elsewhere won't do)."""
+    binary = Path("/usr/bin") / PACKAGE
+    if binary.exists():
+        return binary
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        raise StackError(f"Alertmanager is missing: apt-get install {PACKAGE}")
+    install = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", PACKAGE],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+    if install.returncode != 0 or not binary.exists():
+        reason = (install.stderr.strip().splitlines() or ["no binary after install"])[-1]
+        raise StackError(f"apt-get install {PACKAGE} failed: {reason}")
+    return binary
+
+
+class Alertmanager:
+    """One Alertmanager process on 127.0.0.1:`port`, its data in `work`; `stop()` ends it."""
+
+    def __init__(self, binary: Path, work: Path, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "alertmanager.yml").write_text(CONFIG)
+        self.log_file = work / "alertmanager.log"
+        self.process = subprocess.Popen(
+            [
+                str(binary),
+                f"--config.file={work / 'alertmanager.yml'}",
+                f"--storage.path={work / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--cluster.listen-address=",  # one instance: no gossip port
+            ],
+            stdout=self.log_file.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise StackError(
+                    f"Alertmanager did not start:\n{self.log_file.read_text()[-2000:]}"
+                )
+            time.sleep(0.2)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -1,0 +1,78 @@
+"""A Spark standalone master and one worker from the pyspark install, on loopback: what a user
+with a real cluster passes to `--master spark://HOST:PORT`, here for tests and demos."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from zkcdc.stack.artifacts import pyspark_home
+from zkcdc.stack.errors import StackError
+
+
+class SparkStandalone:
+    def __init__(self, work: Path, port: int, webui_port: int, cores: int = 2) -> None:
+        self.master_url = f"spark://127.0.0.1:{port}"
+        self._ui = f"http://127.0.0.1:{webui_port}/json/"
+        work.mkdir(parents=True, exist_ok=True)
+        spark_class = pyspark_home() / "bin" / "spark-class"
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(pyspark_home()),
+            "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_WORKER_DIR": str(work / "worker"),
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self.logs = [work / "master.log", work / "worker.log"]
+        self._start(
+            [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(webui_port)], self.logs[0], env,
+        )  # fmt: skip
+        self._wait(lambda status: status.get("status") == "ALIVE", "the master")
+        self._start(
+            [str(spark_class), "org.apache.spark.deploy.worker.Worker", self.master_url,
+             "--host", "127.0.0.1", "--cores", str(cores), "--memory", "1g",
+             "--webui-port", "0"], self.logs[1], env,
+        )  # fmt: skip
+        self._wait(
+            lambda status: any(w.get("state") == "ALIVE" for w in status.get("workers", [])),
+            "a worker",
+        )
+
+    def _start(self, command: list[str], log: Path, env: dict[str, str]) -> None:
+        self._processes.append(
+            subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
+        )
+
+    def _wait(self, ready: object, what: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with urllib.request.urlopen(self._ui, timeout=2) as response:
+                    if ready(json.loads(response.read())):  # type: ignore[operator]
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
+                tail = "\n".join(log.read_text(errors="replace")[-1500:] for log in self.logs
+                                 if log.exists())  # fmt: skip
+                self.stop()
+                raise StackError(f"Spark standalone: {what} did not come up:\n{tail}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for process in reversed(self._processes):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
