@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -153,3 +154,60 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     assert {(a["rule"], a["status"]) for a in alerts if a["cluster"] == "standalone"} >= {
         ("controller_failover", "FIRING")
     }
+
+
+def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_alerts(
+    cluster, zk_chroot, start_capture, changes_topic, start_alert_job, tmp_path
+):
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    simulate = [sys.executable, "-m", "zkcdc", "simulate"]
+    build = subprocess.run(
+        [*simulate, "build", "--zookeeper", connect, "--brokers", "3", "--topics", "1",
+         "--partitions-per-topic", "3", "--replication-factor", "3"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    daemon = start_capture(connect, "--cluster", "restart", publish_to=changes_topic)
+    daemon.wait_logged("in sync")
+    rules = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
+    checkpoint = str(tmp_path / "checkpoint")
+    first, alerts = start_alert_job(changes_topic, "--checkpoint", checkpoint, *rules)
+
+    failure = subprocess.run(
+        [*simulate, "run", "broker-failure", "--zookeeper", connect, "--broker", "3",
+         "--hold", "3"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert failure.returncode == 0, failure.stderr
+    alerts.wait_for(lambda a: a["rule"] == "broker_down", "broker_down", 180, first)
+    first.stop(signal.SIGKILL)
+
+    # While the job is down: a controller failover, and brokers going down at the run's end.
+    failover = subprocess.run(
+        [*simulate, "run", "controller-failover", "--zookeeper", connect, "--hold", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert failover.returncode == 0, failover.stderr
+    second, _ = start_alert_job(changes_topic, "--alerts-topic", alerts.topic,
+                                "--checkpoint", checkpoint, *rules)  # fmt: skip
+    alerts.wait_for(
+        lambda a: a["rule"] == "controller_failover" and a["status"] == "FIRING",
+        "controller_failover after the restart", 180, second,
+    )  # fmt: skip
+    assert daemon.stop() == 0
+    time.sleep(8)  # the restarted job drains the last records
+    assert second.stop() == 0, second.tail()
+    alerts.poll()
+
+    fresh_file = tmp_path / "fresh.jsonl"
+    fresh = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
+         cluster.bootstrap_servers, "--topic", changes_topic.topic, "--no-publish",
+         "--alerts-out", str(fresh_file), "--available-now",
+         "--checkpoint", str(tmp_path / "fresh-checkpoint"), *rules],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    expected = [json.loads(line) for line in fresh_file.read_text().splitlines()]
+    delivered = [(a["alert_id"], a["status"]) for a in alerts.alerts]
+    assert len(delivered) == len(set(delivered)), "an alert delivered twice"
+    assert sorted(delivered) == sorted((a["alert_id"], a["status"]) for a in expected)
