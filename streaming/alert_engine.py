@@ -27,6 +27,7 @@ class AlertEngine:
     state: ClusterState = field(init=False)
     tracker: AlertTracker = field(init=False)
     windows: dict[alert_rules.WindowKey, deque[int]] = field(default_factory=dict)
+    window_expiries: list[tuple[int, alert_rules.WindowKey]] = field(default_factory=list)
     now_ms: int = 0
     last_seq: int = -1
 
@@ -47,7 +48,9 @@ class AlertEngine:
             touched |= self.state.apply(event)
             if live:
                 out += alert_rules.instants(event, before, self.tracker, self.settings, self.now_ms)
-                window_keys += alert_rules.count(event, self.windows, self.now_ms)
+                window_keys += alert_rules.count(
+                    event, self.windows, self.now_ms, self.window_expiries, self.settings
+                )
             if event["type"] == "CONTROLLER_ELECTED":
                 self.state.last_controller = event["broker_id"]
         out += alert_rules.evaluate(touched, self.state, self.tracker, self.settings, self.now_ms)
@@ -62,7 +65,8 @@ class AlertEngine:
             return []
         self.now_ms = ts_ms
         out = self.tracker.tick(ts_ms)
+        leaving = alert_rules.expired(self.window_expiries, ts_ms)
         out += alert_rules.evaluate_windows(
-            list(self.windows), self.windows, self.tracker, self.settings, ts_ms
+            sorted(leaving), self.windows, self.tracker, self.settings, ts_ms
         )
         return out

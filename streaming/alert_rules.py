@@ -7,6 +7,7 @@ Three kinds:
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -245,14 +246,31 @@ def _window(rule: str, s: RuleSettings) -> tuple[int, int]:
     return getattr(s, f"{rule}_changes"), getattr(s, f"{rule}_window_ms")
 
 
-def count(event: dict[str, Any], windows: dict[WindowKey, deque[int]], now: int) -> list[WindowKey]:
-    """Counts one live event into the windows it belongs to; the keys it changed."""
+def count(
+    event: dict[str, Any],
+    windows: dict[WindowKey, deque[int]],
+    now: int,
+    expiries: list[tuple[int, WindowKey]],
+    s: RuleSettings,
+) -> list[WindowKey]:
+    """Counts one live event into the windows it belongs to; the keys it changed. `expiries`
+    (a heap) learns when the event leaves its window, so only those windows are re-checked
+    as time passes."""
     keys = []
     for rule, entity_of in _WINDOWED.items():
         entity = entity_of(event)
         if entity is not None:
             windows.setdefault((rule, entity), deque()).append(now)
             keys.append((rule, entity))
+            heapq.heappush(expiries, (now + _window(rule, s)[1], (rule, entity)))
+    return keys
+
+
+def expired(expiries: list[tuple[int, WindowKey]], now: int) -> set[WindowKey]:
+    """The windows an event has left by `now`."""
+    keys = set()
+    while expiries and expiries[0][0] <= now:
+        keys.add(heapq.heappop(expiries)[1])
     return keys
 
 

@@ -1,0 +1,269 @@
+"""B3: the alert job (`zkcdc stream alerts`) on local[2]: records/s through state + alerts, and
+end-to-end alert latency (ZooKeeper change -> alert on the alerts topic).
+
+Throughput: `--records` synthetic change records of one cluster (a snapshot of `--partitions`
+partitions, then ISR shrinks/expands over them, a heartbeat every 100 records, 10 ms of event
+time apart) go to a fresh changes topic, single-object encoded as capture writes them; the job
+runs over them with availableNow and Spark's own progress reports give rows and batch time.
+
+Latency: a simulated cluster, `zkcdc capture` and the alert job as users run them; the bench
+takes partitions offline one at a time (`offline_partition` fires with no for-duration) and
+times each alert's arrival on the alerts topic against the state znode's mtime.
+
+Run: `.venv/bin/python bench/alert_job.py [--records 200000] [--incidents 40]`
+(starts the local stack if it is not running, and stops it again then).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)  # this folder would shadow the `capture` package
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+
+def synthetic_records(cluster: str, partitions: int, count: int) -> list[bytes]:
+    from capture.avro_codec import SingleObjectCodec
+    from capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+
+    codec = SingleObjectCodec()
+    out: list[bytes] = []
+    ts = 1_800_000_000_000
+    seq = 0
+
+    def add(op: Op, path: str, *events: ClusterEvent) -> None:
+        nonlocal seq
+        record = ChangeRecord(cluster, seq, op, path, None, Znode(b"{}"), None, ts, ts,
+                              events=tuple(events))  # fmt: skip
+        out.append(codec.encode(record.to_avro()))
+        seq += 1
+
+    assignment = {str(p): (1, 2, 3) for p in range(partitions)}
+    add(Op.READ, "/brokers/topics/t", ClusterEvent(type=EventType.TOPIC_CREATED, topic="t",
+                                                   assignment=assignment))  # fmt: skip
+    for p in range(partitions):
+        add(Op.READ, f"/brokers/topics/t/partitions/{p}/state",
+            ClusterEvent(type=EventType.PARTITION_STATE_CREATED, topic="t", partition=p, leader=1,
+                         isr=(1, 2, 3), leader_epoch=0, controller_epoch=1))  # fmt: skip
+    shrunk: set[int] = set()
+    while seq < count:
+        p = seq % partitions
+        path = f"/brokers/topics/t/partitions/{p}/state"
+        if p in shrunk:
+            event = ClusterEvent(type=EventType.ISR_EXPANDED, topic="t", partition=p, leader=1,
+                                 isr_before=(1, 2), isr_after=(1, 2, 3), added=(3,),
+                                 controller_epoch=1)  # fmt: skip
+            shrunk.discard(p)
+        else:
+            event = ClusterEvent(type=EventType.ISR_SHRUNK, topic="t", partition=p, leader=1,
+                                 isr_before=(1, 2, 3), isr_after=(1, 2), removed=(3,),
+                                 controller_epoch=1)  # fmt: skip
+            shrunk.add(p)
+        add(Op.UPDATE, path, event)
+        ts += 10
+        if seq % 100 == 0:
+            add(Op.HEARTBEAT, "")
+    return out
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    from capture.publisher import ensure_topic
+
+    ensure_topic(bootstrap, {}, topic, 3, 30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})  # fmt: skip
+    for i, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, key=f"bench/{i % 1000}".encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    producer.flush(120)
+
+
+def throughput(bootstrap: str, records: int, partitions: int) -> dict[str, Any]:
+    from streaming.alert_job import alerts_stream
+    from streaming.change_source import KafkaInput, read_changes
+    from streaming.rule_settings import RuleSettings
+    from streaming.spark_session import session
+
+    topic = f"zkcdc.bench.changes.{uuid.uuid4().hex[:6]}"
+    values = synthetic_records("bench", partitions, records)
+    produce(bootstrap, topic, values)
+    spark = session("local[2]", "zkcdc-bench-alerts")
+    work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-alerts-"))
+    counted = [0]
+
+    def count(batch: Any, _: int) -> None:
+        counted[0] += batch.count()
+
+    started = time.monotonic()
+    records_df, _ = read_changes(spark, KafkaInput(bootstrap, topic))
+    query = (
+        alerts_stream(records_df, RuleSettings())
+        .writeStream.foreachBatch(count)
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    wall = time.monotonic() - started
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    rows = sum(p["numInputRows"] for p in progress)
+    busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
+    spark.stop()
+    return {
+        "records": len(values),
+        "rows_processed": rows,
+        "batches": len(progress),
+        "batch_time_s": round(busy_ms / 1000, 1),
+        "records_per_s": round(rows / (busy_ms / 1000)) if busy_ms else None,
+        "wall_s_including_spark_start": round(wall, 1),
+        "alerts": counted[0],
+    }
+
+
+def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+    from kazoo.client import KazooClient
+
+    hosts = info.zookeeper_connect.split("/")[0]
+    chroot = f"/zkcdc-bench-latency-{uuid.uuid4().hex[:6]}"
+    connect = hosts + chroot
+    changes = f"zkcdc.bench.latency.changes.{uuid.uuid4().hex[:6]}"
+    alerts_topic = f"zkcdc.bench.latency.alerts.{uuid.uuid4().hex[:6]}"
+    zkcdc = [sys.executable, "-m", "zkcdc"]
+    subprocess.run([*zkcdc, "simulate", "build", "--zookeeper", connect, "--brokers", "3",
+                    "--topics", "1", "--partitions-per-topic", str(incidents),
+                    "--replication-factor", "3"], check=True, capture_output=True)  # fmt: skip
+    processes = [
+        subprocess.Popen([*zkcdc, "capture", "--zookeeper", connect, "--cluster", "lat",
+                          "--bootstrap-servers", info.bootstrap_servers, "--topic", changes,
+                          "--state-dir", str(work / "capture"), "--ha-path", chroot + "-ha"],
+                         stdout=(work / "capture.log").open("wb"), stderr=subprocess.STDOUT),
+        subprocess.Popen([*zkcdc, "stream", "alerts", "--bootstrap-servers",
+                          info.bootstrap_servers, "--topic", changes, "--alerts-topic",
+                          alerts_topic, "--checkpoint", str(work / "alerts-checkpoint"),
+                          "--trigger-ms", "200"],
+                         stdout=(work / "alerts.log").open("wb"), stderr=subprocess.STDOUT),
+    ]  # fmt: skip
+    zk = KazooClient(hosts=connect)
+    zk.start()
+    consumer = Consumer({"bootstrap.servers": info.bootstrap_servers,
+                         "group.id": f"bench-{uuid.uuid4().hex[:6]}"})  # fmt: skip
+    arrivals: dict[str, int] = {}
+    stop = threading.Event()
+
+    def listen() -> None:
+        while not stop.is_set():
+            try:
+                metadata = consumer.list_topics(alerts_topic, timeout=5)
+                parts = list(metadata.topics[alerts_topic].partitions)
+                if parts:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.5)
+        consumer.assign([TopicPartition(alerts_topic, p, 0) for p in parts])
+        while not stop.is_set():
+            for message in consumer.consume(100, 0.1):
+                if message.error():
+                    continue
+                alert = json.loads(message.value())
+                if alert["rule"] == "offline_partition" and alert["status"] == "FIRING":
+                    arrivals[alert["entity"]] = time.time_ns() // 1_000_000
+                    arrivals[alert["entity"] + "@"] = alert["started_ms"]
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    try:
+        # The job is up once a first incident's alert arrives (Spark takes a while to start).
+        state = "/brokers/topics/sim-0000/partitions/{}/state"
+        offline = b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":9,"isr":[1]}'
+        zk.set(state.format(0), offline)
+        deadline = time.monotonic() + 180
+        while "sim-0000/0" not in arrivals:
+            if time.monotonic() > deadline:
+                raise SystemExit("no first alert:\n" + (work / "alerts.log").read_text()[-3000:])
+            time.sleep(0.2)
+        for p in range(1, incidents):
+            zk.set(state.format(p), offline)
+            time.sleep(0.5)
+        time.sleep(5)
+    finally:
+        stop.set()
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(120)
+        zk.delete(chroot, recursive=True)
+        zk.stop()
+    delays = sorted(
+        arrivals[f"sim-0000/{p}"] - arrivals[f"sim-0000/{p}@"]
+        for p in range(1, incidents)
+        if f"sim-0000/{p}" in arrivals
+    )
+    return {
+        "incidents": incidents - 1,
+        "alerts_received": len(delays),
+        "p50_ms": delays[len(delays) // 2] if delays else None,
+        "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] if delays else None,
+        "max_ms": delays[-1] if delays else None,
+    }
+
+
+def main() -> None:
+    from zkcdc.stack import LocalStack, StackSettings
+    from zkcdc.stack.errors import StackError
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=1_000)
+    parser.add_argument("--incidents", type=int, default=41)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/alert_job.json"))
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    started_stack = False
+    try:
+        stack = LocalStack.open(StackSettings().state_dir)
+        running = all(stack.running().values()) and bool(stack.running())
+    except StackError:
+        running = False
+    if running:
+        info = stack.info()
+    else:
+        stack = LocalStack(StackSettings())
+        info = stack.up()
+        started_stack = True
+    work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b3-"))
+    try:
+        result = {
+            "throughput": throughput(info.bootstrap_servers, args.records, args.partitions),
+            "latency": latency(info, args.incidents, work),
+        }
+    finally:
+        if started_stack:
+            stack.down()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
