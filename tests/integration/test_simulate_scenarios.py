@@ -63,20 +63,22 @@ def build_small_cluster(connect: str, log: Path) -> None:
 
 
 def _matches(event: dict[str, Any], expected: dict[str, Any]) -> bool:
-    return all(event.get(k) == v for k, v in expected.items() if k != "path")
+    return all(event.get(k) == v for k, v in expected.items() if k not in ("path", "together"))
 
 
 def find_in_order(records: list[dict[str, Any]], expected: list[dict[str, Any]]) -> list[str]:
     """The expected events not found: each must come in a live record at its path, no earlier
-    than the one before it (events of one record share a seq)."""
-    missing, after = [], 0
+    than the one before it (events of one record share a seq), except that events marked
+    `together` (one ZooKeeper transaction) may come in either order."""
+    missing, floor, after = [], 0, 0
     for want in expected:
+        lower = floor if want.get("together") else after
         hit = next(
             (
                 r["seq"]
                 for r in records
                 if r["op"] != "READ"
-                and r["seq"] >= after
+                and r["seq"] >= lower
                 and r["path"] == want["path"]
                 and any(_matches(e, want) for e in r["events"])
             ),
@@ -85,7 +87,7 @@ def find_in_order(records: list[dict[str, Any]], expected: list[dict[str, Any]])
         if hit is None:
             missing.append(json.dumps(want))
         else:
-            after = hit
+            floor, after = lower, max(after, hit)
     return missing
 
 

@@ -199,7 +199,7 @@ class SimulatedCluster:
         self.expect.condition("broker_down", f"broker/{broker}", True)
         if self.controller == broker:
             self.controller, self.last_controller = None, broker
-            self.expect.event("CONTROLLER_RESIGNED", "/controller", broker_id=broker)
+            self.expect.event("CONTROLLER_RESIGNED", "/controller", True, broker_id=broker)
         no_controller = self.controller is None and bool(self.registered)
         self.expect.condition("no_active_controller", "controller", no_controller)
         self._expect_imbalance([broker])

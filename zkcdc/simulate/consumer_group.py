@@ -122,6 +122,7 @@ class ConsumerGroup:
                 cluster.expect.event(
                     "PARTITION_OWNER_CHANGED",
                     self._owner_path(partition),
+                    True,
                     group=self.group,
                     owner_after=None,
                 )

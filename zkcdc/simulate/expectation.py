@@ -30,13 +30,19 @@ class Expectation:
     def step(self, line: str) -> None:
         self.did.append(line)
 
-    def event(self, event_type: str, path: str, **fields: Any) -> None:
-        """A change record at `path` should carry an event of `event_type` with these fields."""
+    def event(self, event_type: str, path: str, together: bool = False, **fields: Any) -> None:
+        """A change record at `path` should carry an event of `event_type` with these fields.
+        `together`: made by the same ZooKeeper transaction as the event before (a session
+        closing deletes all its ephemeral znodes at once), so watchers may see the two in
+        either order."""
         self.event_counts[event_type] += 1
         self.forecast.count(event_type, path, fields)
         if self.event_counts[event_type] <= _LISTED_PER_TYPE:
             listed = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
-            self.events.append({"type": event_type, "path": path, **listed})
+            entry = {"type": event_type, "path": path, **listed}
+            if together:
+                entry["together"] = True
+            self.events.append(entry)
 
     def condition(self, rule: str, entity: str, active: bool) -> None:
         """A level condition of `rule` holds for `entity` from now on, or ends now."""
