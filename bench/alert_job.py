@@ -228,8 +228,8 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    from zkcdc.stack import LocalStack, StackSettings
-    from zkcdc.stack.errors import StackError
+    from zkcdc.stack import StackSettings
+    from zkcdc.stack.cluster import running_or_started
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=200_000)
@@ -239,18 +239,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-    started_stack = False
-    try:
-        stack = LocalStack.open(StackSettings().state_dir)
-        running = all(stack.running().values()) and bool(stack.running())
-    except StackError:
-        running = False
-    if running:
-        info = stack.info()
-    else:
-        stack = LocalStack(StackSettings())
-        info = stack.up()
-        started_stack = True
+    stack, info, started_stack = running_or_started(StackSettings())
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b3-"))
     try:
         result = {

@@ -36,8 +36,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from zkcdc.stack import LocalStack, StackSettings
-from zkcdc.stack.errors import StackError
+from zkcdc.stack import StackSettings
+from zkcdc.stack.cluster import running_or_started
 
 STATE = '{{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":{},"isr":[1,2,3]}}'
 
@@ -160,18 +160,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/capture.json"))
     args = parser.parse_args()
 
-    started_stack = False
-    try:
-        stack = LocalStack.open(StackSettings().state_dir)
-        running = all(stack.running().values()) and bool(stack.running())
-    except StackError:
-        running = False
-    if running:
-        info = stack.info()
-    else:
-        stack = LocalStack(StackSettings())
-        info = stack.up()
-        started_stack = True
+    stack, info, started_stack = running_or_started(StackSettings())
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-"))
     chroot = f"/zkcdc-bench/capture-{int(time.time())}"
     hosts = info.zookeeper_hosts + chroot

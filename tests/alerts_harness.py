@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from capture_harness import TopicReader
 
 
 class AlertJob:
@@ -40,38 +39,17 @@ class AlertJob:
         return "\n".join(kept[-lines:])
 
 
-class AlertsTopic:
+class AlertsTopic(TopicReader):
     """Every alert on an alerts topic, from the beginning, in arrival order."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
+        super().__init__(bootstrap, topic)
         self.alerts: list[dict[str, Any]] = []
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"test-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
-        self._assigned = False
 
-    def poll(self) -> None:
-        if not self._assigned:
-            metadata = self._consumer.list_topics(self.topic, timeout=10)
-            partitions = metadata.topics[self.topic].partitions
-            if not partitions:
-                return
-            self._consumer.assign(
-                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions]
-            )
-            self._assigned = True
-        for message in self._consumer.consume(1000, 0.5):
-            if message.error():
-                continue
-            alert = json.loads(message.value())
-            assert message.key().decode() == alert["alert_id"]
-            self.alerts.append(alert)
+    def take(self, message: Any) -> None:
+        alert = json.loads(message.value())
+        assert message.key().decode() == alert["alert_id"]
+        self.alerts.append(alert)
 
     def wait_for(
         self,
@@ -82,7 +60,7 @@ class AlertsTopic:
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while True:
-            self.poll()
+            self.poll(1000)
             found = [a for a in self.alerts if predicate(a)]
             if found:
                 return found[0]
@@ -90,6 +68,3 @@ class AlertsTopic:
                 raise AssertionError(f"alert job exited {job.process.returncode}:\n{job.tail()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no alert {what} in {timeout_s:.0f}s:\n{job.tail()}")
-
-    def close(self) -> None:
-        self._consumer.close()

@@ -75,13 +75,11 @@ class CaptureProcess:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
 
-class ChangesTopic:
-    """Everything on a changes topic, read from the beginning and kept in arrival order."""
+class TopicReader:
+    """A topic read from the beginning by a consumer of its own; `take` keeps each message."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
-        self.records: list[dict[str, Any]] = []
-        self.keys: list[bytes] = []
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -92,7 +90,10 @@ class ChangesTopic:
         )
         self._assigned = False
 
-    def poll(self) -> None:
+    def take(self, message: Any) -> None:
+        raise NotImplementedError
+
+    def poll(self, max_messages: int = 5000) -> None:
         if not self._assigned:
             metadata = self._consumer.list_topics(self.topic, timeout=10)
             partitions = metadata.topics[self.topic].partitions
@@ -102,11 +103,25 @@ class ChangesTopic:
                 [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions]
             )
             self._assigned = True
-        for message in self._consumer.consume(5000, 0.5):
-            if message.error():
-                continue
-            self.records.append(decode(message.value()))
-            self.keys.append(message.key())
+        for message in self._consumer.consume(max_messages, 0.5):
+            if not message.error():
+                self.take(message)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class ChangesTopic(TopicReader):
+    """Everything on a changes topic, read from the beginning and kept in arrival order."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic)
+        self.records: list[dict[str, Any]] = []
+        self.keys: list[bytes] = []
+
+    def take(self, message: Any) -> None:
+        self.records.append(decode(message.value()))
+        self.keys.append(message.key())
 
     def wait_for(
         self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 90
@@ -140,9 +155,6 @@ class ChangesTopic:
         record = self.wait_for(matches, f"event {event_type} {fields}", timeout_s)[0]
         event = next(e for e in record["events"] if _event_matches(e, event_type, fields))
         return {**event, "_seq": record["seq"]}
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 def _event_matches(event: dict[str, Any], event_type: str, fields: dict[str, Any]) -> bool:

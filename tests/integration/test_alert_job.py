@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
+from simulate_harness import build_cluster, simulate
 
 from zkcdc.stack.spark_standalone import SparkStandalone
 
@@ -74,21 +75,11 @@ def test_alerts_reach_a_real_alertmanager_through_its_api(
     cluster, zk_chroot, start_capture, changes_topic, alertmanager, tmp_path
 ):
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    log = tmp_path / "simulate.log"
-    build = subprocess.run(
-        [sys.executable, "-m", "zkcdc", "simulate", "build", "--zookeeper", connect,
-         "--brokers", "3", "--topics", "1", "--partitions-per-topic", "3",
-         "--replication-factor", "3"], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert build.returncode == 0, build.stderr
+    build_cluster(connect)
     daemon = start_capture(connect, "--cluster", "am", publish_to=changes_topic)
     daemon.wait_logged("in sync")
-    run = subprocess.run(
-        [sys.executable, "-m", "zkcdc", "simulate", "run", "broker-failure", "--zookeeper",
-         connect, "--broker", "3", "--hold", "4"], stdout=log.open("wb"),
-        stderr=subprocess.STDOUT, timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 0, log.read_text()
+    run = simulate("run", "broker-failure", "--zookeeper", connect, "--broker", "3", "--hold", "4")
+    assert run.returncode == 0, run.stdout + run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/brokers/ids/3" and r["op"] == "DELETE", "")
 
     job = subprocess.run(
@@ -115,18 +106,10 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     cluster, zk_chroot, start_capture, changes_topic, tmp_path
 ):
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    build = subprocess.run(
-        [sys.executable, "-m", "zkcdc", "simulate", "build", "--zookeeper", connect,
-         "--brokers", "3", "--topics", "1", "--partitions-per-topic", "3",
-         "--replication-factor", "3"], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert build.returncode == 0, build.stderr
+    build_cluster(connect)
     daemon = start_capture(connect, "--cluster", "standalone", publish_to=changes_topic)
     daemon.wait_logged("in sync")
-    run = subprocess.run(
-        [sys.executable, "-m", "zkcdc", "simulate", "run", "controller-failover",
-         "--zookeeper", connect], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    run = simulate("run", "controller-failover", "--zookeeper", connect)
     assert run.returncode == 0, run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
 
@@ -160,32 +143,21 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     cluster, zk_chroot, start_capture, changes_topic, start_alert_job, tmp_path
 ):
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    simulate = [sys.executable, "-m", "zkcdc", "simulate"]
-    build = subprocess.run(
-        [*simulate, "build", "--zookeeper", connect, "--brokers", "3", "--topics", "1",
-         "--partitions-per-topic", "3", "--replication-factor", "3"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert build.returncode == 0, build.stderr
+    build_cluster(connect)
     daemon = start_capture(connect, "--cluster", "restart", publish_to=changes_topic)
     daemon.wait_logged("in sync")
     rules = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
     checkpoint = str(tmp_path / "checkpoint")
     first, alerts = start_alert_job(changes_topic, "--checkpoint", checkpoint, *rules)
 
-    failure = subprocess.run(
-        [*simulate, "run", "broker-failure", "--zookeeper", connect, "--broker", "3",
-         "--hold", "3"], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    failure = simulate("run", "broker-failure", "--zookeeper", connect, "--broker", "3",
+                       "--hold", "3")  # fmt: skip
     assert failure.returncode == 0, failure.stderr
     alerts.wait_for(lambda a: a["rule"] == "broker_down", "broker_down", 180, first)
     first.stop(signal.SIGKILL)
 
     # While the job is down: a controller failover, and brokers going down at the run's end.
-    failover = subprocess.run(
-        [*simulate, "run", "controller-failover", "--zookeeper", connect, "--hold", "2"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    failover = simulate("run", "controller-failover", "--zookeeper", connect, "--hold", "2")
     assert failover.returncode == 0, failover.stderr
     second, _ = start_alert_job(changes_topic, "--alerts-topic", alerts.topic,
                                 "--checkpoint", checkpoint, *rules)  # fmt: skip

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from simulate_harness import simulate
 
 pytestmark = pytest.mark.integration
-
-
-def simulate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zkcdc", "simulate", *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
 
 
 def test_a_non_empty_chroot_is_refused_unless_forced(cluster, zk_chroot):

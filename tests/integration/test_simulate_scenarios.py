@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from capture_harness import ChangesTopic
+from simulate_harness import build_cluster
 
 from streaming.rule_settings import RuleSettings
 from zkcdc.simulate.scenarios import SCENARIOS
@@ -54,14 +55,6 @@ def simulate(*args: str, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def build_small_cluster(connect: str, log: Path) -> None:
-    process = simulate(
-        "build", "--zookeeper", connect, "--brokers", "4", "--topics", "2",
-        "--partitions-per-topic", "4", "--replication-factor", "3", log=log,
-    )  # fmt: skip
-    assert process.wait(60) == 0, log.read_text()
-
-
 def _matches(event: dict[str, Any], expected: dict[str, Any]) -> bool:
     return all(event.get(k) == v for k, v in expected.items() if k not in ("path", "together"))
 
@@ -97,7 +90,7 @@ def test_scenario_causes_the_events_its_expectation_names(
 ):
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
     log = tmp_path / "simulate.log"
-    build_small_cluster(connect, log)
+    build_cluster(connect, brokers=4, topics=2, partitions=4)
     name = f"sim-{scenario}"
     daemon = start_capture(connect, "--cluster", name, publish_to=shared_changes)
     daemon.wait_logged("in sync")

@@ -305,3 +305,17 @@ class LocalStack:
         if self.layout.state_dir.exists():
             self._save()
         return stopped
+
+
+def running_or_started(settings: StackSettings) -> tuple[LocalStack, StackInfo, bool]:
+    """The stack at `settings.state_dir` if all of it is running, else one started now; the
+    flag says it was started here (so the caller stops it again)."""
+    try:
+        stack = LocalStack.open(settings.state_dir)
+        status = stack.running()
+        if status and all(status.values()):
+            return stack, stack.info(), False
+    except StackError:
+        pass  # no stack recorded there: start one
+    stack = LocalStack(settings)
+    return stack, stack.up(), True
