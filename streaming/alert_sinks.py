@@ -29,13 +29,15 @@ class SinkOptions:
 def ensure_topics(bootstrap: str, topics: list[str]) -> None:
     """Creates missing topics up front (replication min(3, brokers)): auto-creation at the
     first alert would fail exactly when a broker is down, which is when alerts come."""
+    from confluent_kafka import KafkaException
+
     from capture.errors import CaptureError
     from capture.publisher import ensure_topic
 
     for topic in topics:
         try:
             ensure_topic(bootstrap, {}, topic, 3, 30.0)
-        except (CaptureError, Exception) as exc:
+        except (CaptureError, KafkaException) as exc:
             raise StreamingError(f"cannot use topic {topic} on {bootstrap}: {exc}") from exc
 
 

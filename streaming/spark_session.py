@@ -17,10 +17,11 @@ def spark_jars() -> list[Path]:
     from zkcdc.stack.artifacts import ArtifactCache
     from zkcdc.stack.artifacts import spark_jars as jar_set
     from zkcdc.stack.errors import StackError
-    from zkcdc.stack.settings import default_cache_dir
+    from zkcdc.stack.settings import StackSettings
 
+    cache = ArtifactCache(StackSettings().cache_dir)  # where `zkcdc stack up` put them
     try:
-        return ArtifactCache(default_cache_dir()).fetch(jar_set(), announce=print_err)
+        return cache.fetch(jar_set(), announce=print_err)
     except StackError as exc:
         raise StreamingError(str(exc)) from exc
 

@@ -117,10 +117,9 @@ def build_command(
     options = BuildOptions(shape, seed, cluster_id, force)
     total = 21 + brokers + 1 + topics * 3 + shape.partitions * 2
     started = time.monotonic()
-    with (
-        _stop_on_signals() as stop,
-        click.progressbar(length=total, label="building", file=sys.stderr, show_pos=True) as bar,
-    ):
+    # No _stop_on_signals() here: nothing waits on its event while building, so Ctrl-C must
+    # interrupt (build() then closes the sessions it opened).
+    with click.progressbar(length=total, label="building", file=sys.stderr, show_pos=True) as bar:
         cluster = build(zookeeper, options, now_ms, bar.update)
     try:
         elapsed = time.monotonic() - started
