@@ -61,6 +61,7 @@ class SimulatedCluster:
         self.expect = expect
         self.now_ms = now_ms
         self.topics: dict[str, Topic] = {}
+        self.min_insync: dict[str, int] = {}  # topics' min.insync.replicas, where set
         self.sessions: dict[int, KazooClient] = {}
         self.registered: set[int] = set()
         self.controller: int | None = None
@@ -85,6 +86,13 @@ class SimulatedCluster:
             obj = json.loads(answer.get(timeout=30)[0])
             replicas = {int(p): tuple(r) for p, r in obj["partitions"].items()}
             self.topics[name] = Topic(name, obj.get("topic_id", ""), replicas)
+        configs = [(n, self.client.get_async(f"/config/topics/{n}")) for n in names]
+        for name, answer in configs:
+            try:
+                config = json.loads(answer.get(timeout=30)[0]).get("config", {})
+            except NoNodeError:
+                continue
+            self._note_min_insync(name, config)
         self.registered = {int(b) for b in self.client.get_children("/brokers/ids")}
         self._read_controller()
 
@@ -148,6 +156,27 @@ class SimulatedCluster:
 
     def state(self, key: Key) -> PartitionState:
         return self.states([key])[key]
+
+    def _note_min_insync(self, topic: str, config: Mapping[str, str]) -> None:
+        value = str(config.get("min.insync.replicas", ""))
+        if value.isdigit():
+            self.min_insync[topic] = int(value)
+        else:
+            self.min_insync.pop(topic, None)
+
+    def topic_config_changed(self, topic: str, config: Mapping[str, str]) -> None:
+        """A topic's config is now `config`: min.insync.replicas may open or close conditions of
+        its partitions whose states this process knows."""
+        self._note_min_insync(topic, config)
+        for key, (state, _) in self._states.items():
+            if key[0] == topic:
+                self._expect_min_insync(key, state)
+
+    def _expect_min_insync(self, key: Key, state: PartitionState) -> None:
+        default = self.expect.forecast.settings.default_min_insync_replicas
+        below = len(state.isr) < self.min_insync.get(key[0], default)
+        online = state.leader != logic.NO_LEADER
+        self.expect.condition("under_min_isr", f"{key[0]}/{key[1]}", online and below)
 
     # -- brokers ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -283,6 +312,8 @@ class SimulatedCluster:
                 self.expect.instant("unclean_leader_election", entity)
         elif new.leader_epoch != old.leader_epoch:
             self.expect.event("LEADER_EPOCH_BUMPED", path, leader_epoch_after=new.leader_epoch)
+        if new.leader_epoch < old.leader_epoch:
+            self.expect.instant("leader_epoch_regression", entity)
         removed = tuple(b for b in old.isr if b not in new.isr)
         added = tuple(b for b in new.isr if b not in old.isr)
         if removed:
@@ -292,13 +323,11 @@ class SimulatedCluster:
         if new.leader == logic.NO_LEADER and old.leader != logic.NO_LEADER:
             self.expect.event("PARTITION_OFFLINE", path)
         online = new.leader != logic.NO_LEADER
-        in_sync = len(new.isr)
-        min_isr = self.expect.forecast.settings.default_min_insync_replicas
         self.expect.condition("offline_partition", entity, not online)
         self.expect.condition(
-            "under_replicated", entity, online and in_sync < len(self.replicas(key))
+            "under_replicated", entity, online and len(new.isr) < len(self.replicas(key))
         )
-        self.expect.condition("under_min_isr", entity, online and in_sync < min_isr)
+        self._expect_min_insync(key, new)
 
     def broker_failure(self, broker: int) -> None:
         """The broker dies, a new controller is elected if it was the controller, and the

@@ -106,6 +106,19 @@ class ConsumerGroup:
         )
         self.offsets[partition] = offset
 
+    def claim(self, partition: int, thread: str) -> None:
+        """`thread` takes `partition` over against the range assignment (its owner released it,
+        a consumer with a stale view of the group claimed it)."""
+        cluster, path = self.cluster, self._owner_path(partition)
+        cluster.run([Delete(path)])
+        cluster.expect.event("PARTITION_OWNER_CHANGED", path, group=self.group, owner_after=None)
+        session = self.sessions[thread.rsplit("-", 1)[0]]
+        session.create(path, formats.consumer_owner(thread), ephemeral=True)
+        self.owners[partition] = thread
+        cluster.expect.event("PARTITION_OWNER_CHANGED", path, group=self.group, owner_after=thread)
+        cluster.expect.step(f"{thread} claimed partition {partition} of {self.topic}")
+        self._expect_conditions()
+
     def leave(self, consumer: str) -> None:
         """The consumer's session closes: its registration and owner znodes go with it."""
         close(self.sessions.pop(consumer))

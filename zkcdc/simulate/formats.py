@@ -139,6 +139,12 @@ def isr_change(partitions: Sequence[tuple[str, int]]) -> bytes:
     )
 
 
+def log_dir_event(broker_id: int) -> bytes:
+    """`/log_dir_event_notification/log_dir_event_NNNNNNNNNN` v1: a log directory of the broker
+    failed (event 1, `LogDirEventNotificationHandler.LogDirFailureEvent`)."""
+    return _json({"version": 1, "broker": broker_id, "event": 1})
+
+
 def consumer_registration(subscription: Mapping[str, int], timestamp_ms: int) -> bytes:
     """`/consumers/G/ids/C` as pre-2.0 (ZooKeeper-based) consumers wrote it."""
     return _json(

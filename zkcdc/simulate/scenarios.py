@@ -108,6 +108,48 @@ def controller_flapping(cluster: SimulatedCluster, opts: RunOptions) -> None:
         wait()
 
 
+def no_controller(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    cluster.resign_controller()
+    cluster.expect.step("no broker took /controller over")
+
+
+def broker_flapping(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    """A broker whose session keeps expiring (long GC pauses): it drops out and registers again
+    faster than the controller reacts."""
+    if opts.broker is not None:
+        broker = _victim_broker(cluster, opts)
+    else:
+        others = [b for b in sorted(cluster.registered) if b != cluster.controller]
+        if not others:
+            raise SimulateError("broker flapping needs a live broker besides the controller")
+        broker = others[-1]
+    if broker == cluster.controller:
+        raise SimulateError(f"broker {broker} is the controller: flap another one")
+    wait = opts.pace()
+    count = opts.repeats(at_least=2)
+    for _ in range(count):
+        cluster.kill_broker(broker)
+        wait()
+        cluster.register_broker(broker)
+        wait()
+    cluster.expect.step(f"broker {broker} dropped out and registered again {count} times")
+
+
+def log_dir_failure(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    broker = _victim_broker(cluster, opts)
+    session = cluster.sessions.get(broker, cluster.client)
+    path = session.create(
+        "/log_dir_event_notification/log_dir_event_", formats.log_dir_event(broker), sequence=True
+    )
+    cluster.expect.event("LOG_DIR_FAILED", path, broker_id=broker)
+    cluster.expect.instant("log_dir_failure", f"broker/{broker}")
+    # The controller handles the notification and deletes it; a watcher needs a read round
+    # trip to see it first.
+    opts.sleep(0.5)
+    cluster.run([Delete(path)])
+    cluster.expect.step(f"broker {broker} notified a failed log directory; the controller took it")
+
+
 # -- partition state -----------------------------------------------------------------------------
 def isr_flapping(cluster: SimulatedCluster, opts: RunOptions) -> None:
     key = _partition(cluster, opts)
@@ -156,6 +198,33 @@ def zombie_controller(cluster: SimulatedCluster, opts: RunOptions) -> None:
         f"{key[0]}/{key[1]}"
     )
     cluster.expect.instant("controller_epoch_regression", f"{key[0]}/{key[1]}")
+
+
+def under_min_isr(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    key = _partition(cluster, opts)
+    if len(cluster.replicas(key)) < 2:
+        raise SimulateError("min.insync.replicas 2 needs a replication factor of 2 or more")
+    _set_topic_config(cluster, key[0], {"min.insync.replicas": "2"})
+    state = cluster.state(key)
+    for follower in [b for b in state.isr if b != state.leader]:
+        cluster.write_states(
+            {key: logic.shrink_isr(cluster.state(key), follower, cluster.controller_epoch)}
+        )
+    cluster.expect.step(f"{key[0]}/{key[1]} shrank to its leader alone, min.insync.replicas 2")
+
+
+def leader_epoch_regression(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    """A state written back with an older leader epoch, as a restore of an old ZooKeeper backup
+    or a buggy tool would: brokers then reject the leader's requests as stale."""
+    key = _partition(cluster, opts, need_followers=False)
+    state = cluster.state(key)
+    bumped = logic.elect(state, state.leader, state.isr, cluster.controller_epoch)
+    cluster.write_states({key: bumped})
+    cluster.write_states({key: replace(bumped, leader_epoch=state.leader_epoch)})
+    cluster.expect.step(
+        f"{key[0]}/{key[1]}'s leader epoch went to {bumped.leader_epoch}, then back to "
+        f"{state.leader_epoch}"
+    )
 
 
 def preferred_imbalance(cluster: SimulatedCluster, opts: RunOptions) -> None:
@@ -280,6 +349,7 @@ def _set_topic_config(cluster: SimulatedCluster, topic: str, changes: dict[str, 
         ]
     )
     cluster.expect.event("CONFIG_CHANGED", path, entity_name=topic, changed_keys=sorted(changes))
+    cluster.topic_config_changed(topic, config)
     cluster.expect.step(f"topic {topic} config set {changes}")
 
 
@@ -327,6 +397,23 @@ def consumer_leaves(cluster: SimulatedCluster, opts: RunOptions) -> None:
         cluster.expect.step("no rebalance followed: the leaver's partitions stay unowned")
 
 
+def consumer_idle(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    topic = opts.topic or (sorted(cluster.topics)[0] if cluster.topics else "")
+    partitions = len(cluster.topics[topic].replicas) if topic in cluster.topics else 0
+    _group(cluster, opts, consumers=partitions + 1)
+    cluster.expect.step(f"{partitions + 1} consumers for {partitions} partitions: one gets none")
+
+
+def consumer_owner_mismatch(cluster: SimulatedCluster, opts: RunOptions) -> None:
+    group = _group(cluster, opts, consumers=2)
+    threads = sorted(set(group.owners.values()))
+    if len(threads) < 2:
+        raise SimulateError("an owner mismatch needs a topic of 2 or more partitions")
+    partition = min(p for p, t in group.owners.items() if t == threads[0])
+    opts.sleep(0.5)  # the owner znode is seen before it goes
+    group.claim(partition, threads[1])
+
+
 def offset_regression(cluster: SimulatedCluster, opts: RunOptions) -> None:
     group = _group(cluster, opts, consumers=1)
     partition = min(group.owners)
@@ -341,6 +428,11 @@ SCENARIOS: dict[str, tuple[Scenario, str]] = {
     "broker-return": (broker_return, "a broker fails, then registers again and catches up"),
     "controller-failover": (controller_failover, "the controller resigns, another wins"),
     "controller-flapping": (controller_flapping, "the controller moves at --rate"),
+    "no-controller": (no_controller, "the controller resigns and nobody takes over"),
+    "broker-flapping": (broker_flapping, "a broker drops out and re-registers at --rate"),
+    "log-dir-failure": (log_dir_failure, "a broker notifies a failed log directory"),
+    "under-min-isr": (under_min_isr, "an ISR shrinks below the topic's min.insync.replicas"),
+    "leader-epoch-regression": (leader_epoch_regression, "a leader epoch written backwards"),
     "isr-flapping": (isr_flapping, "a follower leaves and rejoins an ISR at --rate"),
     "unclean-election": (unclean_election, "an out-of-sync replica becomes leader"),
     "zombie-controller": (zombie_controller, "a state write with a stale controller epoch"),
@@ -352,5 +444,7 @@ SCENARIOS: dict[str, tuple[Scenario, str]] = {
     "consumer-group": (consumer_group, "a legacy consumer group joins, owns, commits"),
     "consumer-leaves": (consumer_leaves, "a consumer leaves (--no-rebalance: none follows)"),
     "offset-regression": (offset_regression, "a committed offset goes backwards"),
+    "consumer-idle": (consumer_idle, "more consumers than partitions: one idles"),
+    "consumer-owner-mismatch": (consumer_owner_mismatch, "a partition owned against the range"),
     "storm": (storm, "partition state churn at --rate for --duration"),
 }
