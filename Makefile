@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## The main job on the local default stack: the capture daemon through a staged incident
-## (a topic created, a follower broker stopped and started), its records, then a clean stop.
+## The product on the local default stack: the capture daemon and the alert job (Spark) through
+## a staged incident (a follower broker stopped and started), the alerts it causes and the live
+## state, then a clean stop.
 demo: setup
 	$(BIN)/zkcdc stack up
 	@$(BIN)/python -m zkcdc.demo; rc=$$?; $(BIN)/zkcdc stack down; exit $$rc

@@ -136,14 +136,20 @@ def check_reachable(bootstrap: str, extra: dict[str, str], timeout: float) -> in
 
 
 def ensure_topic(
-    bootstrap: str, extra: dict[str, str], topic: str, partitions: int, timeout: float
+    bootstrap: str,
+    extra: dict[str, str],
+    topic: str,
+    partitions: int,
+    timeout: float,
+    config: dict[str, str] | None = None,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **extra})
     metadata = admin.list_topics(timeout=timeout)
     if topic in metadata.topics and not metadata.topics[topic].error:
         return
     replication = min(3, len(metadata.brokers))
-    future = admin.create_topics([NewTopic(topic, partitions, replication)])[topic]
+    new = NewTopic(topic, partitions, replication, config=config or {})
+    future = admin.create_topics([new])[topic]
     try:
         future.result(timeout)
     except KafkaException as exc:

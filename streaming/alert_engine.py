@@ -16,6 +16,7 @@ from streaming.alert_records import Alert
 from streaming.alert_tracker import AlertTracker
 from streaming.cluster_state import ClusterState, Entity
 from streaming.rule_settings import RuleSettings
+from streaming.state_records import StateUpsert, upserts
 
 _LIVE = {"CREATE", "UPDATE", "DELETE"}
 
@@ -30,6 +31,7 @@ class AlertEngine:
     window_expiries: list[tuple[int, alert_rules.WindowKey]] = field(default_factory=list)
     now_ms: int = 0
     last_seq: int = -1
+    changed: set[Entity] = field(default_factory=set)  # since the last take_state()
 
     def __post_init__(self) -> None:
         self.state = ClusterState(self.cluster)
@@ -53,10 +55,17 @@ class AlertEngine:
                 )
             if event["type"] == "CONTROLLER_ELECTED":
                 self.state.last_controller = event["broker_id"]
+        self.changed |= touched
         out += alert_rules.evaluate(touched, self.state, self.tracker, self.settings, self.now_ms)
         out += alert_rules.evaluate_windows(
             window_keys, self.windows, self.tracker, self.settings, self.now_ms
         )
+        return out
+
+    def take_state(self) -> list[StateUpsert]:
+        """Upserts for the state topic: every entity changed since the last call."""
+        out = upserts(self.state, self.changed, self.now_ms)
+        self.changed = set()
         return out
 
     def advance(self, ts_ms: int) -> list[Alert]:

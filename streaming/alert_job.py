@@ -16,11 +16,10 @@ from typing import Any
 from streaming.alert_engine import AlertEngine
 from streaming.alert_records import Alert
 from streaming.rule_settings import RuleSettings
+from streaming.state_records import StateUpsert
 
-OUTPUT_SCHEMA = (
-    "alert_id string, rule string, severity string, status string, cluster string, "
-    "entity string, started_ms long, ended_ms long, json string"
-)
+# kind "alert": key = alert_id; kind "state": key = state_records.state_key, json null = gone.
+OUTPUT_SCHEMA = "kind string, key string, json string"
 STATE_SCHEMA = "engine binary"
 REORDER_MS = 5_000
 
@@ -46,22 +45,24 @@ def drain(engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS) -
     return out
 
 
-def alert_row(alert: Alert) -> dict[str, Any]:
-    return {
-        "alert_id": alert.alert_id,
-        "rule": alert.rule,
-        "severity": alert.severity,
-        "status": alert.status,
-        "cluster": alert.cluster,
-        "entity": alert.entity,
-        "started_ms": alert.started_ms,
-        "ended_ms": alert.ended_ms,
-        "json": json.dumps(alert.as_json(), sort_keys=True),
-    }
+def output_rows(alerts: list[Alert], states: list[StateUpsert]) -> dict[str, list[Any]]:
+    rows: dict[str, list[Any]] = {"kind": [], "key": [], "json": []}
+    for alert in alerts:
+        rows["kind"].append("alert")
+        rows["key"].append(alert.alert_id)
+        rows["json"].append(json.dumps(alert.as_json(), sort_keys=True))
+    for key, value in states:
+        rows["kind"].append("state")
+        rows["key"].append(key)
+        rows["json"].append(None if value is None else json.dumps(value, sort_keys=True))
+    return rows
 
 
-def stateful_alerts(settings: RuleSettings, reorder_ms: int = REORDER_MS) -> Any:
-    """The function for `applyInPandasWithState`, grouped by cluster."""
+def stateful_alerts(
+    settings: RuleSettings, reorder_ms: int = REORDER_MS, with_state: bool = True
+) -> Any:
+    """The function for `applyInPandasWithState`, grouped by cluster: alerts, and with
+    `with_state` the state upserts of what each micro-batch changed."""
 
     def run(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:
         import pandas as pd  # type: ignore[import-untyped]
@@ -78,20 +79,20 @@ def stateful_alerts(settings: RuleSettings, reorder_ms: int = REORDER_MS) -> Any
             ):  # fmt: skip
                 pending[int(seq)] = (int(ts), str(op), str(path), events or "[]")
         alerts = drain(engine, pending, reorder_ms)
+        states = engine.take_state() if with_state else []
         state.update((pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL),))
-        rows = [alert_row(a) for a in alerts]
-        frame = pd.DataFrame(rows, columns=[c.split()[0] for c in OUTPUT_SCHEMA.split(", ")])
-        # Nullable integers: a FIRING's ended_ms is null, not NaN.
-        yield frame.astype({"started_ms": "Int64", "ended_ms": "Int64"})
+        yield pd.DataFrame(output_rows(alerts, states), dtype=object)
 
     return run
 
 
-def alerts_stream(records: Any, settings: RuleSettings, reorder_ms: int = REORDER_MS) -> Any:
+def alerts_stream(
+    records: Any, settings: RuleSettings, reorder_ms: int = REORDER_MS, with_state: bool = True
+) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     return records.groupBy("cluster").applyInPandasWithState(
-        stateful_alerts(settings, reorder_ms),
+        stateful_alerts(settings, reorder_ms, with_state),
         OUTPUT_SCHEMA,
         STATE_SCHEMA,
         "append",

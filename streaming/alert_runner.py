@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from streaming.alert_job import REORDER_MS, alerts_stream
-from streaming.alert_sinks import AlertSinks, SinkOptions, ensure_topics
+from streaming.alert_sinks import AlertSinks, BatchLedger, SinkOptions, ensure_topics
 from streaming.change_source import KafkaInput, LogInput, read_changes
 from streaming.rule_settings import RuleSettings
 from streaming.spark_session import session
+from streaming.state_topic import StateTopicSink
 
 
 @dataclass(frozen=True)
@@ -28,19 +29,33 @@ class AlertJobOptions:
     available_now: bool = False  # process what is there, then stop (replays, tests)
     dead_letter_topic: str | None = None
     reorder_ms: int = REORDER_MS
+    state_bootstrap: str | None = None  # publish state upserts to this Kafka ...
+    state_topic: str = "zkcdc.state"  # ... on this compacted topic
 
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
+    # Sinks first: a Kafka that cannot take alerts is a one-line error before Spark starts.
+    sinks = AlertSinks(options.sinks)
+    state_sink = (
+        StateTopicSink(options.state_bootstrap, options.state_topic)
+        if options.state_bootstrap
+        else None
+    )
+    ledger = BatchLedger(options.checkpoint / "sink-ledger")
     spark = session(options.master, "zkcdc-alerts")
     queries = []
-    sinks = AlertSinks(options.sinks, options.checkpoint / "sink-ledger")
     try:
         records, dead = read_changes(spark, options.source)
-        alerts = alerts_stream(records, options.rules, options.reorder_ms)
+        alerts = alerts_stream(records, options.rules, options.reorder_ms, state_sink is not None)
 
         def deliver(batch: Any, batch_id: int) -> None:
-            rows = [json.loads(r["json"]) for r in batch.select("json").collect()]
-            sinks.deliver(batch_id, rows)
+            if batch_id <= ledger.last():
+                return  # delivered before the restart that re-runs it
+            rows = batch.collect()
+            sinks.deliver([json.loads(r["json"]) for r in rows if r["kind"] == "alert"])
+            if state_sink is not None:
+                state_sink.deliver([(r["key"], r["json"]) for r in rows if r["kind"] == "state"])
+            ledger.mark(batch_id)
 
         writer = (
             alerts.writeStream.foreachBatch(deliver)
@@ -83,6 +98,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             with contextlib.suppress(Exception):
                 query.stop()
         sinks.close()
+        if state_sink is not None:
+            state_sink.close()
         spark.stop()
     for query in queries:
         if query.exception() is not None:

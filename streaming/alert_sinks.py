@@ -26,7 +26,7 @@ class SinkOptions:
     alertmanager: str | None = None
 
 
-def ensure_topics(bootstrap: str, topics: list[str]) -> None:
+def ensure_topics(bootstrap: str, topics: list[str], config: dict[str, str] | None = None) -> None:
     """Creates missing topics up front (replication min(3, brokers)): auto-creation at the
     first alert would fail exactly when a broker is down, which is when alerts come."""
     from confluent_kafka import KafkaException
@@ -36,7 +36,7 @@ def ensure_topics(bootstrap: str, topics: list[str]) -> None:
 
     for topic in topics:
         try:
-            ensure_topic(bootstrap, {}, topic, 3, 30.0)
+            ensure_topic(bootstrap, {}, topic, 3, 30.0, config)
         except (CaptureError, KafkaException) as exc:
             raise StreamingError(f"cannot use topic {topic} on {bootstrap}: {exc}") from exc
 
@@ -67,10 +67,28 @@ def _iso(ms: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class BatchLedger:
+    """The last micro-batch every sink took, in the checkpoint folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def last(self) -> int:
+        try:
+            return int(self.path.read_text())
+        except (OSError, ValueError):
+            return -1
+
+    def mark(self, batch_id: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(str(batch_id))
+        tmp.replace(self.path)
+
+
 class AlertSinks:
-    def __init__(self, options: SinkOptions, ledger: Path) -> None:
+    def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.ledger = ledger
         self._producer: Any = None
         if options.bootstrap_servers:
             from confluent_kafka import Producer
@@ -85,15 +103,7 @@ class AlertSinks:
                 }
             )
 
-    def last_batch(self) -> int:
-        try:
-            return int(self.ledger.read_text())
-        except (OSError, ValueError):
-            return -1
-
-    def deliver(self, batch_id: int, alerts: list[dict[str, Any]]) -> None:
-        if batch_id <= self.last_batch():
-            return  # delivered before the restart that re-runs it
+    def deliver(self, alerts: list[dict[str, Any]]) -> None:
         alerts.sort(key=lambda a: a["started_ms"] if a["ended_ms"] is None else a["ended_ms"])
         if self._producer is not None and alerts:
             for alert in alerts:
@@ -113,10 +123,6 @@ class AlertSinks:
                 print(line, flush=True)
         if self.options.alertmanager and alerts:
             self._post_alertmanager([alertmanager_payload(a) for a in alerts])
-        self.ledger.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.ledger.with_name(self.ledger.name + ".tmp")
-        tmp.write_text(str(batch_id))
-        tmp.replace(self.ledger)
 
     def _post_alertmanager(self, payload: list[dict[str, Any]]) -> None:
         url = self.options.alertmanager.rstrip("/") + "/api/v2/alerts"  # type: ignore[union-attr]

@@ -17,77 +17,65 @@ from streaming.rule_settings import RuleSettings
 from zkcdc.cli_options import key_values
 
 
-def default_checkpoint() -> Path:
+def default_checkpoint(job: str) -> Path:
     from zkcdc.stack.settings import default_state_dir
 
-    return default_state_dir().parent / "stream" / "alerts"
+    return default_state_dir().parent / "stream" / job
 
 
 @click.group()
 def stream() -> None:
-    """The Structured Streaming jobs (Spark): alerts from the change records."""
+    """The Structured Streaming jobs (Spark): alerts and live state from the change records."""
 
 
-@stream.command("alerts")
-@click.option("--bootstrap-servers", help="Kafka: read the changes topic, publish alerts.")
-@click.option("--topic", default="zkcdc.changes", show_default=True, help="The changes topic.")
-@click.option(
-    "--event-log",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Read event-log files from this folder instead of Kafka.",
-)
-@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
-@click.option("--no-publish", is_flag=True, help="Do not publish alerts to Kafka.")
-@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Append alerts as JSON lines to this file.")  # fmt: skip
-@click.option("--console", is_flag=True, help="Print alerts as JSON lines.")
-@click.option("--alertmanager", metavar="URL", help="Forward to Alertmanager's API v2.")
-@click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path),
-              help="Checkpoint folder [default ~/.local/state/zkcdc/stream/alerts].")  # fmt: skip
-@click.option("--master", default="local[2]", show_default=True,
-              help="Spark master: local[N] or spark://HOST:PORT.")  # fmt: skip
-@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
-              help="Override a rule setting, e.g. under_replicated_for_ms=2000.")  # fmt: skip
-@click.option("--trigger-ms", default=500, show_default=True)
-@click.option("--available-now", is_flag=True, help="Process what is there now, then stop.")
-@click.option("--starting-offsets", default="earliest", show_default=True)
-@click.option("--dead-letter-topic", default=None,
-              help="Kafka topic for undecodable records [default: <topic>.deadletter].")  # fmt: skip
-def alerts_command(
-    bootstrap_servers: str | None,
-    topic: str,
-    event_log: Path | None,
-    alerts_topic: str,
-    no_publish: bool,
-    alerts_out: Path | None,
-    console: bool,
-    alertmanager: str | None,
-    checkpoint: Path | None,
-    master: str,
-    rules: dict[str, str],
-    trigger_ms: int,
-    available_now: bool,
-    starting_offsets: str,
-    dead_letter_topic: str | None,
-) -> None:
-    """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records."""
+def job_options(func: Any) -> Any:
+    """The options `stream alerts` and `stream state` share: input, rules, where Spark runs."""
+    options = [
+        click.option("--bootstrap-servers", help="Kafka: read the changes topic, publish there."),
+        click.option("--topic", default="zkcdc.changes", show_default=True,
+                     help="The changes topic."),
+        click.option("--event-log", type=click.Path(file_okay=False, path_type=Path),
+                     help="Read event-log files from this folder instead of Kafka."),
+        click.option("--state-topic", default="zkcdc.state", show_default=True,
+                     help="Compacted topic for the live state (upserts)."),
+        click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path),
+                     help="Checkpoint folder [default ~/.local/state/zkcdc/stream/<job>]."),
+        click.option("--master", default="local[2]", show_default=True,
+                     help="Spark master: local[N] or spark://HOST:PORT."),
+        click.option("--rule", "rules", multiple=True, callback=key_values,
+                     metavar="NAME=VALUE",
+                     help="Override a rule setting, e.g. under_replicated_for_ms=2000."),
+        click.option("--trigger-ms", default=500, show_default=True),
+        click.option("--available-now", is_flag=True,
+                     help="Process what is there now, then stop."),
+        click.option("--starting-offsets", default="earliest", show_default=True),
+        click.option("--dead-letter-topic", default=None,
+                     help="Kafka topic for undecodable records [default: <topic>.deadletter]."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
     source: KafkaInput | LogInput
-    if event_log is not None:
-        source = LogInput(event_log)
-    elif bootstrap_servers:
-        source = KafkaInput(bootstrap_servers, topic, starting_offsets)
+    if kw["event_log"] is not None:
+        source = LogInput(kw["event_log"])
+    elif kw["bootstrap_servers"]:
+        source = KafkaInput(kw["bootstrap_servers"], kw["topic"], kw["starting_offsets"])
     else:
         raise StreamingError("give --bootstrap-servers (the changes topic) or --event-log DIR")
-    publish = bootstrap_servers if bootstrap_servers and not no_publish else None
     options = AlertJobOptions(
         source=source,
-        sinks=SinkOptions(publish, alerts_topic, alerts_out, console, alertmanager),
-        checkpoint=checkpoint or default_checkpoint(),
-        master=master,
-        rules=RuleSettings().with_overrides(rules),
-        trigger_ms=trigger_ms,
-        available_now=available_now,
-        dead_letter_topic=dead_letter_topic or f"{topic}.deadletter",
+        sinks=sinks,
+        checkpoint=kw["checkpoint"] or default_checkpoint(job),
+        master=kw["master"],
+        rules=RuleSettings().with_overrides(kw["rules"]),
+        trigger_ms=kw["trigger_ms"],
+        available_now=kw["available_now"],
+        dead_letter_topic=kw["dead_letter_topic"] or f"{kw['topic']}.deadletter",
+        state_bootstrap=kw["bootstrap_servers"] if state else None,
+        state_topic=kw["state_topic"],
     )
     stop = threading.Event()
 
@@ -97,3 +85,73 @@ def alerts_command(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     run(options, stop)
+
+
+@stream.command("alerts")
+@job_options
+@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
+@click.option("--no-publish", is_flag=True, help="Publish neither alerts nor state to Kafka.")
+@click.option("--no-state", is_flag=True, help="Do not publish the state topic.")
+@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Append alerts as JSON lines to this file.")  # fmt: skip
+@click.option("--console", is_flag=True, help="Print alerts as JSON lines.")
+@click.option("--alertmanager", metavar="URL", help="Forward to Alertmanager's API v2.")
+def alerts_command(
+    alerts_topic: str,
+    no_publish: bool,
+    no_state: bool,
+    alerts_out: Path | None,
+    console: bool,
+    alertmanager: str | None,
+    **kw: Any,
+) -> None:
+    """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records, and keep
+    the live state on the state topic."""
+    publish = kw["bootstrap_servers"] if kw["bootstrap_servers"] and not no_publish else None
+    sinks = SinkOptions(publish, alerts_topic, alerts_out, console, alertmanager)
+    run_job("alerts", sinks, bool(publish) and not no_state, **kw)
+
+
+@stream.command("state")
+@job_options
+def state_command(**kw: Any) -> None:
+    """Keep only the live state on the state topic (the alert job does this too)."""
+    if not kw["bootstrap_servers"]:
+        raise StreamingError("the state topic needs --bootstrap-servers")
+    run_job("state", SinkOptions(), True, **kw)
+
+
+@click.group("state")
+def state_group() -> None:
+    """The live cluster state the streaming job keeps on the state topic."""
+
+
+@state_group.command("show")
+@click.option("--bootstrap-servers", required=True, help="Kafka holding the state topic.")
+@click.option("--state-topic", default="zkcdc.state", show_default=True)
+@click.option("--cluster", help="Which cluster (needed when the topic holds several).")
+@click.option("--json", "as_json", is_flag=True, help="Print the entities as JSON lines.")
+def show_command(
+    bootstrap_servers: str, state_topic: str, cluster: str | None, as_json: bool
+) -> None:
+    """Render a cluster's current state: brokers, controller, under-replicated and offline
+    partitions, preferred-leader share per broker, consumer groups."""
+    import json
+
+    from rich.console import Console
+
+    from streaming.state_topic import read_state
+    from streaming.state_view import ClusterView, choose_cluster
+
+    latest = read_state(bootstrap_servers, state_topic)
+    name = choose_cluster(latest, cluster)
+    if as_json:
+        for key, value in sorted(latest.items()):
+            if key.startswith(f"{name}/"):
+                click.echo(json.dumps(value, sort_keys=True))
+        return
+    view = ClusterView.of(name, latest)
+    console = Console()
+    console.print(view.summary())
+    for table in view.tables():
+        console.print(table)

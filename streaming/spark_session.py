@@ -45,6 +45,10 @@ def session(master: str, app: str, shuffle_partitions: int = 2, **conf: str) -> 
     """A SparkSession on `master` (local[*], local[2], spark://host:port)."""
     from pyspark.sql import SparkSession
 
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit (deploy/spark/submit.sh): its master, jars and properties
+        # file rule; --master of the command line is not applied over them.
+        return _started(SparkSession.builder.appName(app), master)
     # Executors must run the same Python as the driver (pandas UDFs, our packages).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -68,6 +72,10 @@ def session(master: str, app: str, shuffle_partitions: int = 2, **conf: str) -> 
         builder = builder.config("spark.submit.pyFiles", str(package_zip()))
     for key, value in conf.items():
         builder = builder.config(key, value)
+    return _started(builder, master)
+
+
+def _started(builder: Any, master: str) -> Any:
     try:
         spark = builder.getOrCreate()
     except Exception as exc:

@@ -17,6 +17,7 @@ from capture_harness import TopicReader
 
 class AlertJob:
     def __init__(self, args: list[str], log_file: Path) -> None:
+        self.args = args
         self.log_file = log_file
         self._log = log_file.open("ab")
         self.process = subprocess.Popen(
@@ -25,6 +26,9 @@ class AlertJob:
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+
+    def option(self, name: str) -> str:
+        return self.args[self.args.index(name) + 1]
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 120) -> int:
         if self.process.poll() is None:

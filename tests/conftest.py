@@ -207,9 +207,8 @@ def start_alert_job(
 
     def start(changes: ChangesTopic, *args: str) -> tuple[AlertJob, AlertsTopic]:
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
-        alerts = AlertsTopic(
-            cluster.bootstrap_servers, f"zkcdc.alerts.{name}-{uuid.uuid4().hex[:6]}"
-        )
+        suffix = f"{name}-{uuid.uuid4().hex[:6]}"
+        alerts = AlertsTopic(cluster.bootstrap_servers, f"zkcdc.alerts.{suffix}")
         job = AlertJob(
             [
                 "--bootstrap-servers",
@@ -218,6 +217,8 @@ def start_alert_job(
                 changes.topic,
                 "--alerts-topic",
                 alerts.topic,
+                "--state-topic",
+                f"zkcdc.state.{suffix}",
                 "--checkpoint",
                 str(base / f"checkpoint-{len(jobs)}"),
                 *args,

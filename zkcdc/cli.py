@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from capture.cli import capture, events
-from streaming.cli import stream
+from streaming.cli import state_group, stream
 from zkcdc.errors import ZkcdcError
 from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
@@ -37,3 +37,4 @@ main.add_command(capture)
 main.add_command(events)
 main.add_command(simulate)
 main.add_command(stream)
+main.add_command(state_group)

@@ -1,117 +1,196 @@
-"""`make demo`: the capture daemon watching the local stack through a small staged incident.
+"""`make demo`: the product working on the local stack, end to end.
 
-Starts `zkcdc capture` (publishing to `zkcdc.changes` and writing an event log), creates a
-topic, stops a follower broker and starts it again, then stops the daemon with SIGTERM and
-prints the records that carried typed events. Expects `zkcdc stack up` to have run."""
+Starts `zkcdc capture` and `zkcdc stream alerts` (Spark) on topics of this run's own, creates a
+topic, stops a follower broker (SIGTERM) and shows the alerts that causes as they arrive on the
+alerts topic and the live state from the state topic; starts the broker again, waits for the
+alerts to resolve, then stops both jobs and removes the run's topics. Expects `zkcdc stack up`
+to have run."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from capture.event_log import read_records
 from zkcdc.stack import LocalStack, StackSettings
 
-_daemon: subprocess.Popen[bytes] | None = None
-_log_file: Path | None = None
+
+class Job:
+    """A zkcdc command as a child process, its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], log: Path) -> None:
+        self.name, self.log = name, log
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "zkcdc", *args],
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def check(self) -> None:
+        if self.process.poll() is not None:
+            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
+            raise SystemExit(f"demo: {self.name} exited {self.process.returncode}:\n{tail}")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(90)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
 
 
-def _log_tail() -> str:
-    return "" if _log_file is None else "\n".join(_log_file.read_text().splitlines()[-10:])
+class Alerts:
+    """The run's alerts topic, read from its start; prints each alert as it comes."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.seen: list[dict[str, Any]] = []
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"{topic}-demo",
+                "enable.auto.commit": False,
+            }
+        )
+        self._assigned = False
+
+    def poll(self) -> None:
+        if not self._assigned:
+            topics = self._consumer.list_topics(self.topic, timeout=10).topics
+            if self.topic not in topics or not topics[self.topic].partitions:
+                return
+            self._consumer.assign(
+                [
+                    TopicPartition(self.topic, p, OFFSET_BEGINNING)
+                    for p in topics[self.topic].partitions
+                ]
+            )
+            self._assigned = True
+        for message in self._consumer.consume(100, 0.5):
+            value = message.value()
+            if message.error() is None and value:
+                alert = json.loads(value)
+                self.seen.append(alert)
+                print(
+                    f"  ALERT {alert['status']:<8} {alert['rule']:<22} {alert['entity']:<24} "
+                    f"{alert['summary']}",
+                    flush=True,
+                )
+
+    def has(self, rule: str, status: str, entity: str | None = None) -> bool:
+        return any(
+            a["rule"] == rule and a["status"] == status and entity in (None, a["entity"])
+            for a in self.seen
+        )
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
-def _wait(what: str, predicate: object, timeout_s: float = 90) -> None:
+def wait(what: str, done: Callable[[], bool], jobs: list[Job], tick: Callable[[], None],
+         timeout_s: float = 180) -> None:  # fmt: skip
     deadline = time.monotonic() + timeout_s
-    while not predicate():  # type: ignore[operator]
+    while not done():
+        for job in jobs:
+            job.check()
         if time.monotonic() > deadline:
             raise SystemExit(f"demo: timed out waiting for {what}")
-        if _daemon is not None and _daemon.poll() is not None:
-            raise SystemExit(f"demo: capture exited {_daemon.returncode}:\n{_log_tail()}")
-        time.sleep(0.3)
+        tick()
     print(f"demo: {what}", flush=True)
+
+
+def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+    for attempt in range(30):  # a fresh cluster may still be settling its controller
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(60)
+            return
+        except KafkaException as exc:
+            if attempt == 29 or not exc.args[0].retriable():
+                raise
+            time.sleep(1)
 
 
 def main() -> None:
     stack = LocalStack.open(StackSettings().state_dir)
     info = stack.info()
+    bootstrap = info.bootstrap_servers
     work = Path(tempfile.mkdtemp(prefix="zkcdc-demo-"))
-    log = work / "events"
-    global _daemon, _log_file
-    _log_file = work / "capture.log"
-    daemon = _daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "zkcdc",
-            "capture",
-            "--zookeeper",
-            info.zookeeper_connect,
-            "--bootstrap-servers",
-            info.bootstrap_servers,
-            "--event-log",
-            str(log),
-            "--state-dir",
-            str(work / "state"),
-        ],
-        stderr=(work / "capture.log").open("wb"),
-    )
+    run = f"zkcdc.demo-{int(time.time())}"
+    changes, alerts_topic, state_topic = f"{run}.changes", f"{run}.alerts", f"{run}.state"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    print(f"demo: topics {run}.*, logs and event log in {work}", flush=True)
 
-    def events() -> list[tuple[str, dict[str, Any]]]:
-        if not log.exists():
-            return []
-        return [(r["op"], e) for r in read_records(log, lambda d: None) for e in r["events"]]
-
-    def seen(kind: str, **fields: object) -> bool:
-        return any(
-            e["type"] == kind and all(e.get(k) == v for k, v in fields.items()) for _, e in events()
-        )
-
+    capture = Job("capture", ["capture", "--zookeeper", info.zookeeper_connect,
+                              "--bootstrap-servers", bootstrap, "--topic", changes,
+                              "--cluster", "local", "--event-log", str(work / "events"),
+                              "--state-dir", str(work / "capture-state")],
+                  work / "capture.log")  # fmt: skip
+    job = Job("alert job", ["stream", "alerts", "--bootstrap-servers", bootstrap,
+                            "--topic", changes, "--alerts-topic", alerts_topic,
+                            "--state-topic", state_topic, "--checkpoint", str(work / "checkpoint")],
+              work / "alerts.log")  # fmt: skip
+    jobs = [capture, job]
+    alerts = Alerts(bootstrap, alerts_topic)
     try:
-        _wait("capture has its snapshot", lambda: seen("CONTROLLER_ELECTED"))
-        topic = f"demo-orders-{int(time.time())}"
-        admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
-        for attempt in range(20):  # a fresh cluster may still be settling its controller
+        from streaming.errors import StreamingError
+        from streaming.state_topic import read_state
+
+        def state() -> dict[str, dict[str, Any]]:
             try:
-                admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
-                break
-            except KafkaException as exc:
-                if attempt == 19 or not exc.args[0].retriable():
-                    raise
-                time.sleep(1)
-        _wait(f"topic {topic} created", lambda: seen("TOPIC_CREATED", topic=topic))
-        _wait(
-            "a full ISR",
-            lambda: any(
-                e.get("topic") == topic and len(e.get("isr") or e.get("isr_after") or []) == 3
-                for _, e in events()
-            ),
-        )
-        state = next(
-            e for _, e in events() if e.get("topic") == topic and e.get("leader") is not None
-        )
-        follower = next(b for b in (1, 2, 3) if b != state["leader"])
+                return read_state(bootstrap, state_topic, timeout_s=10)
+            except StreamingError:
+                return {}
+
+        def pause() -> None:
+            time.sleep(1)
+
+        wait("capture and the alert job hold the cluster's state (Spark started)",
+             lambda: "local/controller" in state(), jobs, pause)  # fmt: skip
+        topic = f"demo-orders-{int(time.time())}"
+        create_topic(admin, topic, 1)
+
+        def partition() -> dict[str, Any]:
+            return state().get(f"local/partition/{topic}/0", {})
+
+        wait(f"topic {topic} created, its partition fully in sync",
+             lambda: len(partition().get("isr", [])) == 3, jobs, pause)  # fmt: skip
+        leader = partition()["leader"]
+        controller = state()["local/controller"]["broker_id"]
+        follower = next(b for b in (1, 2, 3) if b not in (leader, controller))
+        print(f"demo: stopping broker {follower} (a follower of {topic}) with SIGTERM", flush=True)
         stack.stop_broker(follower, signal.SIGTERM)
-        _wait(f"broker {follower} stopped: ISR_SHRUNK", lambda: seen("ISR_SHRUNK", topic=topic))
+        wait("under_replicated and broker_down FIRING",
+             lambda: alerts.has("under_replicated", "FIRING")
+             and alerts.has("broker_down", "FIRING", f"broker/{follower}"),
+             jobs, alerts.poll)  # fmt: skip
+        print("demo: the live state now (zkcdc state show):", flush=True)
+        subprocess.run([sys.executable, "-m", "zkcdc", "state", "show", "--bootstrap-servers",
+                        bootstrap, "--state-topic", state_topic, "--cluster", "local"],
+                       check=False)  # fmt: skip
+        print(f"demo: starting broker {follower} again", flush=True)
         stack.start_broker(follower)
-        _wait(f"broker {follower} back: ISR_EXPANDED", lambda: seen("ISR_EXPANDED", topic=topic))
+        wait("the alerts RESOLVED",
+             lambda: alerts.has("under_replicated", "RESOLVED")
+             and alerts.has("broker_down", "RESOLVED", f"broker/{follower}"),
+             jobs, alerts.poll)  # fmt: skip
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        code = daemon.wait(60)
-    print(f"demo: capture stopped with exit code {code}; records with events:\n", flush=True)
-    for record in read_records(log):
-        if record["events"] and record["op"] != "READ":
-            kinds = ", ".join(e["type"] for e in record["events"])
-            print(f"  seq {record['seq']:>5}  {record['op']:<6} {record['path']}  {kinds}")
-    print(f"\nfull log: zkcdc events cat {log}")
-    sys.exit(code)
+        codes = {j.name: j.stop() for j in reversed(jobs)}
+        alerts.close()
+        admin.delete_topics([changes, alerts_topic, state_topic])
+    print(f"demo: stopped ({', '.join(f'{n} exit {c}' for n, c in codes.items())}); "
+          f"{len(alerts.seen)} alerts; event log: zkcdc events cat {work / 'events'}")  # fmt: skip
+    sys.exit(max(codes.values()))
 
 
 if __name__ == "__main__":

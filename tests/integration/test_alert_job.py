@@ -4,12 +4,15 @@ its records into alerts on a Kafka topic, read back here as JSON."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import wait_until
@@ -19,6 +22,7 @@ from simulate_harness import build_cluster, simulate
 from zkcdc.stack.spark_standalone import SparkStandalone
 
 pytestmark = pytest.mark.integration
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
@@ -43,6 +47,11 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
             )
             for p in (0, 1)
         }  # fmt: skip
+        shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "real")
+        assert "Under-replicated partitions" in shown
+        assert f"{topic}/0" in shown and f"{topic}/1" in shown, shown
+        brokers = shown[shown.index("Brokers") : shown.index("Controller")]
+        assert re.search(rf"^\W*{follower}\W+NO\b", brokers, re.M), shown
     finally:
         cluster.start_broker(follower)
     wait_until(lambda: follower in registered_brokers(kafka_zk), what="the follower back")
@@ -69,6 +78,16 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     assert job.stop() == 0, job.tail()
     firing_ids = [a["alert_id"] for a in alerts.alerts if a["status"] == "FIRING"]
     assert len(firing_ids) == len(set(firing_ids)), "an alert FIRING twice"
+
+
+def show_state(bootstrap: str, topic: str, name: str) -> str:
+    shown = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "state", "show", "--bootstrap-servers", bootstrap,
+         "--state-topic", topic, "--cluster", name],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
 
 
 def test_alerts_reach_a_real_alertmanager_through_its_api(
@@ -131,12 +150,28 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
         assert job.returncode == 0, job.stderr[-3000:]
         # The executors ran on the worker: it launched at least one for this application.
         assert list((tmp_path / "spark" / "worker").glob("app-*")), "no executor on the worker"
+
+        # The same job through spark-submit with deploy/'s settings.
+        submitted_file = tmp_path / "submitted.jsonl"
+        submitted = subprocess.run(
+            [str(DEPLOY / "spark" / "submit.sh"), spark.master_url, "stream", "alerts",
+             "--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes_topic.topic,
+             "--no-publish", "--alerts-out", str(submitted_file), "--available-now",
+             "--checkpoint", str(tmp_path / "submitted-checkpoint")],
+            capture_output=True, text=True, timeout=600,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        )  # fmt: skip
+        assert submitted.returncode == 0, submitted.stderr[-3000:]
+        assert len(list((tmp_path / "spark" / "worker").glob("app-*"))) == 2
     finally:
         spark.stop()
     alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
     assert {(a["rule"], a["status"]) for a in alerts if a["cluster"] == "standalone"} >= {
         ("controller_failover", "FIRING")
     }
+    assert sorted(submitted_file.read_text().splitlines()) == sorted(
+        alerts_file.read_text().splitlines()
+    )
 
 
 def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_alerts(
