@@ -13,6 +13,8 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from streaming.alert_engine import AlertEngine
 from streaming.alert_records import Alert
 from streaming.rule_settings import RuleSettings
@@ -40,7 +42,7 @@ def drain(engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS) -
         if not in_line and newest_ts - ts < reorder_ms:
             break  # an earlier record may still come
         del pending[seq]
-        record = {"seq": seq, "ts_ms": ts, "op": op, "path": path, "events": json.loads(events)}
+        record = {"seq": seq, "ts_ms": ts, "op": op, "path": path, "events": orjson.loads(events)}
         out += engine.process(record)
     return out
 

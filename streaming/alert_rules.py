@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from streaming.alert_records import Alert
@@ -59,22 +60,26 @@ def _partition(
     online = known and p is not None and p.leader != -1
     isr = len(p.isr) if p else 0
     rf = p.replication_factor if p else 0
-    details = {"isr": _ints(p.isr), "replicas": _ints(p.replicas)} if p else {}
-    if p is not None:
-        details["leader"] = str(p.leader)
     min_isr = state.min_insync(key[0], s.default_min_insync_replicas)
     in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
+
+    def details() -> dict[str, str]:
+        if p is None:
+            return {}
+        return {"isr": _ints(p.isr), "replicas": _ints(p.replicas), "leader": str(p.leader)}
+
     return [
         *tracker.hold("under_replicated", name, online and isr < rf, now, "warning",
-                      f"{name} has {isr} of {rf} replicas in sync", details,
+                      lambda: (f"{name} has {isr} of {rf} replicas in sync", details()),
                       s.under_replicated_for_ms),
         *tracker.hold("under_min_isr", name, online and isr < min_isr, now, "critical",
-                      f"{name} has {isr} in-sync replicas, below min.insync.replicas {min_isr}",
-                      details, s.under_min_isr_for_ms),
+                      lambda: (f"{name} has {isr} in-sync replicas, below min.insync.replicas "
+                               f"{min_isr}", details()),
+                      s.under_min_isr_for_ms),
         *tracker.hold("offline_partition", name, known and not online, now, "critical",
-                      f"{name} has no leader", details, s.offline_partition_for_ms),
+                      lambda: (f"{name} has no leader", details()), s.offline_partition_for_ms),
         *tracker.hold("reassignment_stuck", name, in_flight, now, "warning",
-                      f"reassignment of {name} has not completed", details,
+                      lambda: (f"reassignment of {name} has not completed", details()),
                       s.reassignment_stuck_for_ms),
     ]  # fmt: skip
 
@@ -89,11 +94,11 @@ def _broker(
     imbalanced = b is not None and b.alive and ratio > s.preferred_leader_imbalance_ratio
     return [
         *tracker.hold("broker_down", entity, b is not None and not b.alive, now, "critical",
-                      f"broker {broker} is not registered", {}, s.broker_down_for_ms),
+                      lambda: (f"broker {broker} is not registered", {}), s.broker_down_for_ms),
         *tracker.hold("preferred_leader_imbalance", entity, imbalanced, now, "warning",
-                      f"broker {broker} leads {preferred - not_led} of the {preferred} "
-                      f"partitions it is preferred for",
-                      {"ratio": f"{ratio:.3f}", "not_led": str(not_led)},
+                      lambda: (f"broker {broker} leads {preferred - not_led} of the {preferred} "
+                               f"partitions it is preferred for",
+                               {"ratio": f"{ratio:.3f}", "not_led": str(not_led)}),
                       s.preferred_leader_imbalance_for_ms),
     ]  # fmt: skip
 
@@ -104,7 +109,7 @@ def _controller(
     alive = any(b.alive for b in state.brokers.values())
     return tracker.hold(
         "no_active_controller", "controller", alive and state.controller is None, now,
-        "critical", "no broker holds /controller", {}, s.no_active_controller_for_ms,
+        "critical", lambda: ("no broker holds /controller", {}), s.no_active_controller_for_ms,
     )  # fmt: skip
 
 
@@ -113,7 +118,8 @@ def _topic(
 ) -> list[Alert]:
     return tracker.hold(
         "topic_deletion_stuck", f"topic/{topic}", topic in state.deletions, now, "warning",
-        f"deletion of topic {topic} has not completed", {}, s.topic_deletion_stuck_for_ms,
+        lambda: (f"deletion of topic {topic} has not completed", {}),
+        s.topic_deletion_stuck_for_ms,
     )  # fmt: skip
 
 
@@ -143,15 +149,17 @@ def _group(
     mismatched = sorted(k for k, t in owners.items() if k in expected and expected[k] != t)
     return [
         *tracker.hold("consumer_partition_unowned", entity, bool(unowned), now, "critical",
-                      f"group {name} leaves {len(unowned)} partitions unowned",
-                      {"partitions": ",".join(_name(k) for k in unowned[:20])},
+                      lambda: (f"group {name} leaves {len(unowned)} partitions unowned",
+                               {"partitions": ",".join(_name(k) for k in unowned[:20])}),
                       s.consumer_partition_unowned_for_ms),
         *tracker.hold("consumer_idle", entity, bool(idle), now, "info",
-                      f"group {name} has {len(idle)} consumers with no partition",
-                      {"consumers": ",".join(sorted(idle)[:20])}, s.consumer_idle_for_ms),
+                      lambda: (f"group {name} has {len(idle)} consumers with no partition",
+                               {"consumers": ",".join(sorted(idle)[:20])}),
+                      s.consumer_idle_for_ms),
         *tracker.hold("consumer_owner_mismatch", entity, bool(mismatched), now, "warning",
-                      f"group {name}: {len(mismatched)} partitions owned against the range "
-                      f"assignment", {"partitions": ",".join(_name(k) for k in mismatched[:20])},
+                      lambda: (f"group {name}: {len(mismatched)} partitions owned against the "
+                               f"range assignment",
+                               {"partitions": ",".join(_name(k) for k in mismatched[:20])}),
                       s.consumer_owner_mismatch_for_ms),
     ]  # fmt: skip
 
@@ -222,17 +230,14 @@ _STATE_WRITES = {"LEADER_CHANGED", "LEADER_EPOCH_BUMPED", "ISR_SHRUNK", "ISR_EXP
 # -- window rules ---------------------------------------------------------------------------------
 WindowKey = tuple[str, str]  # (rule, entity)
 
-_WINDOWED: dict[str, Callable[[dict[str, Any]], str | None]] = {
-    "isr_flapping": lambda e: (
-        f"{e['topic']}/{e['partition']}" if e["type"] in ("ISR_SHRUNK", "ISR_EXPANDED") else None
-    ),
-    "leader_election_storm": lambda e: "cluster" if e["type"] == "LEADER_CHANGED" else None,
-    "controller_flapping": lambda e: "controller" if e["type"] == "CONTROLLER_ELECTED" else None,
-    "broker_flapping": lambda e: (
-        f"broker/{e['broker_id']}"
-        if e["type"] in ("BROKER_REGISTERED", "BROKER_DEREGISTERED")
-        else None
-    ),
+# event type -> the window rules it counts for, each with the entity it counts against
+_WINDOWED: dict[str, list[tuple[str, Callable[[dict[str, Any]], str]]]] = {
+    "ISR_SHRUNK": [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
+    "ISR_EXPANDED": [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
+    "LEADER_CHANGED": [("leader_election_storm", lambda e: "cluster")],
+    "CONTROLLER_ELECTED": [("controller_flapping", lambda e: "controller")],
+    "BROKER_REGISTERED": [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
+    "BROKER_DEREGISTERED": [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
 }
 _SEVERITY = {
     "isr_flapping": "warning",
@@ -240,6 +245,13 @@ _SEVERITY = {
     "controller_flapping": "critical",
     "broker_flapping": "warning",
 }
+
+
+def _window_text(rule: str, entity: str, n: int, window_ms: int) -> tuple[str, dict[str, str]]:
+    return (
+        f"{entity}: {n} changes of {rule.replace('_', ' ')} within {window_ms // 1000} s",
+        {"changes": str(n), "window_ms": str(window_ms)},
+    )
 
 
 def _window(rule: str, s: RuleSettings) -> tuple[int, int]:
@@ -257,12 +269,11 @@ def count(
     (a heap) learns when the event leaves its window, so only those windows are re-checked
     as time passes."""
     keys = []
-    for rule, entity_of in _WINDOWED.items():
-        entity = entity_of(event)
-        if entity is not None:
-            windows.setdefault((rule, entity), deque()).append(now)
-            keys.append((rule, entity))
-            heapq.heappush(expiries, (now + _window(rule, s)[1], (rule, entity)))
+    for rule, entity_of in _WINDOWED.get(event["type"], ()):
+        key = (rule, entity_of(event))
+        windows.setdefault(key, deque()).append(now)
+        keys.append(key)
+        heapq.heappush(expiries, (now + _window(rule, s)[1], key))
     return keys
 
 
@@ -292,8 +303,7 @@ def evaluate_windows(
         n = len(times)
         out += tracker.hold(
             rule, entity, n >= threshold, now, _SEVERITY[rule],
-            f"{entity}: {n} changes of {rule.replace('_', ' ')} within {window_ms // 1000} s",
-            {"changes": str(n), "window_ms": str(window_ms)}, 0,
+            partial(_window_text, rule, entity, n, window_ms), 0,
         )  # fmt: skip
         if not times:
             del windows[(rule, entity)]

@@ -10,12 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from streaming.alert_job import REORDER_MS, alerts_stream
 from streaming.alert_sinks import AlertSinks, BatchLedger, SinkOptions, ensure_topics
 from streaming.change_source import KafkaInput, LogInput, read_changes
 from streaming.rule_settings import RuleSettings
 from streaming.spark_session import session
 from streaming.state_topic import StateTopicSink
+
+log = structlog.get_logger("zkcdc.stream")
+DEAD_LETTER_TRIGGER_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -84,15 +89,21 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
                 .option("kafka.bootstrap.servers", options.source.bootstrap_servers)
                 .option("topic", options.dead_letter_topic)
                 .option("checkpointLocation", str(options.checkpoint / "dead-letters"))
+                # Rare and not urgent: a slow trigger keeps this second query off the cores
+                # the alerts need (without one it would run a micro-batch per heartbeat).
+                .trigger(**dead_letter_trigger(options))
                 .start()
             )
+        reported = -1
         while not stop.is_set():
             if options.available_now and not queries[0].isActive:
                 break
             for query in queries:
                 if query.exception() is not None:
                     raise_query_error(query)
+            reported = report_progress(queries[0], reported)
             stop.wait(0.5)
+        report_progress(queries[0], reported)
     finally:
         for query in queries:
             with contextlib.suppress(Exception):
@@ -104,6 +115,30 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     for query in queries:
         if query.exception() is not None:
             raise_query_error(query)
+
+
+def dead_letter_trigger(options: AlertJobOptions) -> dict[str, Any]:
+    if options.available_now:
+        return {"availableNow": True}
+    return {"processingTime": f"{max(options.trigger_ms, DEAD_LETTER_TRIGGER_MS)} milliseconds"}
+
+
+def report_progress(query: Any, reported: int) -> int:
+    """Logs each micro-batch that read records (one JSON line on stderr): how many, how long."""
+    for progress in query.recentProgress:
+        batch = progress["batchId"]
+        if batch <= reported:
+            continue
+        reported = batch
+        if progress["numInputRows"]:
+            log.info(
+                "micro-batch",
+                batch=batch,
+                records=progress["numInputRows"],
+                duration_ms=progress["durationMs"].get("triggerExecution"),
+                records_per_s=round(progress.get("processedRowsPerSecond") or 0),
+            )
+    return reported
 
 
 def raise_query_error(query: Any) -> None:

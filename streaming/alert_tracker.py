@@ -9,11 +9,15 @@ alerts."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streaming.alert_records import Alert, alert_id
 
 Key = tuple[str, str]  # (rule, entity)
+# What an alert says: (summary, details), asked for only while the condition holds, so the
+# common case (an entity touched, nothing wrong) formats nothing.
+Describe = Callable[[], tuple[str, dict[str, str]]]
 
 
 @dataclass
@@ -42,27 +46,28 @@ class AlertTracker:
         active: bool,
         now_ms: int,
         severity: str,
-        summary: str,
-        details: dict[str, str],
+        describe: Describe,
         for_ms: int,
     ) -> list[Alert]:
         """The level condition (rule, entity) holds (`active`) or not, as of `now_ms`."""
         key = (rule, entity)
         current = self.conditions.get(key)
-        if current is not None and current.instant:
-            return []  # an instant alert of the same key runs its own course
-        if not active:
-            if current is None:
-                return []
-            del self.conditions[key]
-            return [self._alert(key, current, "RESOLVED", now_ms)] if current.firing else []
         if current is None:
+            if not active:
+                return []
+            summary, details = describe()
             current = _Condition(severity, summary, details, now_ms, now_ms + for_ms)
             self.conditions[key] = current
             if for_ms > 0:
                 heapq.heappush(self._due, (current.due_ms, key))
-        elif not current.firing:
-            current.summary, current.details = summary, details
+            return self._fire_if_due(key, current, now_ms)
+        if current.instant:
+            return []  # an instant alert of the same key runs its own course
+        if not active:
+            del self.conditions[key]
+            return [self._alert(key, current, "RESOLVED", now_ms)] if current.firing else []
+        if not current.firing:
+            current.summary, current.details = describe()
         return self._fire_if_due(key, current, now_ms)
 
     def instant(

@@ -11,11 +11,11 @@ from typing import Any
 
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
-SCHEMA_FILE = Path(__file__).resolve().parents[1] / "avro" / "ChangeRecord.avsc"
-
 
 def schema_json() -> str:
-    return SCHEMA_FILE.read_text()
+    from capture.avro_codec import schema_dir
+
+    return (schema_dir() / "ChangeRecord.avsc").read_text()
 
 
 def single_object_header() -> bytes:
@@ -31,6 +31,7 @@ class KafkaInput:
     topic: str = "zkcdc.changes"
     starting_offsets: str = "earliest"
     registry: bool = False  # Confluent framing: magic 0 + 4-byte schema id
+    max_records_per_batch: int | None = None  # a backlog goes in several bounded micro-batches
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,10 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         .option("subscribe", source.topic)
         .option("startingOffsets", source.starting_offsets)
         .option("failOnDataLoss", "false")
-        .load()
     )
+    if source.max_records_per_batch:
+        raw = raw.option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
+    raw = raw.load()
     if source.registry:
         header_ok = F.substring("value", 1, 1) == F.lit(b"\x00")
         body = F.expr("substring(value, 6, length(value) - 5)")

@@ -14,6 +14,7 @@ from streaming.alert_sinks import SinkOptions
 from streaming.change_source import KafkaInput, LogInput
 from streaming.errors import StreamingError
 from streaming.rule_settings import RuleSettings
+from zkcdc import logs
 from zkcdc.cli_options import key_values
 
 
@@ -49,6 +50,8 @@ def job_options(func: Any) -> Any:
         click.option("--available-now", is_flag=True,
                      help="Process what is there now, then stop."),
         click.option("--starting-offsets", default="earliest", show_default=True),
+        click.option("--max-records-per-batch", default=100_000, show_default=True,
+                     help="Kafka input: at most this many records per micro-batch."),
         click.option("--dead-letter-topic", default=None,
                      help="Kafka topic for undecodable records [default: <topic>.deadletter]."),
     ]  # fmt: skip
@@ -62,7 +65,12 @@ def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
     if kw["event_log"] is not None:
         source = LogInput(kw["event_log"])
     elif kw["bootstrap_servers"]:
-        source = KafkaInput(kw["bootstrap_servers"], kw["topic"], kw["starting_offsets"])
+        source = KafkaInput(
+            kw["bootstrap_servers"],
+            kw["topic"],
+            kw["starting_offsets"],
+            max_records_per_batch=kw["max_records_per_batch"],
+        )
     else:
         raise StreamingError("give --bootstrap-servers (the changes topic) or --event-log DIR")
     options = AlertJobOptions(
@@ -77,6 +85,7 @@ def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
         state_bootstrap=kw["bootstrap_servers"] if state else None,
         state_topic=kw["state_topic"],
     )
+    logs.configure()
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -70,10 +70,13 @@ class ClusterState:
     def update_partition(self, key: PartitionKey, **changes: Any) -> set[Entity]:
         old = self.partitions.get(key)
         new = Partition(**{**(old.__dict__ if old else {}), **changes})
-        touched = self._count_preferred(old, -1) | self._count_preferred(new, +1)
+        touched: set[Entity] = {("partition", key)}
+        if _preference(old) != _preference(new):  # most ISR changes leave the counts alone
+            touched |= self._count_preferred(old, -1) | self._count_preferred(new, +1)
         self.partitions[key] = new
-        self.topics.setdefault(key[0], set()).add(key[1])
-        return touched | {("partition", key)}
+        if old is None:
+            self.topics.setdefault(key[0], set()).add(key[1])
+        return touched
 
     def drop_topic(self, topic: str) -> set[Entity]:
         touched: set[Entity] = {("topic", topic)}
@@ -95,6 +98,15 @@ class ClusterState:
     def min_insync(self, topic: str, default: int) -> int:
         value = self.topic_configs.get(topic, {}).get("min.insync.replicas")
         return int(value) if value and value.isdigit() else default
+
+
+def _preference(partition: Partition | None) -> tuple[int, bool] | None:
+    """What a partition adds to the preferred-leader counts: (its preferred broker, whether
+    another broker leads it)."""
+    if partition is None or not partition.replicas:
+        return None
+    broker = partition.replicas[0]
+    return broker, partition.leader is not None and partition.leader != broker
 
 
 def _assignment(state: ClusterState, event: dict[str, Any]) -> set[Entity]:

@@ -41,7 +41,7 @@ def print_err(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def session(master: str, app: str, shuffle_partitions: int = 2, **conf: str) -> Any:
+def session(master: str, app: str, shuffle_partitions: int = 1, **conf: str) -> Any:
     """A SparkSession on `master` (local[*], local[2], spark://host:port)."""
     from pyspark.sql import SparkSession
 
@@ -62,6 +62,8 @@ def session(master: str, app: str, shuffle_partitions: int = 2, **conf: str) -> 
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
+        # A commit writes a changelog instead of a snapshot each micro-batch: ~90 ms, not ~350.
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "512m")

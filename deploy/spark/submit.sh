@@ -13,19 +13,21 @@ master=$1
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYSPARK_PYTHON:-python3}
-read -r spark_home jars zip < <("$python" - <<'PY'
+read -r spark_home jars zip schemas < <("$python" - <<'PY'
 import os
 from pathlib import Path
 
 import pyspark
 
+from capture.avro_codec import schema_dir
 from streaming.spark_session import package_zip, spark_jars
 
 home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
-print(home, ",".join(str(p) for p in spark_jars()), package_zip())
+print(home, ",".join(str(p) for p in spark_jars()), package_zip(), schema_dir())
 PY
 )
-export PYSPARK_PYTHON=$python PYSPARK_DRIVER_PYTHON=$python
+# The driver imports zkcdc from the zip, which holds no .avsc: point it at the schemas.
+export PYSPARK_PYTHON=$python PYSPARK_DRIVER_PYTHON=$python ZKCDC_SCHEMA_DIR=$schemas
 exec "$spark_home/bin/spark-submit" \
   --master "$master" \
   --properties-file "$here/spark-defaults.conf" \
