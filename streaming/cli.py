@@ -140,8 +140,9 @@ def state_group() -> None:
 @click.option("--state-topic", default="zkcdc.state", show_default=True)
 @click.option("--cluster", help="Which cluster (needed when the topic holds several).")
 @click.option("--json", "as_json", is_flag=True, help="Print the entities as JSON lines.")
+@click.option("--limit", default=50, show_default=True, help="Partitions listed per table.")
 def show_command(
-    bootstrap_servers: str, state_topic: str, cluster: str | None, as_json: bool
+    bootstrap_servers: str, state_topic: str, cluster: str | None, as_json: bool, limit: int
 ) -> None:
     """Render a cluster's current state: brokers, controller, under-replicated and offline
     partitions, preferred-leader share per broker, consumer groups."""
@@ -159,7 +160,7 @@ def show_command(
             if key.startswith(f"{name}/"):
                 click.echo(json.dumps(value, sort_keys=True))
         return
-    view = ClusterView.of(name, latest)
+    view = ClusterView.of(name, latest, limit)
     console = Console()
     console.print(view.summary())
     for table in view.tables():

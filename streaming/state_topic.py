@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -60,13 +61,16 @@ def read_state(
     end it had when the read began."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+    quiet = logging.getLogger("zkcdc.state.librdkafka")
+    quiet.setLevel(logging.CRITICAL)  # a broker down is no news here: the read goes on
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "zkcdc-state-show",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-        }
+        },
+        logger=quiet,
     )
     try:
         try:

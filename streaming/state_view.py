@@ -41,10 +41,13 @@ class ClusterView:
     partitions: list[dict[str, Any]] = field(default_factory=list)
     topics: list[dict[str, Any]] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
+    listed: int = LISTED
 
     @classmethod
-    def of(cls, cluster: str, latest: dict[str, dict[str, Any]]) -> ClusterView:
-        view = cls(cluster)
+    def of(
+        cls, cluster: str, latest: dict[str, dict[str, Any]], listed: int = LISTED
+    ) -> ClusterView:
+        view = cls(cluster, listed=listed)
         for key, value in sorted(latest.items()):
             if not key.startswith(f"{cluster}/"):
                 continue
@@ -111,10 +114,9 @@ class ClusterView:
         )
         return table
 
-    @staticmethod
-    def _partitions(title: str, partitions: list[dict[str, Any]]) -> Table:
+    def _partitions(self, title: str, partitions: list[dict[str, Any]]) -> Table:
         table = Table("partition", "leader", "isr", "replicas", "leader epoch", title=title)
-        for p in partitions[:LISTED]:
+        for p in partitions[: self.listed]:
             table.add_row(
                 f"{p['topic']}/{p['partition']}",
                 _text(p.get("leader")),
@@ -122,8 +124,8 @@ class ClusterView:
                 _ints(p.get("replicas")),
                 _text(p.get("leader_epoch")),
             )
-        if len(partitions) > LISTED:
-            table.caption = f"and {len(partitions) - LISTED} more"
+        if len(partitions) > self.listed:
+            table.caption = f"and {len(partitions) - self.listed} more"
         elif not partitions:
             table.caption = "none"
         return table

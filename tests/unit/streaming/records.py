@@ -47,3 +47,17 @@ def state(
 
 def broker(b: int, up: bool = True) -> dict[str, Any]:
     return ev("BROKER_REGISTERED" if up else "BROKER_DEREGISTERED", broker_id=b)
+
+
+def three_brokers(engine: Any, t0: int) -> Feed:
+    """Three brokers, topic t with partitions 0 and 1 (replicas [1,2,3] and [2,3,1]), a
+    controller at epoch 1: all from a snapshot at `t0`."""
+    feed = Feed(engine)
+    for b in (1, 2, 3):
+        feed.send(t0, f"/brokers/ids/{b}", broker(b), op="READ")
+    feed.send(t0, "/controller", ev("CONTROLLER_ELECTED", broker_id=1), op="READ")
+    feed.send(t0, "/controller_epoch", ev("CONTROLLER_EPOCH_CHANGED", epoch_after=1), op="READ")
+    feed.send(t0, "/brokers/topics/t", topic("t", {0: [1, 2, 3], 1: [2, 3, 1]}), op="READ")
+    feed.send(t0, "/s0", state("t", 0, 1, [1, 2, 3]), op="READ")
+    feed.send(t0, "/s1", state("t", 1, 2, [2, 3, 1]), op="READ")
+    return feed

@@ -10,23 +10,13 @@ from streaming.alert_engine import AlertEngine
 from streaming.errors import StreamingError
 from streaming.rule_settings import RuleSettings
 
-from .records import Feed, broker, ev, state, topic
+from .records import Feed, broker, ev, three_brokers
 
 T0 = 1_000_000
 
 
 def cluster(settings: RuleSettings | None = None) -> Feed:
-    """Three brokers, topic t with partitions 0 and 1 (replicas [1,2,3] and [2,3,1]), a
-    controller at epoch 1: all from a snapshot."""
-    feed = Feed(AlertEngine("c1", settings or RuleSettings()))
-    for b in (1, 2, 3):
-        feed.send(T0, f"/brokers/ids/{b}", broker(b), op="READ")
-    feed.send(T0, "/controller", ev("CONTROLLER_ELECTED", broker_id=1), op="READ")
-    feed.send(T0, "/controller_epoch", ev("CONTROLLER_EPOCH_CHANGED", epoch_after=1), op="READ")
-    feed.send(T0, "/brokers/topics/t", topic("t", {0: [1, 2, 3], 1: [2, 3, 1]}), op="READ")
-    feed.send(T0, "/s0", state("t", 0, 1, [1, 2, 3]), op="READ")
-    feed.send(T0, "/s1", state("t", 1, 2, [2, 3, 1]), op="READ")
-    return feed
+    return three_brokers(AlertEngine("c1", settings or RuleSettings()), T0)
 
 
 def shrink(p: int, leader: int, before: list[int], after: list[int], ce: int = 1) -> dict:
