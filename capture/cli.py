@@ -1,16 +1,19 @@
-"""`zkcdc capture` (the daemon) and `zkcdc events cat` (reading its event logs)."""
+"""`zkcdc capture` (the daemon) and `zkcdc events cat|stats` (reading its event logs)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
+from capture.errors import CaptureError
 from capture.event_log import Damage, EventLogError, log_files, read_records
+from capture.record_filter import LogStats, RecordFilter, parse_time
 from capture.settings import load_settings
 from zkcdc import logs
 from zkcdc.cli_options import key_values
@@ -94,25 +97,81 @@ def _line(record: dict[str, Any]) -> str:
     )
 
 
-@events.command("cat")
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-def cat(path: Path, as_json: bool) -> None:
-    """Print the records of an event log file or folder."""
+def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> Iterator[dict[str, Any]]:
+    """The log's records that `keep` accepts; damaged blocks are reported on stderr at the end,
+    and then the command exits 1."""
     damaged: list[Damage] = []
     if not log_files(path):
         raise EventLogError(f"no event log files in {path}")
-    try:
-        for record in read_records(path, damaged.append):
-            click.echo(json.dumps(_plain(record)) if as_json else _line(record))
-    except EventLogError:
-        raise
-    except BrokenPipeError:
-        sys.stderr.close()
-        return
+    yield from (r for r in read_records(path, damaged.append) if keep(r))
     for damage in damaged:
         click.echo(
             f"zkcdc: {damage.file}: damaged at block {damage.block}: {damage.reason}", err=True
         )
     if damaged:
         sys.exit(1)
+
+
+def _times(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    try:
+        return None if value is None else parse_time(value)
+    except CaptureError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def filter_options(func: Any) -> Any:
+    options = [
+        click.option("--path-prefix", help="Only records of znodes under this path."),
+        click.option("--type", "types", multiple=True, metavar="TYPE",
+                     help="Only records with this op (UPDATE) or event type (ISR_SHRUNK); "
+                     "repeat for several."),
+        click.option("--since", callback=_times, metavar="TIME",
+                     help="ZooKeeper time from (epoch ms or ISO 8601)."),
+        click.option("--until", callback=_times, metavar="TIME",
+                     help="ZooKeeper time up to, excluded."),
+        click.option("--cluster", help="Only this cluster's records."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _filter(
+    path_prefix: str | None,
+    types: tuple[str, ...],
+    since: int | None,
+    until: int | None,
+    cluster: str | None,
+) -> RecordFilter:
+    return RecordFilter(path_prefix, frozenset(t.upper() for t in types), since, until, cluster)
+
+
+@events.command("cat")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@filter_options
+def cat(path: Path, as_json: bool, **filters: Any) -> None:
+    """Print the records of an event log file or folder."""
+    try:
+        for record in _read(path, _filter(**filters)):
+            click.echo(json.dumps(_plain(record)) if as_json else _line(record))
+    except BrokenPipeError:
+        sys.stderr.close()
+
+
+@events.command("stats")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="The counts as one JSON object.")
+@filter_options
+def stats(path: Path, as_json: bool, **filters: Any) -> None:
+    """Counts by op and event type, time span, seq range and versions skipped of a log."""
+    counted = LogStats()
+    try:
+        for record in _read(path, _filter(**filters)):
+            counted.add(record)
+    finally:
+        if as_json:
+            click.echo(json.dumps(counted.as_json()))
+        else:
+            for line in counted.lines():
+                click.echo(line)
