@@ -131,6 +131,7 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     run = simulate("run", "controller-failover", "--zookeeper", connect)
     assert run.returncode == 0, run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
+    assert daemon.stop() == 0  # both runs below read the same records
 
     ports = []
     for _ in range(2):
