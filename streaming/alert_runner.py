@@ -36,6 +36,7 @@ class AlertJobOptions:
     reorder_ms: int = REORDER_MS
     state_bootstrap: str | None = None  # publish state upserts to this Kafka ...
     state_topic: str = "zkcdc.state"  # ... on this compacted topic
+    state_out: Path | None = None  # write the final state here (JSON lines, one per entity)
 
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
@@ -51,15 +52,19 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     queries = []
     try:
         records, dead = read_changes(spark, options.source)
-        alerts = alerts_stream(records, options.rules, options.reorder_ms, state_sink is not None)
+        with_state = state_sink is not None or options.state_out is not None
+        alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
+        final_state: dict[str, str | None] = {}
 
         def deliver(batch: Any, batch_id: int) -> None:
             if batch_id <= ledger.last():
                 return  # delivered before the restart that re-runs it
             rows = batch.collect()
             sinks.deliver([json.loads(r["json"]) for r in rows if r["kind"] == "alert"])
+            upserts = [(r["key"], r["json"]) for r in rows if r["kind"] == "state"]
             if state_sink is not None:
-                state_sink.deliver([(r["key"], r["json"]) for r in rows if r["kind"] == "state"])
+                state_sink.deliver(upserts)
+            final_state.update(upserts)
             ledger.mark(batch_id)
 
         writer = (
@@ -104,6 +109,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             reported = report_progress(queries[0], reported)
             stop.wait(0.5)
         report_progress(queries[0], reported)
+        if options.state_out is not None:
+            write_state(options.state_out, final_state)
     finally:
         for query in queries:
             with contextlib.suppress(Exception):
@@ -115,6 +122,12 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     for query in queries:
         if query.exception() is not None:
             raise_query_error(query)
+
+
+def write_state(path: Path, state: dict[str, str | None]) -> None:
+    """The state as it stands at the end: one JSON object per entity, sorted by key."""
+    lines = [value for _, value in sorted(state.items()) if value is not None]
+    path.write_text("".join(line + "\n" for line in lines))
 
 
 def dead_letter_trigger(options: AlertJobOptions) -> dict[str, Any]:

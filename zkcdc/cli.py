@@ -10,6 +10,7 @@ import click
 from capture.cli import capture, events
 from streaming.cli import state_group, stream
 from zkcdc.errors import ZkcdcError
+from zkcdc.replay.cli import replay
 from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
 
@@ -38,3 +39,4 @@ main.add_command(events)
 main.add_command(simulate)
 main.add_command(stream)
 main.add_command(state_group)
+main.add_command(replay)

@@ -1,0 +1,178 @@
+"""`zkcdc replay` on the real stack: a staged incident captured while the live alert job runs;
+the log replayed through the rules gives the live job's alerts; replayed into Kafka at two
+speeds it gives them again; a replay killed midway resumes without sending anything twice; a
+damaged copy replays its valid part and names the damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capture_harness import ChangesTopic
+from kazoo.client import KazooClient
+from simulate_harness import build_cluster, simulate
+
+from capture.event_log import log_files
+
+pytestmark = pytest.mark.integration
+
+RULES = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
+
+
+def zkcdc(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zkcdc", *args], capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
+
+
+def alerts_of(file: Path) -> set[tuple[str, str, int, int | None]]:
+    rows = [json.loads(line) for line in file.read_text().splitlines()]
+    return {(a["alert_id"], a["status"], a["started_ms"], a["ended_ms"]) for a in rows}
+
+
+def job_over_topic(bootstrap: str, topic: str, work: Path) -> set[tuple[str, str, int, int | None]]:
+    out = work / f"{topic}.jsonl"
+    job = zkcdc("stream", "alerts", "--bootstrap-servers", bootstrap, "--topic", topic,
+                "--no-publish", "--alerts-out", str(out), "--available-now",
+                "--checkpoint", str(work / f"{topic}-checkpoint"), *RULES)  # fmt: skip
+    assert job.returncode == 0, job.stderr[-3000:]
+    return alerts_of(out)
+
+
+@pytest.fixture(scope="module")
+def incident(cluster, tmp_path_factory) -> dict[str, Any]:
+    """A broker failure and a controller failover on a simulated cluster, captured into an event
+    log and the changes topic while the live alert job runs."""
+    work = tmp_path_factory.mktemp("replay")
+    chroot = f"/zkcdc-tests/replay-{uuid.uuid4().hex[:8]}"  # the module's own
+    root = KazooClient(hosts=cluster.zookeeper_hosts)
+    root.start(30)
+    root.ensure_path(chroot)
+    connect = cluster.zookeeper_hosts + chroot
+    build_cluster(connect)
+    changes = ChangesTopic(cluster.bootstrap_servers, f"zkcdc.changes.replay-{os.getpid()}")
+    log = work / "events"
+    capture = subprocess.Popen(
+        [sys.executable, "-m", "zkcdc", "capture", "--zookeeper", connect, "--cluster", "rp",
+         "--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes.topic,
+         "--event-log", str(log), "--state-dir", str(work / "state"),
+         "--ha-path", f"/zkcdc-tests/ha-replay-{os.getpid()}"],
+        stdout=(work / "capture.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    live_out = work / "live.jsonl"
+    live = subprocess.Popen(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
+         cluster.bootstrap_servers, "--topic", changes.topic, "--no-publish",
+         "--alerts-out", str(live_out), "--checkpoint", str(work / "live-checkpoint"), *RULES],
+        stdout=(work / "live.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        changes.wait_for(lambda r: r["op"] == "READ", "the snapshot")
+        failure = simulate("run", "broker-failure", "--zookeeper", connect, "--broker", "3",
+                           "--hold", "3")  # fmt: skip
+        assert failure.returncode == 0, failure.stderr
+        failover = simulate("run", "controller-failover", "--zookeeper", connect, "--hold", "2")
+        assert failover.returncode == 0, failover.stderr
+        time.sleep(2)
+        capture.send_signal(signal.SIGTERM)
+        assert capture.wait(60) == 0, (work / "capture.log").read_text()[-3000:]
+        # The live job drains the last records, then stops.
+        deadline = time.monotonic() + 120
+        while not any(a[1] == "FIRING" and ":controller_failover:" in a[0]
+                      for a in (alerts_of(live_out) if live_out.exists() else set())):  # fmt: skip
+            assert live.poll() is None, (work / "live.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the live job raised no controller_failover"
+            time.sleep(1)
+        time.sleep(10)
+    finally:
+        for process in (capture, live):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        live.wait(120)
+        capture.wait(60)
+        changes.close()
+        root.delete(chroot, recursive=True)
+        root.stop()
+        root.close()
+    return {"log": log, "live": alerts_of(live_out), "work": work}
+
+
+def test_replaying_the_log_through_the_rules_gives_the_live_jobs_alerts(incident, tmp_path):
+    out, state = tmp_path / "alerts.jsonl", tmp_path / "state.jsonl"
+    run = zkcdc("replay", str(incident["log"]), "--alerts-out", str(out), "--state-out",
+                str(state), *RULES)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    replayed = alerts_of(out)
+    assert {a[0].split(":")[1] for a in replayed} >= {"broker_down", "controller_failover"}
+    assert replayed == incident["live"]
+    entities = {json.loads(line)["kind"] for line in state.read_text().splitlines()}
+    assert entities >= {"broker", "controller", "partition", "topic"}
+
+
+def test_replays_into_kafka_at_speed_0_and_10_give_identical_alerts(incident, cluster, tmp_path):
+    results = []
+    for speed in ("0", "10"):
+        topic = f"zkcdc.replayed.{os.getpid()}.speed{speed}"
+        run = zkcdc("replay", str(incident["log"]), "--bootstrap-servers",
+                    cluster.bootstrap_servers, "--topic", topic, "--speed", speed,
+                    "--checkpoint", str(tmp_path / f"{speed}.json"))  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        results.append(job_over_topic(cluster.bootstrap_servers, topic, tmp_path))
+    assert results[0] == results[1] == incident["live"]
+
+
+def test_a_killed_replay_resumes_without_sending_a_record_twice(incident, cluster, tmp_path):
+    topic = f"zkcdc.replayed.{os.getpid()}.resumed"
+    checkpoint = str(tmp_path / "resume.json")
+    args = [sys.executable, "-m", "zkcdc", "replay", str(incident["log"]), "--bootstrap-servers",
+            cluster.bootstrap_servers, "--topic", topic, "--checkpoint", checkpoint]  # fmt: skip
+    first = subprocess.Popen([*args, "--speed", "1"], stderr=subprocess.PIPE)
+    time.sleep(8)
+    first.kill()
+    first.wait()
+    second = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "sent before" in second.stderr
+    again = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "replayed into" in again.stderr
+
+    on_topic = ChangesTopic(cluster.bootstrap_servers, topic)
+    expected = sum(1 for _ in _log_records(incident["log"]))
+    deadline = time.monotonic() + 60
+    while len(on_topic.records) < expected and time.monotonic() < deadline:
+        on_topic.poll()
+    time.sleep(2)
+    on_topic.poll()
+    seqs = [r["seq"] for r in on_topic.records]
+    on_topic.close()
+    assert sorted(seqs) == sorted({r["seq"] for r in _log_records(incident["log"])})
+
+
+def test_a_damaged_copy_replays_its_valid_records_and_reports_the_damage(incident, tmp_path):
+    copy = tmp_path / "damaged"
+    copy.mkdir()
+    files = log_files(incident["log"])
+    for file in files:
+        (copy / file.name).write_bytes(file.read_bytes())
+    victim = max((copy / f.name for f in files), key=lambda f: f.stat().st_size)
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2] + data[len(data) // 2 + 100 :])
+    out = tmp_path / "alerts.jsonl"
+    run = zkcdc("replay", str(copy), "--alerts-out", str(out), *RULES)
+    assert run.returncode == 1
+    assert f"{victim}: damaged at block" in run.stderr and "Traceback" not in run.stderr
+    assert "alerts written" in run.stderr
+    assert out.exists()
+
+
+def _log_records(log: Path) -> list[dict[str, Any]]:
+    from capture.event_log import read_records
+
+    return list(read_records(log))

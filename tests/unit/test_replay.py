@@ -1,0 +1,90 @@
+"""The pure parts of `zkcdc replay`: order across clusters, pacing, the acknowledged prefix a
+resume starts from, damaged logs made readable, and bad input as one-line errors."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from capture.event_log import EventLogWriter, log_files, read_records
+from capture.records import ChangeRecord, Op, Znode
+from zkcdc.cli import main
+from zkcdc.replay.alerts_replay import damaged_blocks, readable_copy
+from zkcdc.replay.kafka_replay import Acks
+from zkcdc.replay.pacing import Pacer, merged
+
+
+def rec(cluster: str, seq: int, ts: int, captured: int | None = None) -> dict:
+    return {"cluster": cluster, "seq": seq, "ts_ms": ts, "captured_ms": captured or ts}
+
+
+def test_clusters_merge_by_event_time_and_each_keeps_its_seq_order():
+    a = [rec("a", 1, 100), rec("a", 2, 300), rec("a", 3, 250), rec("a", 4, 400)]
+    b = [rec("b", 1, 200), rec("b", 2, 260)]
+    out = [(r["cluster"], r["seq"]) for r in merged([iter(a), iter(b)])]
+    assert out == [("a", 1), ("b", 1), ("b", 2), ("a", 2), ("a", 3), ("a", 4)]
+
+
+def test_the_pacer_holds_records_to_their_event_time_scaled_by_speed():
+    clock = [0.0]
+    slept = []
+
+    def sleep(s: float) -> None:
+        slept.append(round(s, 3))
+        clock[0] += s
+
+    pacer = Pacer(10.0, lambda: clock[0], sleep)
+    for ts in (1_000, 1_000, 3_000, 2_000, 11_000):
+        pacer.wait_for(ts)
+    assert slept == [0.2, 0.8]  # 2 s and 10 s of event time at 10x; never back in time
+    fast = Pacer(0.0, lambda: clock[0], sleep)
+    fast.wait_for(1)
+    fast.wait_for(10**9)
+    assert len(slept) == 2
+
+
+def test_the_resume_point_is_the_end_of_the_acknowledged_prefix_per_cluster():
+    acks = Acks({"a": (4, 40)})
+    for r in (rec("a", 5, 0, 50), rec("a", 6, 0, 60), rec("b", 1, 0, 10), rec("a", 7, 0, 70)):
+        acks.sent(r)
+    acks.ack(rec("a", 6, 0, 60))  # a later partition answered first
+    acks.ack(rec("b", 1, 0, 10))
+    assert acks.prefix == {"a": (4, 40), "b": (1, 10)}
+    acks.ack(rec("a", 5, 0, 50))
+    assert acks.prefix["a"] == (6, 60)
+
+
+def record(seq: int) -> dict:
+    return ChangeRecord("c1", seq, Op.UPDATE, f"/x{seq}", None, Znode(b"v" * 200), None, seq,
+                        seq).to_avro()  # fmt: skip
+
+
+def test_a_damaged_file_is_found_by_block_and_its_valid_records_copied(tmp_path):
+    log = tmp_path / "log"
+    writer = EventLogWriter(log, "c1", now=lambda: 0.0)
+    for block in range(5):
+        writer.append([record(block * 10 + i) for i in range(10)])
+    writer.close()
+    (file,) = log_files(log)
+    data = file.read_bytes()
+    middle = len(data) // 2
+    file.write_bytes(data[:middle] + data[middle + 50 :])  # bytes cut from the middle
+    (damage,) = damaged_blocks(log)
+    assert damage.file == file and 0 < damage.block < 5
+    copy = readable_copy(log, [damage], tmp_path / "copy")
+    seqs = [r["seq"] for r in read_records(copy)]
+    assert seqs == list(range(len(seqs))) and 0 < len(seqs) < 50
+
+
+def test_bad_replay_options_are_one_line_errors(tmp_path):
+    runner = CliRunner()
+    cases = [
+        ([str(tmp_path)], "either --bootstrap-servers"),
+        ([str(tmp_path), "--alerts-out", "a", "--bootstrap-servers", "b"], "either"),
+        ([str(tmp_path), "--bootstrap-servers", "b", "--speed", "-1"], "--speed must be"),
+        ([str(tmp_path), "--bootstrap-servers", "b", "--state-out", "s"], "--state-out goes"),
+        ([str(tmp_path), "--bootstrap-servers", "b"], "no event log files"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(main, ["replay", *args])
+        assert result.exit_code == 1, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output

@@ -1,0 +1,108 @@
+"""`zkcdc replay PATH`: into Kafka (`--bootstrap-servers`) or through the alert rules
+(`--alerts-out`)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import click
+
+from capture.event_log import Damage, log_files
+from streaming.rule_settings import RuleSettings
+from zkcdc.cli_options import key_values
+from zkcdc.replay.errors import ReplayError
+
+
+def default_checkpoint(log: Path, bootstrap: str, topic: str) -> Path:
+    from zkcdc.stack.settings import default_state_dir
+
+    ident = f"{log.resolve()}|{bootstrap}|{topic}"
+    name = hashlib.sha256(ident.encode()).hexdigest()[:16]
+    return default_state_dir().parent / "replay" / f"{name}.json"
+
+
+def _report(damage: Damage) -> None:
+    click.echo(f"zkcdc: {damage.file}: damaged at block {damage.block}: {damage.reason}", err=True)
+
+
+@click.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--bootstrap-servers", help="Re-publish the records to this Kafka.")
+@click.option("--topic", default="zkcdc.changes", show_default=True)
+@click.option("--speed", type=float, default=0.0, show_default=True,
+              help="Original pacing times this factor; 0 = as fast as possible.")  # fmt: skip
+@click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path),
+              help="Resume file [default: per log, Kafka and topic, in zkcdc's state dir].")  # fmt: skip
+@click.option("--from-start", is_flag=True, help="Forget a previous replay's progress.")
+@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Run the alert rules over the log; write the alerts as JSON lines.")  # fmt: skip
+@click.option("--state-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --alerts-out: write the final cluster state as JSON lines.")  # fmt: skip
+@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
+              help="Override a rule setting (with --alerts-out).")  # fmt: skip
+@click.option("--master", default="local[2]", show_default=True, help="Spark master.")
+def replay(
+    path: Path,
+    bootstrap_servers: str | None,
+    topic: str,
+    speed: float,
+    checkpoint: Path | None,
+    from_start: bool,
+    alerts_out: Path | None,
+    state_out: Path | None,
+    rules: dict[str, str],
+    master: str,
+) -> None:
+    """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
+    if bool(bootstrap_servers) == bool(alerts_out):
+        raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
+    if speed < 0:
+        raise ReplayError("--speed must be 0 (as fast as possible) or more")
+    if state_out is not None and alerts_out is None:
+        raise ReplayError("--state-out goes with --alerts-out")
+    if not log_files(path):
+        raise ReplayError(f"no event log files in {path}")
+    if alerts_out is not None:
+        from zkcdc.replay.alerts_replay import replay_alerts
+
+        settings = RuleSettings().with_overrides(rules)
+        damaged = replay_alerts(path, alerts_out, state_out, settings, master, _report)
+        lines = alerts_out.read_text().count("\n")
+        click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
+    else:
+        assert bootstrap_servers is not None
+        damaged = _into_kafka(path, bootstrap_servers, topic, speed, checkpoint, from_start)
+    if damaged:
+        click.echo(
+            f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
+        )
+        sys.exit(1)
+
+
+def _into_kafka(
+    path: Path,
+    bootstrap: str,
+    topic: str,
+    speed: float,
+    checkpoint_file: Path | None,
+    from_start: bool,
+) -> list[Damage]:
+    from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka, count_records
+
+    file = checkpoint_file or default_checkpoint(path, bootstrap, topic)
+    checkpoint = Checkpoint(file) if from_start else Checkpoint.load(file)
+    if checkpoint.done:
+        raise ReplayError(
+            f"{path} was replayed into {topic} already ({file}); --from-start sends it again"
+        )
+    damaged: list[Damage] = []
+    total = count_records(path)
+    with click.progressbar(length=total, label="replaying", file=sys.stderr, show_pos=True) as bar:
+        job = ReplayToKafka(path, bootstrap, topic, checkpoint, speed, bar.update, damaged.append)
+        job.run()
+    for damage in damaged:
+        _report(damage)
+    click.echo(f"zkcdc: {job.sent} records sent to {topic}, {job.skipped} sent before", err=True)
+    return damaged

@@ -1,0 +1,5 @@
+from zkcdc.errors import ZkcdcError
+
+
+class ReplayError(ZkcdcError):
+    """A replay that cannot go on: an unreadable log, Kafka refusing records."""

@@ -1,0 +1,174 @@
+"""`zkcdc replay PATH --bootstrap-servers B`: an event log back onto a changes topic, encoded
+and keyed as capture publishes (single-object Avro, key = cluster + path, seq and cluster
+headers, the original capture time as timestamp), paced by `--speed`.
+
+Resuming: a checkpoint file names, per cluster, the last seq up to which everything was
+acknowledged. A restarted replay skips those and reads back from the topic which of the later
+ones the killed run got onto it anyway (the headers carry the seq), so nothing goes twice."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+from capture.avro_codec import SingleObjectCodec
+from capture.errors import CaptureError
+from capture.event_log import Damage, log_files, read_records
+from capture.publisher import Publisher, delivered_seqs, ensure_topic
+from zkcdc.replay.errors import ReplayError
+from zkcdc.replay.pacing import Pacer, merged
+
+RESUME_MARGIN_MS = 60_000  # capture times are wall-clock: allow for a little disorder
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # cluster -> (seq, captured)
+    done: bool = False
+
+    @classmethod
+    def load(cls, path: Path) -> Checkpoint:
+        try:
+            obj = json.loads(path.read_text())
+        except FileNotFoundError:
+            return cls(path)
+        except (OSError, ValueError) as exc:
+            raise ReplayError(f"unreadable replay checkpoint {path}: {exc}") from exc
+        acked = {c: (int(v[0]), int(v[1])) for c, v in obj.get("acked", {}).items()}
+        return cls(path, acked, bool(obj.get("done")))
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"acked": self.acked, "done": self.done}))
+        tmp.replace(self.path)
+
+
+def count_records(log: Path) -> int:
+    """Records in the log's readable blocks, without decoding them (for the progress bar)."""
+    total = 0
+    for file in log_files(log):
+        try:
+            with file.open("rb") as stream:
+                total += sum(block.num_records for block in fastavro.block_reader(stream))
+        except (EOFError, ValueError, StopIteration, OSError):
+            continue  # the replay itself reports the damage
+    return total
+
+
+def cluster_streams(
+    log: Path, on_damage: Callable[[Damage], None]
+) -> list[Iterator[dict[str, Any]]]:
+    clusters = sorted({f.name.split(".")[0] for f in log_files(log)})
+    streams = []
+    for name in clusters:
+        files = [f for f in log_files(log) if f.name.split(".")[0] == name]
+        streams.append(_records_of(files, on_damage))
+    return streams
+
+
+def _records_of(files: list[Path], on_damage: Callable[[Damage], None]) -> Iterator[dict[str, Any]]:
+    for file in files:
+        yield from read_records(file, on_damage)
+
+
+@dataclass
+class ReplayToKafka:
+    log: Path
+    bootstrap: str
+    topic: str
+    checkpoint: Checkpoint
+    speed: float = 0.0
+    progress: Callable[[int], None] = lambda n: None
+    on_damage: Callable[[Damage], None] = lambda d: None
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    sent: int = 0
+    skipped: int = 0
+
+    def run(self) -> None:
+        try:
+            ensure_topic(self.bootstrap, {}, self.topic, 6, 30.0)
+        except CaptureError as exc:
+            raise ReplayError(str(exc)) from exc
+        codec = SingleObjectCodec()
+        publisher = Publisher(self.bootstrap, self.topic, codec.encode)
+        acks = Acks(dict(self.checkpoint.acked))
+        publisher.on_ack = acks.ack
+        already = self._already_delivered()
+        pacer = Pacer(self.speed, self.monotonic, self.sleep)
+        last_save = self.monotonic()
+        try:
+            for record in merged(cluster_streams(self.log, self.on_damage)):
+                cluster, seq = record["cluster"], record["seq"]
+                if seq <= self.checkpoint.acked.get(cluster, (-1, 0))[0] or seq in already.get(
+                    cluster, ()
+                ):
+                    self.skipped += 1
+                    self.progress(1)
+                    continue
+                pacer.wait_for(record["ts_ms"])
+                acks.sent(record)
+                publisher.publish([record])
+                publisher.poll(0)
+                self.sent += 1
+                self.progress(1)
+                if self.monotonic() - last_save > 1.0:
+                    self._save(acks.prefix)
+                    last_save = self.monotonic()
+            while not publisher.flush(5):
+                self._save(acks.prefix)
+        except CaptureError as exc:
+            raise ReplayError(str(exc)) from exc
+        finally:
+            self._save(acks.prefix)
+        self.checkpoint.done = True
+        self.checkpoint.save()
+
+    def _save(self, acked: dict[str, tuple[int, int]]) -> None:
+        self.checkpoint.acked = dict(acked)
+        self.checkpoint.save()
+
+    def _already_delivered(self) -> dict[str, set[int]]:
+        """What a killed run got onto the topic after its last checkpoint."""
+        found = {}
+        for cluster, (_, captured) in self.checkpoint.acked.items():
+            try:
+                found[cluster] = delivered_seqs(
+                    self.bootstrap, {}, self.topic, cluster, captured - RESUME_MARGIN_MS, 60.0
+                )
+            except CaptureError as exc:
+                raise ReplayError(str(exc)) from exc
+        return found
+
+
+class Acks:
+    """Per cluster, the seq up to which every record sent was acknowledged (acks come per
+    partition, so not in seq order), with that record's capture time."""
+
+    def __init__(self, prefix: dict[str, tuple[int, int]]) -> None:
+        self.prefix = prefix
+        self._sent: dict[str, deque[tuple[int, int]]] = {}
+        self._acked: dict[str, set[int]] = {}
+
+    def sent(self, record: dict[str, Any]) -> None:
+        self._sent.setdefault(record["cluster"], deque()).append(
+            (record["seq"], record["captured_ms"])
+        )
+
+    def ack(self, record: dict[str, Any]) -> None:
+        cluster = record["cluster"]
+        acked = self._acked.setdefault(cluster, set())
+        acked.add(record["seq"])
+        sent = self._sent[cluster]
+        while sent and sent[0][0] in acked:
+            acked.discard(sent[0][0])
+            self.prefix[cluster] = sent.popleft()
