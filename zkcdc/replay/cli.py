@@ -65,8 +65,10 @@ def replay(
     if not log_files(path):
         raise ReplayError(f"no event log files in {path}")
     if alerts_out is not None:
+        from zkcdc import logs
         from zkcdc.replay.alerts_replay import replay_alerts
 
+        logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
         settings = RuleSettings().with_overrides(rules)
         damaged = replay_alerts(path, alerts_out, state_out, settings, master, _report)
         lines = alerts_out.read_text().count("\n")

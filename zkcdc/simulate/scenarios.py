@@ -39,8 +39,8 @@ class RunOptions:
         def wait() -> None:
             count[0] += 1
             ahead = start + count[0] / self.rate - self.monotonic()
-            if ahead > 0:
-                self.sleep(ahead)
+            # Even when behind: sleep(0) is where a SIGTERM ends the run.
+            self.sleep(max(0.0, ahead))
 
         return wait
 
