@@ -43,6 +43,7 @@ bench: setup
 	$(BIN)/python bench/capture.py
 	$(BIN)/python bench/simulate_build.py
 	$(BIN)/python bench/alert_job.py
+	$(BIN)/python bench/replay.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
