@@ -32,6 +32,7 @@ RESUME_MARGIN_MS = 60_000  # capture times are wall-clock: allow for a little di
 class Checkpoint:
     path: Path
     acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # cluster -> (seq, captured)
+    started: bool = False  # a run began sending (saved before its first record)
     done: bool = False
 
     @classmethod
@@ -43,12 +44,14 @@ class Checkpoint:
         except (OSError, ValueError) as exc:
             raise ReplayError(f"unreadable replay checkpoint {path}: {exc}") from exc
         acked = {c: (int(v[0]), int(v[1])) for c, v in obj.get("acked", {}).items()}
-        return cls(path, acked, bool(obj.get("done")))
+        return cls(path, acked, bool(obj.get("started")), bool(obj.get("done")))
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"acked": self.acked, "done": self.done}))
+        tmp.write_text(
+            json.dumps({"acked": self.acked, "started": self.started, "done": self.done})
+        )
         tmp.replace(self.path)
 
 
@@ -103,7 +106,9 @@ class ReplayToKafka:
         publisher = Publisher(self.bootstrap, self.topic, codec.encode)
         acks = Acks(dict(self.checkpoint.acked))
         publisher.on_ack = acks.ack
-        already = self._already_delivered()
+        already = self._already_delivered() if self.checkpoint.started else {}
+        self.checkpoint.started = True
+        self.checkpoint.save()  # before the first record: a rerun then reads the topic back
         pacer = Pacer(self.speed, self.monotonic, self.sleep)
         last_save = self.monotonic()
         try:
@@ -138,9 +143,15 @@ class ReplayToKafka:
         self.checkpoint.save()
 
     def _already_delivered(self) -> dict[str, set[int]]:
-        """What a killed run got onto the topic after its last checkpoint."""
+        """What a killed run got onto the topic after its last checkpoint (for a cluster it
+        saved nothing of: since that cluster's first record)."""
         found = {}
-        for cluster, (_, captured) in self.checkpoint.acked.items():
+        for stream in cluster_streams(self.log, lambda damage: None):
+            first = next(stream, None)
+            if first is None:
+                continue
+            cluster = first["cluster"]
+            captured = self.checkpoint.acked.get(cluster, (-1, first["captured_ms"]))[1]
             try:
                 found[cluster] = delivered_seqs(
                     self.bootstrap, {}, self.topic, cluster, captured - RESUME_MARGIN_MS, 60.0
