@@ -5,6 +5,7 @@ the range rebalance, committing offsets under `offsets` — the seed documents' 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
@@ -106,12 +107,13 @@ class ConsumerGroup:
         )
         self.offsets[partition] = offset
 
-    def claim(self, partition: int, thread: str) -> None:
+    def claim(self, partition: int, thread: str, pause: Callable[[], None] = lambda: None) -> None:
         """`thread` takes `partition` over against the range assignment (its owner released it,
         a consumer with a stale view of the group claimed it)."""
         cluster, path = self.cluster, self._owner_path(partition)
         cluster.run([Delete(path)])
         cluster.expect.event("PARTITION_OWNER_CHANGED", path, group=self.group, owner_after=None)
+        pause()  # the release seen before the claim
         session = self.sessions[thread.rsplit("-", 1)[0]]
         session.create(path, formats.consumer_owner(thread), ephemeral=True)
         self.owners[partition] = thread

@@ -207,6 +207,7 @@ def under_min_isr(cluster: SimulatedCluster, opts: RunOptions) -> None:
     _set_topic_config(cluster, key[0], {"min.insync.replicas": "2"})
     state = cluster.state(key)
     for follower in [b for b in state.isr if b != state.leader]:
+        opts.sleep(0.5)  # each shrink its own version: a watcher reads one before the next
         cluster.write_states(
             {key: logic.shrink_isr(cluster.state(key), follower, cluster.controller_epoch)}
         )
@@ -220,6 +221,7 @@ def leader_epoch_regression(cluster: SimulatedCluster, opts: RunOptions) -> None
     state = cluster.state(key)
     bumped = logic.elect(state, state.leader, state.isr, cluster.controller_epoch)
     cluster.write_states({key: bumped})
+    opts.sleep(0.5)  # a watcher reads the bumped epoch before it goes back
     cluster.write_states({key: replace(bumped, leader_epoch=state.leader_epoch)})
     cluster.expect.step(
         f"{key[0]}/{key[1]}'s leader epoch went to {bumped.leader_epoch}, then back to "
@@ -411,7 +413,7 @@ def consumer_owner_mismatch(cluster: SimulatedCluster, opts: RunOptions) -> None
         raise SimulateError("an owner mismatch needs a topic of 2 or more partitions")
     partition = min(p for p, t in group.owners.items() if t == threads[0])
     opts.sleep(0.5)  # the owner znode is seen before it goes
-    group.claim(partition, threads[1])
+    group.claim(partition, threads[1], pause=lambda: opts.sleep(0.5))
 
 
 def offset_regression(cluster: SimulatedCluster, opts: RunOptions) -> None:
