@@ -32,9 +32,9 @@ ZKCDC = [sys.executable, "-m", "zkcdc"]
 
 
 def records_in(log: Path) -> int:
-    from zkcdc.replay.kafka_replay import count_records
+    from capture.event_log import scan_blocks
 
-    return count_records(log) if log.exists() else 0
+    return scan_blocks(log).records if log.exists() else 0
 
 
 def make_log(connect: str, work: Path, records: int, partitions: int) -> Path:

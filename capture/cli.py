@@ -16,7 +16,7 @@ from capture.event_log import Damage, EventLogError, log_files, read_records
 from capture.record_filter import LogStats, RecordFilter, parse_time
 from capture.settings import load_settings
 from zkcdc import logs
-from zkcdc.cli_options import key_values
+from zkcdc.cli_options import key_values, option_group
 
 
 @click.command()
@@ -105,9 +105,7 @@ def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> Iterator[dict[s
         raise EventLogError(f"no event log files in {path}")
     yield from (r for r in read_records(path, damaged.append) if keep(r))
     for damage in damaged:
-        click.echo(
-            f"zkcdc: {damage.file}: damaged at block {damage.block}: {damage.reason}", err=True
-        )
+        click.echo(f"zkcdc: {damage.describe()}", err=True)
     if damaged:
         sys.exit(1)
 
@@ -119,21 +117,17 @@ def _times(ctx: click.Context, param: click.Parameter, value: str | None) -> int
         raise click.BadParameter(str(exc)) from exc
 
 
-def filter_options(func: Any) -> Any:
-    options = [
-        click.option("--path-prefix", help="Only records of znodes under this path."),
-        click.option("--type", "types", multiple=True, metavar="TYPE",
-                     help="Only records with this op (UPDATE) or event type (ISR_SHRUNK); "
-                     "repeat for several."),
-        click.option("--since", callback=_times, metavar="TIME",
-                     help="ZooKeeper time from (epoch ms or ISO 8601)."),
-        click.option("--until", callback=_times, metavar="TIME",
-                     help="ZooKeeper time up to, excluded."),
-        click.option("--cluster", help="Only this cluster's records."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        func = option(func)
-    return func
+filter_options = option_group(
+    click.option("--path-prefix", help="Only records of znodes under this path."),
+    click.option("--type", "types", multiple=True, metavar="TYPE",
+                 help="Only records with this op (UPDATE) or event type (ISR_SHRUNK); "
+                 "repeat for several."),
+    click.option("--since", callback=_times, metavar="TIME",
+                 help="ZooKeeper time from (epoch ms or ISO 8601)."),
+    click.option("--until", callback=_times, metavar="TIME",
+                 help="ZooKeeper time up to, excluded."),
+    click.option("--cluster", help="Only this cluster's records."),
+)  # fmt: skip
 
 
 def _filter(

@@ -37,6 +37,11 @@ def file_name(cluster: str, first_seq: int) -> str:
     return f"{safe_name(cluster)}.{first_seq:020d}{SUFFIX}"
 
 
+def cluster_of(file: Path) -> str:
+    """The (file-safe) cluster name a log file belongs to, from its name."""
+    return file.name.split(".")[0]
+
+
 def first_seq(file: Path) -> int | None:
     """The seq a log file starts at, from its name."""
     parts = file.name.split(".")
@@ -138,11 +143,40 @@ class EventLogWriter:
         self._file = None
 
 
+# What reading a torn or corrupt container file raises (fastavro and the file system).
+DAMAGE_ERRORS = (EOFError, ValueError, StopIteration, OSError)
+
+
 @dataclass(frozen=True)
 class Damage:
     file: Path
     block: int
     reason: str
+
+    def describe(self) -> str:
+        return f"{self.file}: damaged at block {self.block}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class BlockScan:
+    records: int  # in the readable blocks
+    damaged: list[Damage]  # each damaged file's first unreadable block
+
+
+def scan_blocks(path: Path) -> BlockScan:
+    """Reads a log's blocks without decoding their records: how many records the readable
+    blocks hold, and where files are damaged."""
+    records, damaged = 0, []
+    for file in log_files(path):
+        readable = 0
+        try:
+            with file.open("rb") as stream:
+                for block in fastavro.block_reader(stream):
+                    records += block.num_records
+                    readable += 1
+        except DAMAGE_ERRORS as exc:
+            damaged.append(Damage(file, readable, str(exc) or type(exc).__name__))
+    return BlockScan(records, damaged)
 
 
 def read_records(
@@ -159,8 +193,8 @@ def read_records(
                     for record in container:
                         assert isinstance(record, dict)
                         yield record
-        except (EOFError, ValueError, StopIteration, OSError) as exc:
+        except DAMAGE_ERRORS as exc:
             damage = Damage(file, block, str(exc) or type(exc).__name__)
             if on_damage is None:
-                raise EventLogError(f"{file}: damaged at block {block}: {damage.reason}") from exc
+                raise EventLogError(damage.describe()) from exc
             on_damage(damage)

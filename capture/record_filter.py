@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from capture.errors import CaptureError
-
-OPS = {"READ", "CREATE", "UPDATE", "DELETE", "HEARTBEAT"}
 
 
 def parse_time(text: str) -> int:
@@ -87,13 +84,6 @@ class LogStats:
         seq = record["seq"]
         low, high = self.seqs.get(cluster, (seq, seq))
         self.seqs[cluster] = (min(low, seq), max(high, seq))
-
-    @classmethod
-    def of(cls, records: Iterable[dict[str, Any]]) -> LogStats:
-        stats = cls()
-        for record in records:
-            stats.add(record)
-        return stats
 
     def lines(self) -> list[str]:
         total = sum(self.records.values())

@@ -15,7 +15,7 @@ from streaming.change_source import KafkaInput, LogInput
 from streaming.errors import StreamingError
 from streaming.rule_settings import RuleSettings
 from zkcdc import logs
-from zkcdc.cli_options import key_values
+from zkcdc.cli_options import key_values, option_group
 
 
 def default_checkpoint(job: str) -> Path:
@@ -29,35 +29,31 @@ def stream() -> None:
     """The Structured Streaming jobs (Spark): alerts and live state from the change records."""
 
 
-def job_options(func: Any) -> Any:
-    """The options `stream alerts` and `stream state` share: input, rules, where Spark runs."""
-    options = [
-        click.option("--bootstrap-servers", help="Kafka: read the changes topic, publish there."),
-        click.option("--topic", default="zkcdc.changes", show_default=True,
-                     help="The changes topic."),
-        click.option("--event-log", type=click.Path(file_okay=False, path_type=Path),
-                     help="Read event-log files from this folder instead of Kafka."),
-        click.option("--state-topic", default="zkcdc.state", show_default=True,
-                     help="Compacted topic for the live state (upserts)."),
-        click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path),
-                     help="Checkpoint folder [default ~/.local/state/zkcdc/stream/<job>]."),
-        click.option("--master", default="local[2]", show_default=True,
-                     help="Spark master: local[N] or spark://HOST:PORT."),
-        click.option("--rule", "rules", multiple=True, callback=key_values,
-                     metavar="NAME=VALUE",
-                     help="Override a rule setting, e.g. under_replicated_for_ms=2000."),
-        click.option("--trigger-ms", default=500, show_default=True),
-        click.option("--available-now", is_flag=True,
-                     help="Process what is there now, then stop."),
-        click.option("--starting-offsets", default="earliest", show_default=True),
-        click.option("--max-records-per-batch", default=100_000, show_default=True,
-                     help="Kafka input: at most this many records per micro-batch."),
-        click.option("--dead-letter-topic", default=None,
-                     help="Kafka topic for undecodable records [default: <topic>.deadletter]."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        func = option(func)
-    return func
+# The options `stream alerts` and `stream state` share: input, rules, where Spark runs.
+job_options = option_group(
+    click.option("--bootstrap-servers", help="Kafka: read the changes topic, publish there."),
+    click.option("--topic", default="zkcdc.changes", show_default=True,
+                 help="The changes topic."),
+    click.option("--event-log", type=click.Path(file_okay=False, path_type=Path),
+                 help="Read event-log files from this folder instead of Kafka."),
+    click.option("--state-topic", default="zkcdc.state", show_default=True,
+                 help="Compacted topic for the live state (upserts)."),
+    click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path),
+                 help="Checkpoint folder [default ~/.local/state/zkcdc/stream/<job>]."),
+    click.option("--master", default="local[2]", show_default=True,
+                 help="Spark master: local[N] or spark://HOST:PORT."),
+    click.option("--rule", "rules", multiple=True, callback=key_values,
+                 metavar="NAME=VALUE",
+                 help="Override a rule setting, e.g. under_replicated_for_ms=2000."),
+    click.option("--trigger-ms", default=500, show_default=True),
+    click.option("--available-now", is_flag=True,
+                 help="Process what is there now, then stop."),
+    click.option("--starting-offsets", default="earliest", show_default=True),
+    click.option("--max-records-per-batch", default=100_000, show_default=True,
+                 help="Kafka input: at most this many records per micro-batch."),
+    click.option("--dead-letter-topic", default=None,
+                 help="Kafka topic for undecodable records [default: <topic>.deadletter]."),
+)  # fmt: skip
 
 
 def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:

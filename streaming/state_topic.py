@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from streaming.alert_sinks import ensure_topics
@@ -51,14 +50,9 @@ class StateTopicSink:
         self._producer.flush(30)
 
 
-def read_state(
-    bootstrap: str,
-    topic: str,
-    wanted: Callable[[str], bool] = lambda key: True,
-    timeout_s: float = 30.0,
-) -> dict[str, dict[str, Any]]:
-    """The newest value of every key `wanted` accepts, read from the start of the topic to the
-    end it had when the read began."""
+def read_state(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[str, dict[str, Any]]:
+    """The newest value of every key, read from the start of the topic to the end it had when
+    the read began."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     quiet = logging.getLogger("zkcdc.state.librdkafka")
@@ -100,8 +94,6 @@ def read_state(
                 position[message.partition() or 0] = message.offset() or 0
                 key = (message.key() or b"").decode()
                 value = message.value()
-                if not wanted(key):
-                    continue
                 if value is None:
                     latest.pop(key, None)
                 else:

@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 from pydantic import ValidationError
+
+
+def option_group(*options: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Several click options as one decorator, applied in the order given (as if stacked)."""
+
+    def apply(func: Any) -> Any:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
 
 
 def key_values(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:

@@ -172,8 +172,9 @@ def main() -> None:
 
         wait(f"topic {topic} created, its partition fully in sync",
              lambda: len(partition().get("isr", [])) == 3, jobs, pause)  # fmt: skip
-        leader = partition()["leader"]
-        controller = state()["local/controller"]["broker_id"]
+        current = state()  # one read for both: the leader and the controller as of now
+        leader = current[f"local/partition/{topic}/0"]["leader"]
+        controller = current["local/controller"]["broker_id"]
         follower = next(b for b in (1, 2, 3) if b not in (leader, controller))
         print(f"demo: stopping broker {follower} (a follower of {topic}) with SIGTERM", flush=True)
         stack.stop_broker(follower, signal.SIGTERM)

@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import wait_until
@@ -80,6 +81,18 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     assert len(firing_ids) == len(set(firing_ids)), "an alert FIRING twice"
 
 
+def captured_simulation(
+    cluster: Any, zk_chroot: Any, start_capture: Any, changes_topic: Any, name: str
+) -> tuple[str, Any]:
+    """A simulated cluster on the test's chroot, captured as cluster `name` onto the changes
+    topic from its snapshot on: (its connect string, the capture daemon)."""
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    build_cluster(connect)
+    daemon = start_capture(connect, "--cluster", name, publish_to=changes_topic)
+    daemon.wait_logged("in sync")
+    return connect, daemon
+
+
 def show_state(bootstrap: str, topic: str, name: str) -> str:
     shown = subprocess.run(
         [sys.executable, "-m", "zkcdc", "state", "show", "--bootstrap-servers", bootstrap,
@@ -93,10 +106,7 @@ def show_state(bootstrap: str, topic: str, name: str) -> str:
 def test_alerts_reach_a_real_alertmanager_through_its_api(
     cluster, zk_chroot, start_capture, changes_topic, alertmanager, tmp_path
 ):
-    connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    build_cluster(connect)
-    daemon = start_capture(connect, "--cluster", "am", publish_to=changes_topic)
-    daemon.wait_logged("in sync")
+    connect, _ = captured_simulation(cluster, zk_chroot, start_capture, changes_topic, "am")
     run = simulate("run", "broker-failure", "--zookeeper", connect, "--broker", "3", "--hold", "4")
     assert run.returncode == 0, run.stdout + run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/brokers/ids/3" and r["op"] == "DELETE", "")
@@ -124,10 +134,9 @@ def test_alerts_reach_a_real_alertmanager_through_its_api(
 def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     cluster, zk_chroot, start_capture, changes_topic, tmp_path
 ):
-    connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    build_cluster(connect)
-    daemon = start_capture(connect, "--cluster", "standalone", publish_to=changes_topic)
-    daemon.wait_logged("in sync")
+    connect, daemon = captured_simulation(
+        cluster, zk_chroot, start_capture, changes_topic, "standalone"
+    )
     run = simulate("run", "controller-failover", "--zookeeper", connect)
     assert run.returncode == 0, run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
@@ -178,10 +187,9 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
 def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_alerts(
     cluster, zk_chroot, start_capture, changes_topic, start_alert_job, tmp_path
 ):
-    connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    build_cluster(connect)
-    daemon = start_capture(connect, "--cluster", "restart", publish_to=changes_topic)
-    daemon.wait_logged("in sync")
+    connect, daemon = captured_simulation(
+        cluster, zk_chroot, start_capture, changes_topic, "restart"
+    )
     rules = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
     checkpoint = str(tmp_path / "checkpoint")
     first, alerts = start_alert_job(changes_topic, "--checkpoint", checkpoint, *rules)

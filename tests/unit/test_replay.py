@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from capture.event_log import EventLogWriter, log_files, read_records
+from capture.event_log import EventLogWriter, log_files, read_records, scan_blocks
 from capture.records import ChangeRecord, Op, Znode
 from zkcdc.cli import main
-from zkcdc.replay.alerts_replay import damaged_blocks, readable_copy
+from zkcdc.replay.alerts_replay import readable_copy
 from zkcdc.replay.kafka_replay import Acks
 from zkcdc.replay.pacing import Pacer, merged
 
@@ -68,7 +68,7 @@ def test_a_damaged_file_is_found_by_block_and_its_valid_records_copied(tmp_path)
     data = file.read_bytes()
     middle = len(data) // 2
     file.write_bytes(data[:middle] + data[middle + 50 :])  # bytes cut from the middle
-    (damage,) = damaged_blocks(log)
+    (damage,) = scan_blocks(log).damaged
     assert damage.file == file and 0 < damage.block < 5
     copy = readable_copy(log, [damage], tmp_path / "copy")
     seqs = [r["seq"] for r in read_records(copy)]

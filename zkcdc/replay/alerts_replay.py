@@ -2,7 +2,7 @@
 bounded input (available-now), alerts as JSON lines, and with `--state-out` the final state.
 
 Spark's Avro reader fails a whole file on a damaged block, so the log is checked block by block
-first; a damaged file is replaced, in a scratch copy, by its valid records, and the damage is
+first (`scan_blocks`); a damaged file is replaced, in a scratch copy, by its valid records, and the damage is
 reported (file and block)."""
 
 from __future__ import annotations
@@ -16,26 +16,11 @@ from pathlib import Path
 import fastavro
 
 from capture.avro_codec import load_schema
-from capture.event_log import Damage, log_files, read_records
+from capture.event_log import Damage, log_files, read_records, scan_blocks
 from streaming.alert_runner import AlertJobOptions, run
 from streaming.alert_sinks import SinkOptions
 from streaming.change_source import LogInput
 from streaming.rule_settings import RuleSettings
-from zkcdc.replay.errors import ReplayError
-
-
-def damaged_blocks(log: Path) -> list[Damage]:
-    """Every file's first damaged block, found by reading blocks without decoding records."""
-    found = []
-    for file in log_files(log):
-        readable = 0
-        try:
-            with file.open("rb") as stream:
-                for _ in fastavro.block_reader(stream):
-                    readable += 1
-        except (EOFError, ValueError, StopIteration, OSError) as exc:
-            found.append(Damage(file, readable, str(exc) or type(exc).__name__))
-    return found
 
 
 def readable_copy(log: Path, damaged: list[Damage], scratch: Path) -> Path:
@@ -64,16 +49,14 @@ def replay_alerts(
     on_damage: Callable[[Damage], None] = lambda d: None,
 ) -> list[Damage]:
     """Runs the alert rules over the log; returns the damage found (the valid part was used)."""
-    if not log_files(log):
-        raise ReplayError(f"no event log files in {log}")
-    damaged = damaged_blocks(log)
+    damaged = scan_blocks(log).damaged
     for damage in damaged:
         on_damage(damage)
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-"))
     try:
-        source = log if log.is_dir() else log.parent
-        if damaged or not log.is_dir():
-            source = readable_copy(log, damaged, work / "log")
+        # Spark reads folders: a single file, or a damaged log, goes through a scratch copy.
+        clean = log.is_dir() and not damaged
+        source = log if clean else readable_copy(log, damaged, work / "log")
         alerts_out.write_text("")  # this run's alerts only
         options = AlertJobOptions(
             source=LogInput(source),

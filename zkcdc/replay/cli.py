@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from capture.event_log import Damage, log_files
+from capture.event_log import Damage, log_files, scan_blocks
 from streaming.rule_settings import RuleSettings
 from zkcdc.cli_options import key_values
 from zkcdc.replay.errors import ReplayError
@@ -24,7 +24,7 @@ def default_checkpoint(log: Path, bootstrap: str, topic: str) -> Path:
 
 
 def _report(damage: Damage) -> None:
-    click.echo(f"zkcdc: {damage.file}: damaged at block {damage.block}: {damage.reason}", err=True)
+    click.echo(f"zkcdc: {damage.describe()}", err=True)
 
 
 @click.command()
@@ -91,7 +91,7 @@ def _into_kafka(
     checkpoint_file: Path | None,
     from_start: bool,
 ) -> list[Damage]:
-    from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka, count_records
+    from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka
 
     file = checkpoint_file or default_checkpoint(path, bootstrap, topic)
     checkpoint = Checkpoint(file) if from_start else Checkpoint.load(file)
@@ -100,7 +100,7 @@ def _into_kafka(
             f"{path} was replayed into {topic} already ({file}); --from-start sends it again"
         )
     damaged: list[Damage] = []
-    total = count_records(path)
+    total = scan_blocks(path).records
     with click.progressbar(length=total, label="replaying", file=sys.stderr, show_pos=True) as bar:
         job = ReplayToKafka(path, bootstrap, topic, checkpoint, speed, bar.update, damaged.append)
         job.run()

@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import fastavro
-
 from capture.avro_codec import SingleObjectCodec
 from capture.errors import CaptureError
-from capture.event_log import Damage, log_files, read_records
+from capture.event_log import Damage, cluster_of, log_files, read_records
 from capture.publisher import Publisher, delivered_seqs, ensure_topic
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.pacing import Pacer, merged
@@ -55,27 +53,14 @@ class Checkpoint:
         tmp.replace(self.path)
 
 
-def count_records(log: Path) -> int:
-    """Records in the log's readable blocks, without decoding them (for the progress bar)."""
-    total = 0
-    for file in log_files(log):
-        try:
-            with file.open("rb") as stream:
-                total += sum(block.num_records for block in fastavro.block_reader(stream))
-        except (EOFError, ValueError, StopIteration, OSError):
-            continue  # the replay itself reports the damage
-    return total
-
-
 def cluster_streams(
     log: Path, on_damage: Callable[[Damage], None]
 ) -> list[Iterator[dict[str, Any]]]:
-    clusters = sorted({f.name.split(".")[0] for f in log_files(log)})
-    streams = []
-    for name in clusters:
-        files = [f for f in log_files(log) if f.name.split(".")[0] == name]
-        streams.append(_records_of(files, on_damage))
-    return streams
+    """One record stream per cluster of the log, each in seq order."""
+    files: dict[str, list[Path]] = {}
+    for file in log_files(log):
+        files.setdefault(cluster_of(file), []).append(file)
+    return [_records_of(group, on_damage) for _, group in sorted(files.items())]
 
 
 def _records_of(files: list[Path], on_damage: Callable[[Damage], None]) -> Iterator[dict[str, Any]]:
