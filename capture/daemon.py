@@ -61,13 +61,16 @@ class CaptureDaemon:
         return int(self._now() * 1000)
 
     def stop(self, *_: Any) -> None:
-        if not self._stop.is_set() and threading.current_thread() is threading.main_thread():
-            threading.Thread(target=self._watchdog, name="shutdown-watchdog", daemon=True).start()
         self._stop.set()
+        # Wakes the main loop's inbox.get: on CPython 3.11 a SimpleQueue.get(timeout) whose
+        # deadline passes while a signal handler runs blocks until the next put, forever on
+        # an idle tree.
+        self._inbox.put(("stop",))
 
     def _watchdog(self, limit_s: float = 25.0) -> None:
         """A stop that does not finish in time is a bug: show every thread's stack, then exit
         non-zero rather than hang (the event log already holds every record)."""
+        self._stop.wait()
         if self._finished.wait(limit_s):
             return
         log.error("shutdown did not finish; thread stacks follow", limit_s=limit_s)
@@ -80,6 +83,9 @@ class CaptureDaemon:
         sys.setswitchinterval(0.0001)
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        # Started here, not in the handler: a handler starting a thread can deadlock on
+        # threading's own locks when it interrupts the main thread's Thread.start.
+        threading.Thread(target=self._watchdog, name="shutdown-watchdog", daemon=True).start()
 
     # -- start-up -----------------------------------------------------------------------
     def run(self) -> None:
@@ -162,7 +168,7 @@ class CaptureDaemon:
         def on_state(state: str) -> None:
             if state == KazooState.LOST and self._active and not self._stop.is_set():
                 self._lost_election = True
-                self._stop.set()
+                self.stop()
 
         client.add_listener(on_state)
         follower = None
