@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup demo test lint up status down bench clean
+.PHONY: setup demo test lint up status down bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,12 +38,18 @@ status: setup
 down: setup
 	$(BIN)/zkcdc stack down
 
+## Every benchmark on this machine, then their figures into BENCHMARKS.md (bench/report.py).
+## `make bench-quick`: the same, small (a smoke run; results under bench/results/quick/).
 bench: setup
-	$(BIN)/python bench/stack_startup.py
-	$(BIN)/python bench/capture.py
-	$(BIN)/python bench/simulate_build.py
-	$(BIN)/python bench/alert_job.py
-	$(BIN)/python bench/replay.py
+	$(BIN)/python bench/b0_stack_startup.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b1_capture.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b2_scale.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b3_alert_job.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b4_replay.py $(BENCH_FLAGS)
+	$(BIN)/python bench/report.py $(BENCH_FLAGS)
+
+bench-quick:
+	$(MAKE) bench BENCH_FLAGS=--quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -60,7 +60,7 @@ class SingleObjectCodec:
     def __init__(self, schema: dict[str, Any] | None = None) -> None:
         self.schema = schema if schema is not None else load_schema()
         self.header = SINGLE_OBJECT_MAGIC + schema_fingerprint(self.schema)
-        self._body = compile_encoder(self.schema)
+        self._body = compile_encoder(self.schema, sized_arrays=True)
 
     def encode(self, value: dict[str, Any]) -> bytes:
         return self.header + self._body(value)

@@ -91,10 +91,15 @@ _KINDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def compile_encoder(schema: Any) -> Callable[[Any], bytes]:
-    """The encoder of a parsed (fastavro.parse_schema) schema: value -> Avro binary."""
+def compile_encoder(schema: Any, sized_arrays: bool = False) -> Callable[[Any], bytes]:
+    """The encoder of a parsed (fastavro.parse_schema) schema: value -> Avro binary.
+
+    `sized_arrays` writes each non-empty array as one block with a negative count and its size
+    in bytes, a form the Avro spec provides so readers can skip an array without decoding it
+    (every Avro reader must accept it). Copying records without decoding them (replay) then
+    jumps over a change record's events instead of walking their fifty nullable fields."""
     named: dict[str, Any] = {}
-    encode = _compile(schema, named)
+    encode = _compile(schema, named, sized_arrays)
 
     def encoder(value: Any) -> bytes:
         out = bytearray()
@@ -104,7 +109,7 @@ def compile_encoder(schema: Any) -> Callable[[Any], bytes]:
     return encoder
 
 
-def _compile(schema: Any, named: dict[str, Any]) -> Encode:
+def _compile(schema: Any, named: dict[str, Any], sized: bool = False) -> Encode:
     if isinstance(schema, str):
         if schema in _PRIMITIVES:
             return _PRIMITIVES[schema]
@@ -113,25 +118,26 @@ def _compile(schema: Any, named: dict[str, Any]) -> Encode:
             return lambda value, out: named[schema](value, out)
         raise EncoderError(f"unknown type {schema}")
     if isinstance(schema, list):
-        return _union(schema, named)
+        return _union(schema, named, sized)
     kind = schema["type"]
     if kind == "record":
-        return _record(schema, named)
+        return _record(schema, named, sized)
     if kind == "enum":
         index = {symbol: i for i, symbol in enumerate(schema["symbols"])}
         encode_enum: Encode = lambda value, out: write_long(index[value], out)  # noqa: E731
         named[schema["name"]] = encode_enum
         return encode_enum
     if kind == "array":
-        return _array(_compile(schema["items"], named))
+        items = _compile(schema["items"], named, sized)
+        return _sized_array(items) if sized else _array(items)
     if kind == "map":
-        return _map(_compile(schema["values"], named))
+        return _map(_compile(schema["values"], named, sized))
     if kind in _PRIMITIVES:
         return _PRIMITIVES[kind]
     raise EncoderError(f"type {kind} is not supported")
 
 
-def _record(schema: dict[str, Any], named: dict[str, Any]) -> Encode:
+def _record(schema: dict[str, Any], named: dict[str, Any], sized: bool) -> Encode:
     fields: list[tuple[str, Encode]] = []
 
     def encode_record(value: Any, out: bytearray) -> None:
@@ -139,7 +145,7 @@ def _record(schema: dict[str, Any], named: dict[str, Any]) -> Encode:
             encode(value.get(name), out)
 
     named[schema["name"]] = encode_record
-    fields.extend((f["name"], _compile(f["type"], named)) for f in schema["fields"])
+    fields.extend((f["name"], _compile(f["type"], named, sized)) for f in schema["fields"])
     return encode_record
 
 
@@ -152,6 +158,20 @@ def _array(items: Encode) -> Encode:
         out.append(0)
 
     return encode_array
+
+
+def _sized_array(items: Encode) -> Encode:
+    def encode_sized_array(value: Any, out: bytearray) -> None:
+        if value:
+            block = bytearray()
+            for item in value:
+                items(item, block)
+            write_long(-len(value), out)
+            write_long(len(block), out)
+            out += block
+        out.append(0)
+
+    return encode_sized_array
 
 
 def _map(values: Encode) -> Encode:
@@ -174,8 +194,8 @@ def _kind(branch: Any) -> str:
     raise EncoderError("a union inside a union")
 
 
-def _union(branches: list[Any], named: dict[str, Any]) -> Encode:
-    encoders = [_compile(b, named) for b in branches]
+def _union(branches: list[Any], named: dict[str, Any], sized: bool) -> Encode:
+    encoders = [_compile(b, named, sized) for b in branches]
     kinds = [_kind(b) for b in branches]
     if len(branches) == 2 and kinds[0] == "null":
         other = encoders[1]

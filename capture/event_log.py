@@ -13,12 +13,13 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import fastavro
 
 from capture.avro_codec import load_schema, schema_json
 from capture.avro_encoder import compile_encoder, write_long
+from capture.avro_spans import SpanError, compile_splitter
 from capture.errors import CaptureError
 
 SUFFIX = ".avro"
@@ -82,7 +83,7 @@ class EventLogWriter:
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self._now = now
-        self._encode = compile_encoder(load_schema())
+        self._encode = compile_encoder(load_schema(), sized_arrays=True)
         # The container header's metadata, an Avro map<bytes>: the same for every file.
         self._header_meta = compile_encoder({"type": "map", "values": "bytes"})(
             {"avro.schema": json.dumps(schema_json()).encode(), "avro.codec": b"null"}
@@ -144,7 +145,7 @@ class EventLogWriter:
 
 
 # What reading a torn or corrupt container file raises (fastavro and the file system).
-DAMAGE_ERRORS = (EOFError, ValueError, StopIteration, OSError)
+DAMAGE_ERRORS = (EOFError, ValueError, StopIteration, OSError, SpanError)
 
 
 @dataclass(frozen=True)
@@ -198,3 +199,47 @@ def read_records(
             if on_damage is None:
                 raise EventLogError(damage.describe()) from exc
             on_damage(damage)
+
+
+class Span(NamedTuple):
+    """One logged record's Avro bytes (the schema's binary form) and what copying it needs."""
+
+    cluster: str
+    seq: int
+    path: str
+    ts_ms: int
+    captured_ms: int
+    body: bytes
+
+
+_SPAN_FIELDS = ("cluster", "seq", "path", "ts_ms", "captured_ms")
+
+
+def read_spans(path: Path, on_damage: Callable[[Damage], None]) -> Iterator[list[Span]]:
+    """Like `read_records`, a block's records at a time, without decoding them: each record's
+    bytes in the current schema with its cluster, seq, path and times. Records of the current
+    schema are split off the block as they are (the splitter jumps over events written as
+    sized blocks, and walks those of older files); a file of another schema version is decoded
+    into the current one and encoded again."""
+    schema = schema_json()
+    split = compile_splitter(schema, _SPAN_FIELDS)
+    encode = compile_encoder(load_schema(), sized_arrays=True)
+    for file in log_files(path):
+        block = 0
+        try:
+            with file.open("rb") as stream:
+                blocks = fastavro.block_reader(stream, reader_schema=load_schema())
+                same = json.loads(blocks.metadata["avro.schema"]) == schema
+                container: Any  # fastavro's Block: its data is bytes_, undeclared in its stubs
+                for block_no, container in enumerate(blocks):
+                    block = block_no
+                    if same:
+                        data = container.bytes_.getvalue()
+                        yield [Span._make(t) for t in split(data, container.num_records)]
+                    else:
+                        yield [
+                            Span._make((*(r[f] for f in _SPAN_FIELDS), encode(r)))
+                            for r in container
+                        ]
+        except DAMAGE_ERRORS as exc:
+            on_damage(Damage(file, block, str(exc) or type(exc).__name__))

@@ -44,12 +44,12 @@ def test_the_pacer_holds_records_to_their_event_time_scaled_by_speed():
 
 def test_the_resume_point_is_the_end_of_the_acknowledged_prefix_per_cluster():
     acks = Acks({"a": (4, 40)})
-    for r in (rec("a", 5, 0, 50), rec("a", 6, 0, 60), rec("b", 1, 0, 10), rec("a", 7, 0, 70)):
-        acks.sent(r)
-    acks.ack(rec("a", 6, 0, 60))  # a later partition answered first
-    acks.ack(rec("b", 1, 0, 10))
+    for cluster, seq, captured in (("a", 5, 50), ("a", 6, 60), ("b", 1, 10), ("a", 7, 70)):
+        acks.sent(cluster, seq, captured)
+    acks.ack("a", 6)  # a later partition answered first
+    acks.ack("b", 1)
     assert acks.prefix == {"a": (4, 40), "b": (1, 10)}
-    acks.ack(rec("a", 5, 0, 50))
+    acks.ack("a", 5)
     assert acks.prefix["a"] == (6, 60)
 
 

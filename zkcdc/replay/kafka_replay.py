@@ -1,6 +1,7 @@
 """`zkcdc replay PATH --bootstrap-servers B`: an event log back onto a changes topic, encoded
 and keyed as capture publishes (single-object Avro, key = cluster + path, seq and cluster
-headers, the original capture time as timestamp), paced by `--speed`.
+headers, the original capture time as timestamp), paced by `--speed`. Records are copied as
+the log holds them (same schema: its bytes behind the single-object header), not decoded.
 
 Resuming: a checkpoint file names, per cluster, the last seq up to which everything was
 acknowledged. A restarted replay skips those and reads back from the topic which of the later
@@ -8,7 +9,9 @@ ones the killed run got onto it anyway (the headers carry the seq), so nothing g
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -16,10 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException, Producer
+
 from capture.avro_codec import SingleObjectCodec
 from capture.errors import CaptureError
-from capture.event_log import Damage, cluster_of, log_files, read_records
-from capture.publisher import Publisher, delivered_seqs, ensure_topic
+from capture.event_log import Damage, Span, cluster_of, log_files, read_records, read_spans
+from capture.publisher import (
+    CLUSTER_HEADER,
+    SEQ_HEADER,
+    delivered_seqs,
+    ensure_topic,
+    producer_config,
+)
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.pacing import Pacer, merged
 
@@ -53,19 +64,34 @@ class Checkpoint:
         tmp.replace(self.path)
 
 
+def _by_cluster(log: Path) -> list[list[Path]]:
+    files: dict[str, list[Path]] = {}
+    for file in log_files(log):
+        files.setdefault(cluster_of(file), []).append(file)
+    return [group for _, group in sorted(files.items())]
+
+
 def cluster_streams(
     log: Path, on_damage: Callable[[Damage], None]
 ) -> list[Iterator[dict[str, Any]]]:
     """One record stream per cluster of the log, each in seq order."""
-    files: dict[str, list[Path]] = {}
-    for file in log_files(log):
-        files.setdefault(cluster_of(file), []).append(file)
-    return [_records_of(group, on_damage) for _, group in sorted(files.items())]
+    return [_records_of(group, on_damage) for group in _by_cluster(log)]
 
 
 def _records_of(files: list[Path], on_damage: Callable[[Damage], None]) -> Iterator[dict[str, Any]]:
     for file in files:
         yield from read_records(file, on_damage)
+
+
+def span_streams(log: Path, on_damage: Callable[[Damage], None]) -> list[Iterator[Span]]:
+    """One stream of record bytes per cluster of the log, each in seq order."""
+    return [_spans_of(group, on_damage) for group in _by_cluster(log)]
+
+
+def _spans_of(files: list[Path], on_damage: Callable[[Damage], None]) -> Iterator[Span]:
+    for file in files:
+        for block in read_spans(file, on_damage):
+            yield from block
 
 
 @dataclass
@@ -87,41 +113,87 @@ class ReplayToKafka:
             ensure_topic(self.bootstrap, {}, self.topic, 6, 30.0)
         except CaptureError as exc:
             raise ReplayError(str(exc)) from exc
-        codec = SingleObjectCodec()
-        publisher = Publisher(self.bootstrap, self.topic, codec.encode)
+        header = SingleObjectCodec().header
+        producer = Producer(producer_config(self.bootstrap, {}))
         acks = Acks(dict(self.checkpoint.acked))
-        publisher.on_ack = acks.ack
+        refused: list[str] = []
+
+        def delivered(cluster: str, seq: int, error: KafkaError | None, _: Any) -> None:
+            if error is not None:
+                refused.append(error.str())
+            else:
+                acks.ack(cluster, seq)
+
         already = self._already_delivered() if self.checkpoint.started else {}
         self.checkpoint.started = True
         self.checkpoint.save()  # before the first record: a rerun then reads the topic back
         pacer = Pacer(self.speed, self.monotonic, self.sleep)
-        last_save = self.monotonic()
+        # Paced, every record is served at once; flat out, acks and progress go by thousands.
+        every = 1 if self.speed > 0 else 1000
+        last_save, pending = self.monotonic(), 0
+        spans = merged(
+            span_streams(self.log, self.on_damage),
+            operator.attrgetter("ts_ms"),
+            operator.attrgetter("seq"),
+        )
         try:
-            for record in merged(cluster_streams(self.log, self.on_damage)):
-                cluster, seq = record["cluster"], record["seq"]
+            for span in spans:
+                cluster, seq = span.cluster, span.seq
                 if seq <= self.checkpoint.acked.get(cluster, (-1, 0))[0] or seq in already.get(
                     cluster, ()
                 ):
                     self.skipped += 1
                     self.progress(1)
                     continue
-                pacer.wait_for(record["ts_ms"])
-                acks.sent(record)
-                publisher.publish([record])
-                publisher.poll(0)
+                pacer.wait_for(span.ts_ms)
+                acks.sent(cluster, seq, span.captured_ms)
+                self._produce(producer, header, span, functools.partial(delivered, cluster, seq))
                 self.sent += 1
-                self.progress(1)
-                if self.monotonic() - last_save > 1.0:
-                    self._save(acks.prefix)
-                    last_save = self.monotonic()
-            while not publisher.flush(5):
+                pending += 1
+                if pending >= every:
+                    producer.poll(0)
+                    _raise_refused(refused, self.topic)
+                    self.progress(pending)
+                    pending = 0
+                    if self.monotonic() - last_save > 1.0:
+                        self._save(acks.prefix)
+                        last_save = self.monotonic()
+            self.progress(pending)
+            while producer.flush(5) > 0:
+                _raise_refused(refused, self.topic)
                 self._save(acks.prefix)
-        except CaptureError as exc:
-            raise ReplayError(str(exc)) from exc
+            _raise_refused(refused, self.topic)
         finally:
+            producer.poll(0)
             self._save(acks.prefix)
         self.checkpoint.done = True
         self.checkpoint.save()
+
+    def _produce(
+        self,
+        producer: Producer,
+        header: bytes,
+        span: Span,
+        on_delivery: Callable[[KafkaError | None, Any], None],
+    ) -> None:
+        while True:
+            try:
+                producer.produce(
+                    self.topic,
+                    value=header + span.body,
+                    key=f"{span.cluster}{span.path}".encode(),  # as capture's key_of
+                    timestamp=span.captured_ms,
+                    headers=[
+                        (SEQ_HEADER, str(span.seq).encode()),
+                        (CLUSTER_HEADER, span.cluster.encode()),
+                    ],
+                    on_delivery=on_delivery,
+                )
+                return
+            except BufferError:
+                producer.poll(0.05)  # librdkafka's queue is full: let acks drain it
+            except KafkaException as exc:
+                raise ReplayError(f"cannot produce to {self.topic}: {exc}") from exc
 
     def _save(self, acked: dict[str, tuple[int, int]]) -> None:
         self.checkpoint.acked = dict(acked)
@@ -146,6 +218,11 @@ class ReplayToKafka:
         return found
 
 
+def _raise_refused(refused: list[str], topic: str) -> None:
+    if refused:
+        raise ReplayError(f"Kafka refused a record for {topic}: {refused[0]}")
+
+
 class Acks:
     """Per cluster, the seq up to which every record sent was acknowledged (acks come per
     partition, so not in seq order), with that record's capture time."""
@@ -155,15 +232,12 @@ class Acks:
         self._sent: dict[str, deque[tuple[int, int]]] = {}
         self._acked: dict[str, set[int]] = {}
 
-    def sent(self, record: dict[str, Any]) -> None:
-        self._sent.setdefault(record["cluster"], deque()).append(
-            (record["seq"], record["captured_ms"])
-        )
+    def sent(self, cluster: str, seq: int, captured_ms: int) -> None:
+        self._sent.setdefault(cluster, deque()).append((seq, captured_ms))
 
-    def ack(self, record: dict[str, Any]) -> None:
-        cluster = record["cluster"]
+    def ack(self, cluster: str, seq: int) -> None:
         acked = self._acked.setdefault(cluster, set())
-        acked.add(record["seq"])
+        acked.add(seq)
         sent = self._sent[cluster]
         while sent and sent[0][0] in acked:
             acked.discard(sent[0][0])

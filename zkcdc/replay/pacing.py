@@ -7,26 +7,45 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
-def merged(streams: Iterable[Iterator[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+def _ts(record: Any) -> int:
+    return record["ts_ms"]  # type: ignore[no-any-return]
+
+
+def _seq(record: Any) -> int:
+    return record["seq"]  # type: ignore[no-any-return]
+
+
+def merged(
+    streams: Iterable[Iterator[T]],
+    ts: Callable[[T], int] = _ts,
+    seq: Callable[[T], int] = _seq,
+) -> Iterator[T]:
     """One stream per cluster, each in seq order -> one stream in event-time order; a cluster's
-    records never overtake each other even where its ts_ms goes back."""
-    heads: list[tuple[int, int, int, dict[str, Any], Iterator[dict[str, Any]]]] = []
+    records never overtake each other even where its ts_ms goes back. Records are dicts, or
+    anything `ts` and `seq` read."""
+    streams = list(streams)
+    if len(streams) == 1:
+        yield from streams[0]  # one cluster: its own order is the order
+        return
+    heads: list[tuple[int, int, int, T, Iterator[T]]] = []
     floors: dict[int, int] = {}  # per stream: the highest ts handed out, so order holds
     for index, stream in enumerate(streams):
         first = next(stream, None)
         if first is not None:
-            heapq.heappush(heads, (first["ts_ms"], first["seq"], index, first, stream))
+            heapq.heappush(heads, (ts(first), seq(first), index, first, stream))
     while heads:
-        ts, _, index, record, stream = heapq.heappop(heads)
-        floors[index] = max(floors.get(index, ts), ts)
+        due, _, index, record, stream = heapq.heappop(heads)
+        floors[index] = max(floors.get(index, due), due)
         yield record
         following = next(stream, None)
         if following is not None:
-            due = max(following["ts_ms"], floors[index])
-            heapq.heappush(heads, (due, following["seq"], index, following, stream))
+            later = max(ts(following), floors[index])
+            heapq.heappush(heads, (later, seq(following), index, following, stream))
 
 
 @dataclass

@@ -280,12 +280,13 @@ class SimulatedCluster:
 
     # -- partition state writes ---------------------------------------------------------------
     def write_states(
-        self, changes: Mapping[Key, PartitionState], as_controller: bool = True
+        self, changes: Mapping[Key, PartitionState], as_controller: bool = True, wait: bool = True
     ) -> None:
         """Each change as Kafka's controller writes it: a multi of a check on /controller_epoch's
         version and a setData with the partition epoch (znode version) as expected version.
         `as_controller=False` writes without the check, as a zombie controller could before Kafka
-        2.2 fenced writes with that check."""
+        2.2 fenced writes with that check. `wait=False` leaves the writes in flight (one session
+        keeps them in order); a failure then surfaces at the next write or flush."""
         touched: set[int] = set()
         for key, new in changes.items():
             old, version = self._states[key]
@@ -299,7 +300,8 @@ class SimulatedCluster:
             self._count_preferred(key, old, -1)
             touched.add(self._count_preferred(key, new, +1))
             self._expect_state_change(key, old, new)
-        self.writer.flush()
+        if wait:
+            self.writer.flush()
         self._expect_imbalance(touched)
 
     def _expect_state_change(self, key: Key, old: PartitionState, new: PartitionState) -> None:

@@ -269,8 +269,9 @@ def storm(cluster: SimulatedCluster, opts: RunOptions) -> None:
             new = logic.shrink_isr(state, followers[-1], epoch)
         else:
             continue
-        cluster.write_states({key: new})
+        cluster.write_states({key: new}, wait=False)  # pipelined: a storm outruns round trips
         wait()
+    cluster.writer.flush()
     cluster.expect.step(f"{count} partition state changes at {opts.rate:g}/s")
 
 

@@ -7,28 +7,24 @@ captured (event log only) from its snapshot on, then `simulate run storm` until 
 sees it (so `--alerts-out` includes Spark's start); the alert job's own micro-batch rate is
 read from its progress lines too.
 
-Run: `.venv/bin/python bench/replay.py [--records 1000000 --partitions 100000]`
+Run: `.venv/bin/python bench/b4_replay.py [--quick] [--records 1000000 --partitions 100000]`
 (starts the local stack if it is not running, and stops it again then).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)  # this folder would shadow the `capture` package
-
-import argparse
 import json
-import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-ZKCDC = [sys.executable, "-m", "zkcdc"]
+from harness import ZKCDC, figure, fmt, own_stack, parser, reproduce, save, stop, table
+
+NAME = "b4_replay"
 
 
 def records_in(log: Path) -> int:
@@ -59,15 +55,9 @@ def make_log(connect: str, work: Path, records: int, partitions: int) -> Path:
             time.sleep(5)
             print(f"log: {records_in(log)} records", file=sys.stderr, flush=True)
     finally:
-        if storm is not None and storm.poll() is None:
-            storm.send_signal(signal.SIGTERM)
-            try:
-                storm.wait(60)
-            except subprocess.TimeoutExpired:
-                storm.kill()
-                storm.wait()
-        capture.send_signal(signal.SIGTERM)
-        capture.wait(120)
+        if storm is not None:
+            stop(storm)
+        stop(capture)
     return log
 
 
@@ -80,24 +70,21 @@ def timed(args: list[str], log_file: Path) -> float:
 
 
 def main() -> None:
-    from zkcdc.stack import StackSettings
-    from zkcdc.stack.cluster import running_or_started
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=100_000)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/replay.json"))
-    args = parser.parse_args()
-
-    stack, info, started_stack = running_or_started(StackSettings())
+    p = parser(__doc__)
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--partitions", type=int, default=100_000)
+    args = p.parse_args()
+    if args.quick:
+        args.records, args.partitions = 60_000, 20_000
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b4-"))
-    chroot = f"/zkcdc-bench-b4-{uuid.uuid4().hex[:6]}"
-    result: dict[str, Any] = {}
-    try:
-        log = make_log(info.zookeeper_connect.split("/")[0] + chroot, work, args.records,
+    result: dict[str, Any] = {"partitions": args.partitions}
+    # A stack of its own: the simulated tree (ZooKeeper heap for up to ~200k znodes) goes with it.
+    with own_stack(brokers=1, zookeeper_heap_mb=1024) as info:
+        log = make_log(info.zookeeper_connect.split("/")[0] + "/sim", work, args.records,
                        args.partitions)  # fmt: skip
         total = records_in(log)
         result["log_records"] = total
+        result["log_mb"] = round(sum(f.stat().st_size for f in log.iterdir()) / 2**20, 1)
         topic = f"zkcdc.bench.replayed.{uuid.uuid4().hex[:6]}"
         kafka_s = timed([*ZKCDC, "replay", str(log), "--bootstrap-servers",
                          info.bootstrap_servers, "--topic", topic, "--speed", "0",
@@ -118,13 +105,51 @@ def main() -> None:
             "micro_batches": len(batches),
             "records_per_s_in_batches": round(total / (busy_ms / 1000)) if busy_ms else None,
         }
-    finally:
-        if started_stack:
-            stack.down()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    plot(result, args.quick)
+    save(NAME, result, args.quick)
+    print(render(result))
+
+
+def plot(result: dict[str, Any], quick: bool) -> None:
+    with figure(NAME, quick, size=(7, 3.5)) as fig:
+        ax = fig.subplots()
+        labels = ["into Kafka\n(--speed 0)", "--alerts-out\n(incl. Spark start)",
+                  "--alerts-out\n(micro-batches)"]  # fmt: skip
+        values = [result["into_kafka"]["records_per_s"], result["alerts_out"]["records_per_s"],
+                  result["alerts_out"]["records_per_s_in_batches"] or 0]  # fmt: skip
+        ax.barh(labels, values)
+        ax.axvline(50_000, color="grey", linestyle=":", label="target 50,000/s")
+        ax.set(xlabel="records/s", title=f"replay of a {result['log_records']:,}-record log")
+        ax.legend(fontsize=8)
+
+
+def render(result: dict[str, Any]) -> str:
+    k, a = result["into_kafka"], result["alerts_out"]
+    quick = "quick/" if result.get("quick") else ""
+    return "\n\n".join([
+        reproduce(result),
+        f"The log: `simulate build` of {result['partitions']:,} partitions, `zkcdc capture` from "
+        f"its snapshot on, `simulate run storm` until it held {result['log_records']:,} records "
+        f"({result['log_mb']} MB). Times are each command's, start to exit.",
+        table(["measure", "value", "target"], [
+            ["`replay --speed 0` into Kafka", f"**{fmt(k['records_per_s'])} records/s** "
+             f"({k['seconds']} s)", "≥ 50,000"],
+            ["`replay --alerts-out`, incl. Spark's start", f"**{fmt(a['records_per_s'])} "
+             f"records/s** ({a['seconds_incl_spark_start']} s)", "≥ 50,000"],
+            ["the same, the alert job's micro-batches alone",
+             f"{fmt(a['records_per_s_in_batches'])} records/s ({a['micro_batches']} batches)", "—"],
+        ]),
+        f"![B4: replay rates](bench/plots/{quick}{NAME}.png)",
+    ])  # fmt: skip
 
 
 if __name__ == "__main__":
     main()
+
+
+def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    k, a = result["into_kafka"]["records_per_s"], result["alerts_out"]["records_per_s"]
+    return [
+        ("`replay --speed 0` into Kafka", f"{fmt(k)} records/s", "≥ 50,000", k >= 50_000),
+        ("`replay --alerts-out`", f"{fmt(a)} records/s", "≥ 50,000", a >= 50_000),
+    ]

@@ -1,0 +1,218 @@
+"""What every benchmark shares: `--quick`, the machine it ran on, its results file, its plots,
+the local stack, and the small measuring helpers (percentiles, a process's CPU and RSS).
+
+A benchmark is a script `bench/bN_*.py` with `main()` (measures, then `save`s a JSON result)
+and `render(result) -> str` (that result as the Markdown `bench/report.py` puts into
+BENCHMARKS.md). Full runs write `bench/results/<name>.json` and `bench/plots/<name>*.png`;
+`--quick` runs write under `bench/results/quick/` and `bench/plots/quick/`, so a smoke run never
+replaces the figures BENCHMARKS.md quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+ZKCDC = [sys.executable, "-m", "zkcdc"]
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a small, fast version (a smoke run)")
+    return p
+
+
+def results_dir(quick: bool) -> Path:
+    return BENCH / "results" / "quick" if quick else BENCH / "results"
+
+
+def plots_dir(quick: bool) -> Path:
+    return BENCH / "plots" / "quick" if quick else BENCH / "plots"
+
+
+def machine() -> dict[str, Any]:
+    meminfo = Path("/proc/meminfo").read_text().split()
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(int(meminfo[1]) / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "java": java.splitlines()[0] if java else None,
+        "kernel": platform.release(),
+    }
+
+
+def save(name: str, result: dict[str, Any], quick: bool) -> Path:
+    """Writes the result with when, where and how it was measured; prints its Markdown."""
+    result = {
+        "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join([".venv/bin/python", *sys.argv]),
+        "quick": quick,
+        "machine": machine(),
+        **result,
+    }
+    out = results_dir(quick) / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"results: {out.relative_to(ROOT)}", file=sys.stderr)
+    return out
+
+
+def load(name: str, quick: bool = False) -> dict[str, Any] | None:
+    path = results_dir(quick) / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+@contextlib.contextmanager
+def figure(name: str, quick: bool, size: tuple[float, float] = (7.0, 4.0)) -> Iterator[Any]:
+    """A matplotlib figure saved as `bench/plots[/quick]/<name>.png` when the block ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=size)
+    try:
+        yield fig
+        fig.tight_layout()
+        out = plots_dir(quick) / f"{name}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+        print(f"plot: {out.relative_to(ROOT)}", file=sys.stderr)
+    finally:
+        plt.close(fig)
+
+
+@contextlib.contextmanager
+def local_stack() -> Iterator[Any]:
+    """The default local stack: the running one, or one started here and stopped at the end."""
+    from zkcdc.stack import StackSettings
+    from zkcdc.stack.cluster import running_or_started
+
+    stack, info, started = running_or_started(StackSettings())
+    try:
+        yield info
+    finally:
+        if started:
+            stack.down()
+
+
+@contextlib.contextmanager
+def own_stack(brokers: int = 3, zookeeper_heap_mb: int | None = None) -> Iterator[Any]:
+    """A stack of the benchmark's own (free ports, a temporary state dir), so a big simulated
+    tree never lands in the default stack; stopped and removed at the end."""
+    import shutil
+    import tempfile
+
+    from zkcdc.stack import LocalStack, StackSettings
+    from zkcdc.stack.probes import free_port_block
+
+    state = Path(tempfile.mkdtemp(prefix="zkcdc-bench-stack-"))
+    extra = {} if zookeeper_heap_mb is None else {"zookeeper_heap_mb": zookeeper_heap_mb}
+    settings = StackSettings(
+        state_dir=state,
+        brokers=brokers,
+        zookeeper_port=free_port_block(1),
+        kafka_port=free_port_block(brokers),
+        **extra,
+    )
+    stack = LocalStack(settings)
+    try:
+        yield stack.up()
+    finally:
+        stack.down()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    """Peak resident memory of a live process."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def stop(process: subprocess.Popen[Any], timeout_s: float = 120) -> int:
+    """SIGTERM, then SIGKILL if it does not end in time: nothing is left running."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+@contextlib.contextmanager
+def profiled(pid: int, name: str, quick: bool, seconds: float) -> Iterator[Path]:
+    """py-spy samples `pid` for up to `seconds` while the block runs; a flame graph (SVG) lands
+    beside the plots. Missing py-spy or ptrace rights only lose the profile, not the run."""
+    out = plots_dir(quick) / f"{name}.svg"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    proc = None
+    if spy.exists():
+        proc = subprocess.Popen(
+            [str(spy), "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate",
+             "200", "--nonblocking", "--output", str(out), "--format", "flamegraph"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        yield out
+    finally:
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(seconds + 30)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(30)
+
+
+def fmt(value: Any, unit: str = "", digits: int = 0) -> str:
+    """A figure for a table: thousands separated, `—` for none."""
+    if value is None:
+        return "—"
+    if isinstance(value, float) and digits:
+        return f"{value:,.{digits}f}{unit}"
+    return f"{round(value):,}{unit}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def reproduce(result: dict[str, Any]) -> str:
+    m = result.get("machine", {})
+    return (
+        f"Measured {result.get('measured', '?')} on {m.get('cores', '?')} cores, "
+        f"{m.get('memory_gib', '?')} GiB, Python {m.get('python', '?')}, {m.get('java', '?')}. "
+        f"Reproduce: `{result.get('command', '?')}` (or `make bench`)."
+    )

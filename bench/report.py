@@ -1,0 +1,60 @@
+"""Writes each benchmark's figures into BENCHMARKS.md from its results file.
+
+Each benchmark's section holds a block between `<!-- bN_name:begin -->` and
+`<!-- bN_name:end -->`; this script replaces the block with that benchmark's `render(result)`.
+Everything outside the blocks (targets, verdicts, what would close a gap) is written by hand.
+A benchmark with no results file keeps its block as it is.
+
+Run: `.venv/bin/python bench/report.py [--quick]` (`make bench` runs it last).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from typing import Any
+
+from harness import ROOT, load, parser, table
+
+BENCHMARKS = ("b0_stack_startup", "b1_capture", "b2_scale", "b3_alert_job", "b4_replay")
+
+
+def fill(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(\n<!-- {name}:end -->)", re.DOTALL)
+    if not pattern.search(text):
+        raise SystemExit(f"BENCHMARKS.md has no block for {name}")
+    return pattern.sub(lambda m: m.group(1) + body.strip() + m.group(2), text)
+
+
+def summary(results: dict[str, dict[str, Any]]) -> str:
+    """Every target with its measured figure: a module's `targets(result)` rows."""
+    rows = []
+    for name, result in results.items():
+        module = importlib.import_module(name)
+        for what, measured, target, met in getattr(module, "targets", lambda r: [])(result):
+            verdict = "met" if met else "**missed**"
+            rows.append([f"{name.split('_')[0].upper()}: {what}", measured, target, verdict])
+    return table(["target", "measured", "wanted", ""], rows)
+
+
+def main() -> None:
+    args = parser(__doc__).parse_args()
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text()
+    results = {}
+    for name in BENCHMARKS:
+        result = load(name, args.quick)
+        if result is None:
+            print(f"{name}: no results, block kept", file=sys.stderr)
+            continue
+        results[name] = result
+        text = fill(text, name, importlib.import_module(name).render(result))
+    text = fill(text, "summary", summary(results))
+    out = path if not args.quick else ROOT / "bench" / "results" / "quick" / "BENCHMARKS.md"
+    out.write_text(text)
+    print(f"wrote {out.relative_to(ROOT)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
