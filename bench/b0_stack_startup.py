@@ -47,8 +47,7 @@ def main() -> None:
             downs.append(round(time.monotonic() - start, 1))
         print(f"run {run + 1}/{runs}: up {ups[-1]:.1f}s, down {downs[-1]:.1f}s", flush=True)
     result = {"brokers": args.brokers, "up_s": ups, "down_s": downs}
-    save(NAME, result, args.quick)
-    print(render(result))
+    print(render(save(NAME, result, args.quick)))
 
 
 def render(result: dict[str, Any]) -> str:

@@ -234,8 +234,7 @@ def main() -> None:
         "steps": steps,
     }
     plot(result, args.quick)
-    save(NAME, result, args.quick)
-    print(render(result))
+    print(render(save(NAME, result, args.quick)))
 
 
 def sweep(
@@ -313,11 +312,13 @@ def plot(result: dict[str, Any], quick: bool) -> None:
     rate = [s["writes_per_s"] for s in steps]
     with figure(NAME, quick, size=(10, 4)) as fig:
         lag, share = fig.subplots(1, 2)
-        for who, style in (("zkcdc", "o-"), ("treecache", "s--")):
-            lag.plot(rate, [s[who]["lag_ms_p99"] for s in steps], style, label=f"{who} p99")
-            lag.plot(rate, [s[who]["lag_ms_p50"] for s in steps], style, alpha=0.4,
+        for who, style, color in (("zkcdc", "o-", "C0"), ("treecache", "s--", "C1")):
+            lag.plot(rate, [s[who]["lag_ms_p99"] for s in steps], style, color=color,
+                     label=f"{who} p99")  # fmt: skip
+            lag.plot(rate, [s[who]["lag_ms_p50"] for s in steps], style, color=color, alpha=0.4,
                      label=f"{who} p50")  # fmt: skip
-            share.plot(rate, [100 * (s[who]["seen_share"] or 0) for s in steps], style, label=who)
+            share.plot(rate, [100 * (s[who]["seen_share"] or 0) for s in steps], style,
+                       color=color, label=who)  # fmt: skip
         lag.axhline(100, color="grey", linestyle=":", label="target p99 100 ms")
         lag.set(xlabel="writes/s reached", ylabel="lag ms (mtime -> read)", yscale="log",
                 title="lag against write rate")  # fmt: skip

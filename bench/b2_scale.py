@@ -111,8 +111,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b2-"))
     with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
         result = measure(args, info, work)
-    save(NAME, result, args.quick)
-    print(render(result))
+    print(render(save(NAME, result, args.quick)))
 
 
 def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:

@@ -139,6 +139,7 @@ def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) ->
         "batches": len(progress),
         "records_per_batch": per_batch,
         "batch_ms": [p["durationMs"].get("triggerExecution", 0) for p in progress],
+        "batch_rows": [p["numInputRows"] for p in progress],
         "batch_time_s": round(busy_ms / 1000, 1),
         "records_per_s": round(steady_rows / (steady_ms / 1000)) if steady_ms else None,
         "records_per_s_incl_first_batch": round(rows / (busy_ms / 1000)) if busy_ms else None,
@@ -264,15 +265,15 @@ def main() -> None:
             "latency": latency(info, args.incidents, work),
         }
     plot(result, args.quick)
-    save(NAME, result, args.quick)
-    print(render(result))
+    print(render(save(NAME, result, args.quick)))
 
 
 def plot(result: dict[str, Any], quick: bool) -> None:
     t, lat = result["throughput"], result["latency"]
     with figure(NAME, quick, size=(10, 4)) as fig:
         batches, delays = fig.subplots(1, 2)
-        rates = [t["records_per_batch"] / (ms / 1000) for ms in t["batch_ms"] if ms]
+        rows = t.get("batch_rows") or [t["records_per_batch"]] * len(t["batch_ms"])
+        rates = [n / (ms / 1000) for n, ms in zip(rows, t["batch_ms"], strict=True) if ms]
         batches.bar(range(1, len(rates) + 1), rates)
         batches.axhline(20_000, color="grey", linestyle=":", label="target 20,000/s")
         batches.set(xlabel="micro-batch", ylabel="records/s", title="alert job throughput")

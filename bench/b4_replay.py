@@ -106,8 +106,7 @@ def main() -> None:
             "records_per_s_in_batches": round(total / (busy_ms / 1000)) if busy_ms else None,
         }
     plot(result, args.quick)
-    save(NAME, result, args.quick)
-    print(render(result))
+    print(render(save(NAME, result, args.quick)))
 
 
 def plot(result: dict[str, Any], quick: bool) -> None:

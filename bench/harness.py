@@ -55,8 +55,8 @@ def machine() -> dict[str, Any]:
     }
 
 
-def save(name: str, result: dict[str, Any], quick: bool) -> Path:
-    """Writes the result with when, where and how it was measured; prints its Markdown."""
+def save(name: str, result: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """Writes the result with when, where and how it was measured; returns it so."""
     result = {
         "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": shlex.join([".venv/bin/python", *sys.argv]),
@@ -68,7 +68,7 @@ def save(name: str, result: dict[str, Any], quick: bool) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"results: {out.relative_to(ROOT)}", file=sys.stderr)
-    return out
+    return result
 
 
 def load(name: str, quick: bool = False) -> dict[str, Any] | None:

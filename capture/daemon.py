@@ -56,6 +56,7 @@ class CaptureDaemon:
         self._active = False
         self._lost_election = False
         self.zk_client: KazooClient | None = None
+        self._single_object_header: bytes | None = None
 
     def now_ms(self) -> int:
         return int(self._now() * 1000)
@@ -315,9 +316,14 @@ class CaptureDaemon:
         self, records: list[ChangeRecord], writer: EventLogWriter, publisher: Publisher | None
     ) -> None:
         values = [r.to_avro() for r in records]
-        writer.append(values)  # the log first: what is logged is never lost
+        bodies = [writer.encode(v) for v in values]  # once, for the log and for Kafka
+        writer.append(values, bodies)  # the log first: what is logged is never lost
         if publisher is not None:
-            publisher.publish(values)
+            if self._single_object_header is None:
+                publisher.publish(values)  # the registry's own framing
+            else:
+                header = self._single_object_header
+                publisher.publish(values, [header + body for body in bodies])
         for record in records:
             self.metrics.records.labels(record.op.value).inc()
             if record.versions_skipped:
@@ -351,6 +357,8 @@ class CaptureDaemon:
             if s.schema_registry
             else codec.encode
         )
+        # Single-object values are the log's record bytes behind this header: encoded once.
+        self._single_object_header = None if s.schema_registry else codec.header
         publisher = Publisher(s.bootstrap_servers, s.topic, serialize, s.kafka_extra())
 
         def on_ack(record: dict[str, Any]) -> None:

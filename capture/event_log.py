@@ -98,13 +98,18 @@ class EventLogWriter:
                 f"cannot create event log folder {directory}: {exc.strerror}"
             ) from exc
 
-    def append(self, records: list[dict[str, Any]]) -> None:
+    def encode(self, record: dict[str, Any]) -> bytes:
+        """A record's Avro bytes as the log holds them (the same as a single-object body)."""
+        return self._encode(record)
+
+    def append(self, records: list[dict[str, Any]], encoded: list[bytes] | None = None) -> None:
+        """Appends one block; `encoded`, if given, is the records' bytes already (`encode`)."""
         if not records:
             return
         if self._file is None or self._due_for_rotation():
             self._rotate(records[0]["seq"])
         assert self._file is not None
-        body = b"".join([self._encode(r) for r in records])
+        body = b"".join(encoded if encoded is not None else [self._encode(r) for r in records])
         block = bytearray()
         write_long(len(records), block)
         write_long(len(body), block)

@@ -57,7 +57,8 @@ class Publisher:
         self.topic = topic
         self._serialize = serialize
         self._producer = producer_factory(producer_config(bootstrap, extra_config or {}))
-        self._waiting: deque[dict[str, Any]] = deque()  # not yet handed to librdkafka
+        # Not yet handed to librdkafka: each record with its serialized form, if known yet.
+        self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order
         self._acked: set[int] = set()
         self.acked_through = 0
@@ -69,18 +70,24 @@ class Publisher:
     def backlog(self) -> int:
         return len(self._waiting) + len(self._unacked)
 
-    def publish(self, records: Iterable[dict[str, Any]]) -> None:
-        self._waiting.extend(records)
+    def publish(
+        self, records: Iterable[dict[str, Any]], values: Iterable[bytes] | None = None
+    ) -> None:
+        """Queues records in order; `values`, if given, are their serialized forms already."""
+        if values is None:
+            self._waiting.extend((record, None) for record in records)
+        else:
+            self._waiting.extend(zip(records, values, strict=True))
         self._hand_over()
 
     def _hand_over(self) -> None:
         while self._waiting:
-            record = self._waiting[0]
+            record, value = self._waiting[0]
             try:
                 self._producer.produce(
                     self.topic,
                     key=key_of(record),
-                    value=self._serialize(record),
+                    value=value if value is not None else self._serialize(record),
                     timestamp=record["captured_ms"],
                     headers=[
                         (SEQ_HEADER, str(record["seq"]).encode()),

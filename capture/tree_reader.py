@@ -122,17 +122,22 @@ class TreeReader:
         """Reads (and watches) a znode's data and its children."""
         if self._excluded(path):
             return
-        self._read_data(path, generation)
-        self._read_children(path, generation)
+        if self.recursive:
+            # Children are listed once the data's stat says there are any: most of Kafka's
+            # tree is leaves, and a child created after the read is announced by the watch.
+            self._read_data(path, generation, list_children=True)
+        else:
+            self._read_data(path, generation)
+            self._read_children(path, generation)  # sets the child watch, children or not
 
-    def _read_data(self, path: str, generation: int | None) -> None:
+    def _read_data(self, path: str, generation: int | None, list_children: bool = False) -> None:
         if self._closed:
             return
         self._count(generation, +1)
         watch = None if self.recursive else self._on_data_watch
         self._pipeline.request(
             GetData(self._full(path), watch),
-            lambda value, error: self._on_data(path, value, error, generation),
+            lambda value, error: self._on_data(path, value, error, generation, list_children),
         )
 
     def _read_children(self, path: str, generation: int | None) -> None:
@@ -162,11 +167,18 @@ class TreeReader:
 
     # -- answers (kazoo's connection thread, in answer order) ----------------------------
     def _on_data(
-        self, path: str, value: Any, error: Exception | None, generation: int | None
+        self,
+        path: str,
+        value: Any,
+        error: Exception | None,
+        generation: int | None,
+        list_children: bool = False,
     ) -> None:
         if error is None:
             data, stat = value
             self._emit(("read", path, znode(data, stat), self._now_ms()))
+            if list_children and stat.numChildren > 0:
+                self._read_children(path, generation)  # counted before this read's -1
         elif isinstance(error, NoNodeError):
             self._emit(("read", path, None, self._now_ms()))
             if self.recursive:
