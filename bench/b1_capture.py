@@ -9,7 +9,7 @@ rate swept up to ZooKeeper's ceiling on this machine.
    skipped; lag (ZooKeeper mtime of the version -> the moment it was read) p50/p99/max; the
    daemon's CPU. py-spy profiles the daemon during the flat-out step.
 
-Run: `.venv/bin/python bench/b1_capture.py [--quick] [--rates 250,500,1000,2000,max]`
+Run: `.venv/bin/python bench/b1_capture.py [--quick] [--rates 100,250,500,1000,max]`
 (starts the local stack if it is not running, and stops it again then).
 """
 
@@ -187,7 +187,7 @@ def _step_figures(
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--duration", type=float, default=15.0, help="seconds per sweep step")
-    p.add_argument("--rates", default="250,500,1000,2000,max", help="target writes/s per step")
+    p.add_argument("--rates", default="100,250,500,1000,max", help="target writes/s per step")
     p.add_argument("--paths", type=int, default=200)
     p.add_argument("--writers", type=int, default=2, help="writer processes")
     p.add_argument("--window", type=int, default=32, help="writes in flight per writer")
