@@ -34,6 +34,7 @@ from harness import (
     local_stack,
     parser,
     percentile,
+    plot_link,
     profiled,
     reproduce,
     save,
@@ -59,6 +60,7 @@ def _writer(
     client.start(timeout=30)
     slots = threading.Semaphore(window)
     latencies: list[float] = []
+    committed: list[tuple[str, int, int]] = []  # (path, version, ms the write was answered)
     epoch, sent_count = 0, 0
     start = time.monotonic()
     until = start + seconds
@@ -75,22 +77,33 @@ def _writer(
             sent_count += 1
             sent = time.perf_counter()
 
-            def answered(_: Any, sent: float = sent) -> None:
+            def answered(result: Any, sent: float = sent, path: str = path) -> None:
                 latencies.append(time.perf_counter() - sent)
+                if result.successful():
+                    committed.append((path, result.value.version, time.time_ns() // 1_000_000))
                 slots.release()
 
             client.set_async(path, STATE.format(epoch).encode()).rawlink(answered)
     for _ in range(window):
         slots.acquire()
     client.stop()
-    out.put(latencies)
+    out.put((latencies, committed))
 
 
 def storm(
-    hosts: str, paths: list[str], writers: int, window: int, seconds: float, rate: float | None
+    hosts: str,
+    paths: list[str],
+    writers: int,
+    window: int,
+    seconds: float,
+    rate: float | None,
+    commits: dict[tuple[str, int], int] | None = None,
 ) -> dict[str, Any]:
-    """Runs the writers; returns writes, writes/s and the write latency p50/p99 in ms."""
-    queue: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
+    """Runs the writers; returns writes, writes/s and the write latency p50/p99 in ms. Each
+    write's answer time (when ZooKeeper had committed it) goes into `commits`, if given."""
+    queue: multiprocessing.Queue[tuple[list[float], list[tuple[str, int, int]]]] = (
+        multiprocessing.Queue()
+    )
     started = time.monotonic()
     per_writer = None if rate is None else rate / writers
     procs = [
@@ -101,7 +114,12 @@ def storm(
     ]
     for p in procs:
         p.start()
-    latencies = [x * 1000 for _ in procs for x in queue.get()]
+    latencies: list[float] = []
+    for _ in procs:
+        spent, answered = queue.get()
+        latencies += [x * 1000 for x in spent]
+        if commits is not None:
+            commits.update(((path, version), ms) for path, version, ms in answered)
     for p in procs:
         p.join()
     return {
@@ -154,8 +172,11 @@ def _step_figures(
     cache_seen: list[tuple[str, int, int, int]],
     before: dict[str, int],
     after: dict[str, int],
+    commits: dict[tuple[str, int], int],
 ) -> None:
-    """Versions committed in the step: (before[p], after[p]] per path; who saw which."""
+    """Versions committed in the step: (before[p], after[p]] per path; who saw which. Lag is
+    from the version's mtime (ZooKeeper stamps it before the write is logged and committed);
+    "after commit" is from the moment ZooKeeper answered the write, what the watcher adds."""
 
     def in_step(path: str, version: int) -> bool:
         return path in before and before[path] < version <= after[path]
@@ -163,7 +184,15 @@ def _step_figures(
     mine = [r for r in records if in_step(r["path"], r["after"]["version"])]
     skipped = sum(r["versions_skipped"] for r in mine)
     lag = [r["captured_ms"] - r["ts_ms"] for r in mine]
+    own = [
+        r["captured_ms"] - commits[key]
+        for r in mine
+        if (key := (r["path"], r["after"]["version"])) in commits
+    ]
     theirs = {(p, v): o - m for p, v, m, o in cache_seen if in_step(p, v)}
+    theirs_own = [
+        o - commits[(p, v)] for p, v, _, o in cache_seen if (p, v) in commits and in_step(p, v)
+    ]
     committed = sum(after[p] - before[p] for p in before)
     step["committed"] = committed
     step["zkcdc"] = {
@@ -174,6 +203,8 @@ def _step_figures(
         "lag_ms_p50": percentile(lag, 0.5),
         "lag_ms_p99": percentile(lag, 0.99),
         "lag_ms_max": max(lag) if lag else None,
+        "after_commit_ms_p50": percentile(own, 0.5),
+        "after_commit_ms_p99": percentile(own, 0.99),
     }
     step["treecache"] = {
         "seen": len(theirs),
@@ -181,6 +212,8 @@ def _step_figures(
         "lag_ms_p50": percentile(list(theirs.values()), 0.5),
         "lag_ms_p99": percentile(list(theirs.values()), 0.99),
         "lag_ms_max": max(theirs.values()) if theirs else None,
+        "after_commit_ms_p50": percentile(theirs_own, 0.5),
+        "after_commit_ms_p99": percentile(theirs_own, 0.99),
     }
 
 
@@ -258,6 +291,7 @@ def sweep(
     tree = multiprocessing.Process(target=treecache_watcher, args=(hosts, tree_out))
     tree.start()
     steps: list[dict[str, Any]] = []
+    commits: dict[tuple[str, int], int] = {}
     marks: list[tuple[dict[str, int], dict[str, int]]] = []
     try:
         deadline = time.time() + 60
@@ -277,7 +311,7 @@ def sweep(
                 if flat_out
                 else _nothing()
             ):
-                step = storm(hosts, paths, args.writers, args.window, args.duration, rate)
+                step = storm(hosts, paths, args.writers, args.window, args.duration, rate, commits)
             time.sleep(2)  # let both drain
             step["daemon_cpu_share"] = round(
                 (cpu_seconds(daemon.pid) - cpu) / (args.duration + 2), 3
@@ -295,7 +329,7 @@ def sweep(
     records = [r for r in read_records(work / "state" / "bench" / "events") if r["op"] == "UPDATE"]
     cache_seen = [tuple(x) for x in json.loads(Path(tree_out).read_text())]
     for step, (before, after) in zip(steps, marks, strict=True):
-        _step_figures(step, records, cache_seen, before, after)  # type: ignore[arg-type]
+        _step_figures(step, records, cache_seen, before, after, commits)  # type: ignore[arg-type]
     return steps
 
 
@@ -343,14 +377,17 @@ def render(result: dict[str, Any]) -> str:
             fmt(z["reported_skipped"]),
             f"**{100 * z['accounted'] / s['committed']:.0f} %**" if s["committed"] else "—",
             f"{fmt(z['lag_ms_p50'])} / **{fmt(z['lag_ms_p99'])}** / {fmt(z['lag_ms_max'])}",
+            f"{fmt(s['write_ms_p50'])} / {fmt(s['write_ms_p99'])}",
+            f"{fmt(z.get('after_commit_ms_p50'))} / {fmt(z.get('after_commit_ms_p99'))}",
             f"{s['daemon_cpu_share']:.2f}",
             f"{fmt(t['seen'])} ({100 * (t['seen_share'] or 0):.0f} %)",
             f"{fmt(t['lag_ms_p50'])} / {fmt(t['lag_ms_p99'])} / {fmt(t['lag_ms_max'])}",
+            f"{fmt(t.get('after_commit_ms_p50'))} / {fmt(t.get('after_commit_ms_p99'))}",
         ])  # fmt: skip
     header = ["target/s", "reached/s", "versions", "zkcdc seen", "zkcdc skipped (reported)",
-              "zkcdc accounted", "zkcdc lag p50/p99/max ms", "daemon CPU (cores)",
-              "TreeCache seen", "TreeCache lag p50/p99/max ms"]  # fmt: skip
-    quick = "quick/" if result.get("quick") else ""
+              "zkcdc accounted", "zkcdc lag p50/p99/max ms", "write answered p50/p99 ms",
+              "zkcdc after commit p50/p99 ms", "daemon CPU (cores)",
+              "TreeCache seen", "TreeCache lag p50/p99/max ms", "TreeCache after commit p50/p99 ms"]  # fmt: skip
     return "\n\n".join([
         reproduce(result),
         f"ZooKeeper's write ceiling here ({result['writers']} writer processes, nothing watching; "
@@ -361,14 +398,10 @@ def render(result: dict[str, Any]) -> str:
         f"{'publishing to Kafka' if result['publishing_to_kafka'] else 'event log only'} "
         f"({result['watch_mode']} watch) and TreeCache watching at once:",
         table(header, rows),
-        f"![B1: lag and versions seen against write rate](bench/plots/{quick}{NAME}.png)",
-        f"Flame graph of the daemon during the flat-out step: "
-        f"[`bench/plots/{quick}{NAME}_daemon.svg`](bench/plots/{quick}{NAME}_daemon.svg).",
+        plot_link(result, NAME, "B1: lag and versions seen against write rate"),
+        "Flame graph of the daemon during the flat-out step: "
+        + plot_link(result, NAME + "_daemon", "", "svg") + ".",
     ])  # fmt: skip
-
-
-if __name__ == "__main__":
-    main()
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
@@ -387,3 +420,7 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         (f"lag p99 at the ceiling (flat out: {top['writes_per_s']:,} writes/s)",
          f"{fmt(p99)} ms", "≤ 100 ms", p99 is not None and p99 <= 100),
     ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

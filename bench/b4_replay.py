@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import ZKCDC, figure, fmt, own_stack, parser, reproduce, save, stop, table
+from harness import ZKCDC, figure, fmt, own_stack, parser, plot_link, reproduce, save, stop, table
 
 NAME = "b4_replay"
 
@@ -124,7 +124,6 @@ def plot(result: dict[str, Any], quick: bool) -> None:
 
 def render(result: dict[str, Any]) -> str:
     k, a = result["into_kafka"], result["alerts_out"]
-    quick = "quick/" if result.get("quick") else ""
     return "\n\n".join([
         reproduce(result),
         f"The log: `simulate build` of {result['partitions']:,} partitions, `zkcdc capture` from "
@@ -138,12 +137,8 @@ def render(result: dict[str, Any]) -> str:
             ["the same, the alert job's micro-batches alone",
              f"{fmt(a['records_per_s_in_batches'])} records/s ({a['micro_batches']} batches)", "—"],
         ]),
-        f"![B4: replay rates](bench/plots/{quick}{NAME}.png)",
+        plot_link(result, NAME, "B4: replay rates"),
     ])  # fmt: skip
-
-
-if __name__ == "__main__":
-    main()
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
@@ -152,3 +147,7 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         ("`replay --speed 0` into Kafka", f"{fmt(k)} records/s", "≥ 50,000", k >= 50_000),
         ("`replay --alerts-out`", f"{fmt(a)} records/s", "≥ 50,000", a >= 50_000),
     ]
+
+
+if __name__ == "__main__":
+    main()

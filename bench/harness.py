@@ -209,6 +209,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def plot_link(result: dict[str, Any], name: str, alt: str, kind: str = "png") -> str:
+    """Markdown for a plot (an image) or a flame graph (a link) of this result's run."""
+    path = f"bench/plots/{'quick/' if result.get('quick') else ''}{name}.{kind}"
+    return f"![{alt}]({path})" if kind == "png" else f"[`{path}`]({path})"
+
+
 def reproduce(result: dict[str, Any]) -> str:
     m = result.get("machine", {})
     return (

@@ -21,10 +21,10 @@ BENCHMARKS = ("b0_stack_startup", "b1_capture", "b2_scale", "b3_alert_job", "b4_
 
 
 def fill(text: str, name: str, body: str) -> str:
-    pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(\n<!-- {name}:end -->)", re.DOTALL)
+    pattern = re.compile(rf"(<!-- {name}:begin -->).*?(<!-- {name}:end -->)", re.DOTALL)
     if not pattern.search(text):
         raise SystemExit(f"BENCHMARKS.md has no block for {name}")
-    return pattern.sub(lambda m: m.group(1) + body.strip() + m.group(2), text)
+    return pattern.sub(lambda m: f"{m.group(1)}\n{body.strip()}\n{m.group(2)}", text)
 
 
 def summary(results: dict[str, dict[str, Any]]) -> str:

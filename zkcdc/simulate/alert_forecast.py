@@ -59,7 +59,7 @@ class AlertForecast:
     settings: RuleSettings
     now_ms: Callable[[], int]
     _open: dict[Key, int] = field(default_factory=dict)
-    _fired: list[Key] = field(default_factory=list)
+    _fired: dict[Key, None] = field(default_factory=dict)  # ordered set: 100k keys happen
     _counts: Counter[Key] = field(default_factory=Counter)
 
     def condition(self, rule: str, entity: str, active: bool) -> None:
@@ -87,10 +87,10 @@ class AlertForecast:
     def alerts(self, hold_ms: int) -> list[dict[str, str]]:
         """Every alert expected to fire by the end of the hold that follows the scenario."""
         end = self.now_ms() + hold_ms
-        fired = list(self._fired)
+        fired = dict(self._fired)
         for key, start in self._open.items():
-            if end - start >= self._for_ms(key[0]) and key not in fired:
-                fired.append(key)
+            if end - start >= self._for_ms(key[0]):
+                fired.setdefault(key)
         return [{"rule": r, "entity": e, "severity": SEVERITY[r]} for r, e in fired]
 
     def _for_ms(self, rule: str) -> int:
@@ -98,5 +98,4 @@ class AlertForecast:
         return value
 
     def _fire(self, key: Key) -> None:
-        if key not in self._fired:
-            self._fired.append(key)
+        self._fired.setdefault(key)
