@@ -408,13 +408,18 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     steps = result["steps"]
     top = steps[-1]
     accounted = all(s["zkcdc"]["accounted"] == s["committed"] for s in steps)
-    more = all(s["zkcdc"]["seen"] > s["treecache"]["seen"] for s in steps)
+    # Where TreeCache sees every version there is no more to see: as many there, more elsewhere.
+    more = all(
+        s["zkcdc"]["seen"] > s["treecache"]["seen"]
+        or s["zkcdc"]["seen"] == s["treecache"]["seen"] == s["committed"]
+        for s in steps
+    )
     p99 = top["zkcdc"]["lag_ms_p99"]
     return [
         ("every version accounted for (seen or reported skipped), every rate",
          f"{sum(s['zkcdc']['accounted'] for s in steps):,} of "
          f"{sum(s['committed'] for s in steps):,}", "all", accounted),
-        ("more versions seen than TreeCache, every rate",
+        ("more versions seen than TreeCache, every rate (all, where it sees all)",
          ", ".join(f"{s['zkcdc']['seen_share']:.0%} vs {s['treecache']['seen_share']:.0%}"
                    for s in steps), "more", more),
         (f"lag p99 at the ceiling (flat out: {top['writes_per_s']:,} writes/s)",
