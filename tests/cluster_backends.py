@@ -27,6 +27,7 @@ class ClusterBackend(Protocol):
 
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None: ...
     def start_broker(self, broker_id: int) -> None: ...
+    def zookeeper_txnlog_dir(self) -> Path: ...
     def log_tails(self, lines: int = 40) -> dict[str, str]: ...
     def kafka_tool(self, main_class: str, *args: str) -> str: ...
     def close(self) -> None: ...
@@ -52,6 +53,10 @@ class LocalBackend:
 
     def start_broker(self, broker_id: int) -> None:
         self.stack.start_broker(broker_id)
+
+    def zookeeper_txnlog_dir(self) -> Path:
+        """Where the (first) ZooKeeper server writes its transaction log and snapshots."""
+        return self.stack.layout.zookeepers[0].data_dir / "version-2"
 
     def log_tails(self, lines: int = 40) -> dict[str, str]:
         return {
@@ -98,6 +103,11 @@ class ExternalBackend:
 
     start_broker = stop_broker
     kafka_tool = stop_broker
+
+    def zookeeper_txnlog_dir(self) -> Path:
+        import pytest
+
+        pytest.skip("ZKCDC_TEST_BACKEND=external: ZooKeeper's files are not on this machine")
 
     def log_tails(self, lines: int = 40) -> dict[str, str]:
         return {}
@@ -167,6 +177,11 @@ class DockerBackend:
 
     def start_broker(self, broker_id: int) -> None:
         self._brokers[broker_id].get_wrapped_container().start()
+
+    def zookeeper_txnlog_dir(self) -> Path:
+        import pytest
+
+        pytest.skip("ZKCDC_TEST_BACKEND=docker: ZooKeeper's files are inside its container")
 
     def log_tails(self, lines: int = 40) -> dict[str, str]:
         out = {"zookeeper": self._zookeeper}
