@@ -226,14 +226,14 @@ def read_spans(path: Path, on_damage: Callable[[Damage], None]) -> Iterator[list
     schema are split off the block as they are (the splitter jumps over events written as
     sized blocks, and walks those of older files); a file of another schema version is decoded
     into the current one and encoded again."""
-    schema = schema_json()
+    schema, parsed = schema_json(), load_schema()
     split = compile_splitter(schema, _SPAN_FIELDS)
-    encode = compile_encoder(load_schema(), sized_arrays=True)
+    encode = compile_encoder(parsed, sized_arrays=True)
     for file in log_files(path):
         block = 0
         try:
             with file.open("rb") as stream:
-                blocks = fastavro.block_reader(stream, reader_schema=load_schema())
+                blocks = fastavro.block_reader(stream, reader_schema=parsed)
                 same = json.loads(blocks.metadata["avro.schema"]) == schema
                 container: Any  # fastavro's Block: its data is bytes_, undeclared in its stubs
                 for block_no, container in enumerate(blocks):

@@ -40,9 +40,14 @@ def producer_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def key_of(record: dict[str, Any]) -> bytes:
+def key_for(cluster: str, path: str) -> bytes:
     """cluster + path: one znode's records share a partition, so their order holds."""
-    return f"{record['cluster']}{record['path']}".encode()
+    return f"{cluster}{path}".encode()
+
+
+def headers_for(cluster: str, seq: int) -> list[tuple[str, str | bytes | None]]:
+    """What a consumer reads without decoding: the record's seq and cluster."""
+    return [(SEQ_HEADER, str(seq).encode()), (CLUSTER_HEADER, cluster.encode())]
 
 
 class Publisher:
@@ -86,13 +91,10 @@ class Publisher:
             try:
                 self._producer.produce(
                     self.topic,
-                    key=key_of(record),
+                    key=key_for(record["cluster"], record["path"]),
                     value=value if value is not None else self._serialize(record),
                     timestamp=record["captured_ms"],
-                    headers=[
-                        (SEQ_HEADER, str(record["seq"]).encode()),
-                        (CLUSTER_HEADER, record["cluster"].encode()),
-                    ],
+                    headers=headers_for(record["cluster"], record["seq"]),
                     on_delivery=self._delivered(record),
                 )
             except BufferError:

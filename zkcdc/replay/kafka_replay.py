@@ -23,12 +23,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from capture.avro_codec import SingleObjectCodec
 from capture.errors import CaptureError
-from capture.event_log import Damage, Span, cluster_of, log_files, read_records, read_spans
+from capture.event_log import Damage, Span, cluster_of, log_files, read_spans
 from capture.publisher import (
-    CLUSTER_HEADER,
-    SEQ_HEADER,
     delivered_seqs,
     ensure_topic,
+    headers_for,
+    key_for,
     producer_config,
 )
 from zkcdc.replay.errors import ReplayError
@@ -69,18 +69,6 @@ def _by_cluster(log: Path) -> list[list[Path]]:
     for file in log_files(log):
         files.setdefault(cluster_of(file), []).append(file)
     return [group for _, group in sorted(files.items())]
-
-
-def cluster_streams(
-    log: Path, on_damage: Callable[[Damage], None]
-) -> list[Iterator[dict[str, Any]]]:
-    """One record stream per cluster of the log, each in seq order."""
-    return [_records_of(group, on_damage) for group in _by_cluster(log)]
-
-
-def _records_of(files: list[Path], on_damage: Callable[[Damage], None]) -> Iterator[dict[str, Any]]:
-    for file in files:
-        yield from read_records(file, on_damage)
 
 
 def span_streams(log: Path, on_damage: Callable[[Damage], None]) -> list[Iterator[Span]]:
@@ -181,12 +169,9 @@ class ReplayToKafka:
                 producer.produce(
                     self.topic,
                     value=header + span.body,
-                    key=f"{span.cluster}{span.path}".encode(),  # as capture's key_of
+                    key=key_for(span.cluster, span.path),
                     timestamp=span.captured_ms,
-                    headers=[
-                        (SEQ_HEADER, str(span.seq).encode()),
-                        (CLUSTER_HEADER, span.cluster.encode()),
-                    ],
+                    headers=headers_for(span.cluster, span.seq),
                     on_delivery=on_delivery,
                 )
                 return
@@ -203,12 +188,12 @@ class ReplayToKafka:
         """What a killed run got onto the topic after its last checkpoint (for a cluster it
         saved nothing of: since that cluster's first record)."""
         found = {}
-        for stream in cluster_streams(self.log, lambda damage: None):
+        for stream in span_streams(self.log, lambda damage: None):
             first = next(stream, None)
             if first is None:
                 continue
-            cluster = first["cluster"]
-            captured = self.checkpoint.acked.get(cluster, (-1, first["captured_ms"]))[1]
+            cluster = first.cluster
+            captured = self.checkpoint.acked.get(cluster, (-1, first.captured_ms))[1]
             try:
                 found[cluster] = delivered_seqs(
                     self.bootstrap, {}, self.topic, cluster, captured - RESUME_MARGIN_MS, 60.0
