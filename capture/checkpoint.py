@@ -82,15 +82,22 @@ class CheckpointStore:
         _atomic_write(self._delivered_file, lambda s: s.write(body))
 
     # -- tree ---------------------------------------------------------------------------
-    def save_tree(self, seq: int, tree: dict[str, Znode], background: bool) -> None:
-        """Writes the tree as of `seq`; `tree` must not change afterwards (pass a copy)."""
+    def save_tree(self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0) -> None:
+        """Writes the tree as of `seq` (and, in txnlog mode, of `zxid`); `tree` must not change
+        afterwards (pass a copy)."""
         if self._writing is not None and self._writing.is_alive():
             return  # the previous one is still being written; the next turn saves
         items = list(tree.items())
 
         def write(stream: Any) -> None:
             writer = fastavro.write.Writer(
-                stream, TREE_SCHEMA, metadata={"zkcdc.cluster": self.cluster, "zkcdc.seq": str(seq)}
+                stream,
+                TREE_SCHEMA,
+                metadata={
+                    "zkcdc.cluster": self.cluster,
+                    "zkcdc.seq": str(seq),
+                    "zkcdc.zxid": str(zxid),
+                },
             )
             for path, z in items:
                 writer.write({"path": path, **z.__dict__})
@@ -124,6 +131,7 @@ class CheckpointStore:
                             f"not {cluster!r}"
                         )
                     state.seq = int(meta["zkcdc.seq"])
+                    state.zxid = int(meta.get("zkcdc.zxid", "0"))
                     for item in reader:
                         assert isinstance(item, dict)
                         path = item.pop("path")

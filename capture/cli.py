@@ -21,6 +21,20 @@ from zkcdc.cli_options import key_values, option_group
 
 @click.command()
 @click.option("--zookeeper", help="HOST:PORT[,..][/chroot] of Kafka's tree [env ZKCDC_ZOOKEEPER].")
+@click.option(
+    "--source",
+    type=click.Choice(["watch", "txnlog"]),
+    help="watch: a ZooKeeper client's watches [default]; txnlog: a ZooKeeper server's own "
+    "snapshot and transaction logs (run beside it), every version with its exact zxid.",
+)
+@click.option(
+    "--zk-data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="--source txnlog: ZooKeeper's dataDir (or dataLogDir).",
+)
+@click.option(
+    "--chroot", help="--source txnlog: Kafka's chroot, e.g. /kafka [default: of --zookeeper]."
+)
 @click.option("--bootstrap-servers", help="Kafka to publish to; without it, the event log only.")
 @click.option("--topic", help="Changes topic [default zkcdc.changes].")
 @click.option(
@@ -56,12 +70,13 @@ from zkcdc.cli_options import key_values, option_group
 def capture(config_file: Path | None, **flags: Any) -> None:
     """Capture every change of Kafka's ZooKeeper tree until SIGTERM/SIGINT."""
     from capture.daemon import CaptureDaemon
+    from capture.txnlog_daemon import TxnlogCaptureDaemon
 
     if config_file is not None and not config_file.is_file():
         raise click.BadParameter(f"{config_file} does not exist", param_hint="--config")
     settings = load_settings(config_file, **flags)
     logs.configure()
-    daemon = CaptureDaemon(settings)
+    daemon = (TxnlogCaptureDaemon if settings.source == "txnlog" else CaptureDaemon)(settings)
     daemon.install_signal_handlers()
     daemon.run()
 

@@ -21,12 +21,11 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import LockTimeout
 
 from capture import zookeeper
-from capture.avro_codec import SingleObjectCodec, registry_serializer
-from capture.checkpoint import CheckpointStore
+from capture.avro_codec import SingleObjectCodec
 from capture.errors import CaptureError
-from capture.event_log import EventLogWriter
 from capture.metrics import CaptureMetrics, serve
-from capture.publisher import Publisher, check_reachable, delivered_seqs, ensure_topic
+from capture.publisher import check_reachable, ensure_topic
+from capture.record_outlet import RecordOutlet
 from capture.records import ChangeRecord
 from capture.settings import CaptureSettings
 from capture.topic_follower import TopicFollower
@@ -56,7 +55,6 @@ class CaptureDaemon:
         self._active = False
         self._lost_election = False
         self.zk_client: KazooClient | None = None
-        self._single_object_header: bytes | None = None
 
     def now_ms(self) -> int:
         return int(self._now() * 1000)
@@ -91,9 +89,10 @@ class CaptureDaemon:
     # -- start-up -----------------------------------------------------------------------
     def run(self) -> None:
         s = self.settings
+        connect_string = s.connect_string()
         retries = 1_000_000 if s.wait else 0
         client = zookeeper.connect(
-            s.zookeeper,
+            connect_string,
             s.session_timeout_s,
             s.connect_timeout_s,
             s.zookeeper_auth,
@@ -104,7 +103,7 @@ class CaptureDaemon:
         election_client: KazooClient | None = None
         server = None
         try:
-            cluster = s.cluster or zookeeper.cluster_id(client, s.zookeeper)
+            cluster = s.cluster or zookeeper.cluster_id(client, connect_string)
             kafka = s.kafka_extra()
             if s.bootstrap_servers:
                 self._check_kafka(s.bootstrap_servers, kafka, retries)
@@ -113,7 +112,7 @@ class CaptureDaemon:
                 )
             if s.metrics_port is not None:
                 server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
-            hosts, _ = zookeeper.split_hosts(s.zookeeper)
+            hosts, _ = zookeeper.split_hosts(connect_string)
             election_client = zookeeper.connect(
                 hosts,
                 s.session_timeout_s,
@@ -205,25 +204,9 @@ class CaptureDaemon:
     # -- capture ------------------------------------------------------------------------
     def _capture(self, client: KazooClient, cluster: str, followed: TrackerState) -> None:
         s = self.settings
-        store = CheckpointStore(s.state_path(cluster), s.event_log_path(cluster), cluster)
-        state = store.load(
-            on_damage=lambda d: log.warning(
-                "event log damaged", file=str(d.file), block=d.block, reason=d.reason
-            )
-        )
-        if followed.seq > state.seq:
-            log.info("taking over from the topic", seq=followed.seq, local_seq=state.seq)
-            state = followed
-        publisher = self._publisher(cluster) if s.bootstrap_servers else None
-        if publisher is not None:
-            self._publish_backlog(store, publisher, cluster)
-        writer = EventLogWriter(
-            s.event_log_path(cluster),
-            cluster,
-            max_bytes=s.log_rotate_bytes,
-            max_age_s=s.log_rotate_s,
-            now=self._now,
-        )
+        outlet = RecordOutlet(s, cluster, self.metrics, self._now)
+        state = outlet.load(followed)
+        outlet.open()
         tracker = Tracker(state, self.now_ms)
         tracker.session_id = client.client_id[0] if client.client_id else None
         log.info(
@@ -232,10 +215,10 @@ class CaptureDaemon:
             zookeeper=s.zookeeper,
             seq=state.seq,
             known_znodes=len(state.tree),
-            topic=s.topic if publisher else None,
+            topic=s.topic if outlet.publisher else None,
             event_log=str(s.event_log_path(cluster)),
         )
-        excluded = _excluded(s.zookeeper, s.ha_path)
+        excluded = excluded_paths(zookeeper.split_hosts(s.connect_string())[1], s.ha_path)
         reader = TreeReader(
             client, self._inbox.put, self.now_ms, excluded, recursive=s.watch_mode == "recursive"
         )
@@ -254,11 +237,11 @@ class CaptureDaemon:
         tracker.begin_sync()
         generation = reader.sync()
         try:
-            self._loop(client, tracker, reader, generation, writer, publisher, store)
+            self._loop(client, tracker, reader, generation, outlet)
         finally:
             reader.close()
             client.remove_listener(on_state)
-            self._shutdown(tracker, writer, publisher, store)
+            outlet.close(tracker.state)
 
     def _loop(
         self,
@@ -266,14 +249,10 @@ class CaptureDaemon:
         tracker: Tracker,
         reader: TreeReader,
         generation: int,
-        writer: EventLogWriter,
-        publisher: Publisher | None,
-        store: CheckpointStore,
+        outlet: RecordOutlet,
     ) -> None:
         s = self.settings
         next_heartbeat = self._now() + s.heartbeat_s
-        next_delivered = self._now() + 1.0
-        next_checkpoint = self._now() + s.checkpoint_s
         while not self._stop.is_set():
             records: list[ChangeRecord] = []
             timeout = max(0.0, min(next_heartbeat - self._now(), 0.05))
@@ -301,91 +280,8 @@ class CaptureDaemon:
                 records.append(tracker.heartbeat())
                 next_heartbeat = now + s.heartbeat_s
             if records:
-                self._give_out(records, writer, publisher)
-            if publisher is not None:
-                publisher.poll(0)
-                self.metrics.backlog.set(publisher.backlog)
-                if now >= next_delivered:
-                    store.save_delivered(publisher.acked_through)
-                    next_delivered = now + 1.0
-            if now >= next_checkpoint:
-                store.save_tree(tracker.state.seq, dict(tracker.state.tree), background=True)
-                next_checkpoint = now + s.checkpoint_s
-
-    def _give_out(
-        self, records: list[ChangeRecord], writer: EventLogWriter, publisher: Publisher | None
-    ) -> None:
-        values = [r.to_avro() for r in records]
-        bodies = [writer.encode(v) for v in values]  # once, for the log and for Kafka
-        writer.append(values, bodies)  # the log first: what is logged is never lost
-        if publisher is not None:
-            if self._single_object_header is None:
-                publisher.publish(values)  # the registry's own framing
-            else:
-                header = self._single_object_header
-                publisher.publish(values, [header + body for body in bodies])
-        for record in records:
-            self.metrics.records.labels(record.op.value).inc()
-            if record.versions_skipped:
-                self.metrics.versions_skipped.inc(record.versions_skipped)
-            for event in record.events:
-                self.metrics.events.labels(event.type.value).inc()
-        self.metrics.seq.set(records[-1].seq)
-
-    def _shutdown(
-        self,
-        tracker: Tracker,
-        writer: EventLogWriter,
-        publisher: Publisher | None,
-        store: CheckpointStore,
-    ) -> None:
-        writer.close()
-        if publisher is not None:
-            if not publisher.flush(10.0):
-                log.warning("stopping with records not yet on Kafka", backlog=publisher.backlog)
-            store.save_delivered(publisher.acked_through)
-        store.save_tree(tracker.state.seq, dict(tracker.state.tree), background=False)
-        log.info("stopped", seq=tracker.state.seq)
-
-    # -- Kafka ----------------------------------------------------------------------------
-    def _publisher(self, cluster: str) -> Publisher:
-        s = self.settings
-        assert s.bootstrap_servers is not None
-        codec = SingleObjectCodec()
-        serialize = (
-            registry_serializer(s.schema_registry, codec.schema, s.topic)
-            if s.schema_registry
-            else codec.encode
-        )
-        # Single-object values are the log's record bytes behind this header: encoded once.
-        self._single_object_header = None if s.schema_registry else codec.header
-        publisher = Publisher(s.bootstrap_servers, s.topic, serialize, s.kafka_extra())
-
-        def on_ack(record: dict[str, Any]) -> None:
-            if record["op"] in ("CREATE", "UPDATE", "DELETE"):
-                self.metrics.lag.observe(max(0, self.now_ms() - record["ts_ms"]) / 1000)
-
-        publisher.on_ack = on_ack
-        return publisher
-
-    def _publish_backlog(self, store: CheckpointStore, publisher: Publisher, cluster: str) -> None:
-        """Records logged by an earlier run but maybe never acknowledged: publish those the
-        topic does not already hold, in log order."""
-        s = self.settings
-        assert s.bootstrap_servers is not None
-        backlog = list(store.records_after(store.delivered()))
-        if not backlog:
-            return
-        since = min(r["captured_ms"] for r in backlog) - 60_000
-        present = delivered_seqs(
-            s.bootstrap_servers, s.kafka_extra(), s.topic, cluster, since, s.connect_timeout_s
-        )
-        missing = [r for r in backlog if r["seq"] not in present]
-        log.info(
-            "publishing backlog", logged=len(backlog), already_on_kafka=len(backlog) - len(missing)
-        )
-        publisher.publish(missing)
-        publisher.poll(0)
+                outlet.give_out(records)
+            outlet.tick(tracker.state)
 
 
 def _drain(inbox: queue.SimpleQueue[tuple[Any, ...]], timeout: float) -> list[tuple[Any, ...]]:
@@ -401,9 +297,8 @@ def _drain(inbox: queue.SimpleQueue[tuple[Any, ...]], timeout: float) -> list[tu
     return items
 
 
-def _excluded(connect_string: str, ha_path: str) -> Callable[[str], bool]:
+def excluded_paths(chroot: str, ha_path: str) -> Callable[[str], bool]:
     """With Kafka at the ZooKeeper root, zkcdc's own election znodes are not Kafka's tree."""
-    _, chroot = zookeeper.split_hosts(connect_string)
     if chroot:
         return lambda path: False
     return lambda path: path == ha_path or path.startswith(ha_path + "/")

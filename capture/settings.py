@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from capture.errors import CaptureError
@@ -25,7 +25,15 @@ def default_state_root() -> Path:
 class CaptureSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="ignore")
 
-    zookeeper: str = Field(description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree")
+    zookeeper: str | None = Field(
+        default=None, description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree"
+    )
+    # watch: a ZooKeeper client's watches; txnlog: a ZooKeeper server's own data dir (its
+    # snapshot, then its transaction logs), every version with its exact zxid.
+    source: Literal["watch", "txnlog"] = "watch"
+    zk_data_dir: Path | None = None
+    chroot: str | None = None  # txnlog: Kafka's chroot [default: that of `zookeeper`, or none]
+    poll_interval_s: float = Field(default=0.002, gt=0, le=1)
     bootstrap_servers: str | None = None
     topic: str = "zkcdc.changes"
     topic_partitions: int = Field(default=6, ge=1)
@@ -51,18 +59,44 @@ class CaptureSettings(BaseSettings):
 
     @field_validator("zookeeper")
     @classmethod
-    def _connect_string(cls, value: str) -> str:
+    def _connect_string(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         hosts, _, _ = value.partition("/")
         if not re.fullmatch(r"[^,:/\s]+:\d+(,[^,:/\s]+:\d+)*", hosts):
             raise ValueError("must look like HOST:PORT[,HOST:PORT...][/chroot]")
         return value
 
-    @field_validator("ha_path")
+    @field_validator("ha_path", "chroot")
     @classmethod
-    def _absolute(cls, value: str) -> str:
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return value
         if not value.startswith("/") or value.endswith("/"):
             raise ValueError("must look like /a/b")
         return value
+
+    @model_validator(mode="after")
+    def _source_needs(self) -> CaptureSettings:
+        if self.source == "watch" and self.zookeeper is None:
+            raise ValueError("zookeeper: required with --source watch (HOST:PORT[/chroot])")
+        if self.source == "txnlog" and self.zk_data_dir is None:
+            raise ValueError("zk_data_dir: required with --source txnlog (ZooKeeper's dataDir)")
+        return self
+
+    def kafka_chroot(self) -> str:
+        """txnlog: the chroot of Kafka's tree in ZooKeeper's absolute paths ("" for none)."""
+        if self.chroot is not None:
+            return self.chroot
+        if self.zookeeper is None:
+            return ""
+        _, _, rest = self.zookeeper.partition("/")
+        return "/" + rest.rstrip("/") if rest.strip("/") else ""
+
+    def connect_string(self) -> str:
+        if self.zookeeper is None:
+            raise CaptureError("no ZooKeeper connect string given (--zookeeper)")
+        return self.zookeeper
 
     @classmethod
     def settings_customise_sources(

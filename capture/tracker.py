@@ -22,12 +22,14 @@ class TrackerState:
     cluster: str
     seq: int = 0
     tree: dict[str, Znode] = field(default_factory=dict)
+    zxid: int = 0  # txnlog mode: the last transaction read (the tree is as of it)
 
 
 class Tracker:
-    def __init__(self, state: TrackerState, now_ms: Callable[[], int]) -> None:
+    def __init__(self, state: TrackerState, now_ms: Callable[[], int], mode: str = "watch") -> None:
         self.state = state
         self._now_ms = now_ms
+        self.mode = mode
         self.session_id: int | None = None
         self._snapshot = not state.tree  # nothing known yet: the first sync is a snapshot
         self._seen: set[str] | None = None
@@ -91,10 +93,10 @@ class Tracker:
             path="",
             before=None,
             after=None,
-            zxid=None,
+            zxid=self.state.zxid or None,
             ts_ms=now,
             captured_ms=now,
-            source=Source("watch", self.session_id, False),
+            source=Source(self.mode, self.session_id, False),
         )
 
     def _record(
@@ -119,7 +121,7 @@ class Tracker:
             ts_ms=after.mtime_ms if after is not None else now,
             captured_ms=now,
             versions_skipped=skipped,
-            source=Source("watch", self.session_id, snapshot),
+            source=Source(self.mode, self.session_id, snapshot),
             events=tuple(router.decode(path, before, after)),
         )
 
@@ -137,6 +139,9 @@ def apply_records(state: TrackerState, records: Iterable[dict[str, Any]]) -> int
             continue
         state.seq = record["seq"]
         applied += 1
+        source = record["source"]
+        if source["mode"] == "txnlog" and not source["snapshot"] and record["zxid"]:
+            state.zxid = max(state.zxid, record["zxid"])
         op = record["op"]
         if op == "HEARTBEAT":
             continue

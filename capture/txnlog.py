@@ -155,34 +155,40 @@ def read_txn(entry: bytes, offset: int) -> Txn:
     return Txn(session, cxid, zxid, time_ms, kind, (read_op(kind, jute),), offset)
 
 
-def read_entries(data: bytes, start: int = HEADER_SIZE) -> Iterator[Txn | LogEnd]:
+def read_entries(data: bytes, start: int = HEADER_SIZE, base: int = 0) -> Iterator[Txn | LogEnd]:
     """The transactions of a log file's bytes from `start` (an entry's offset), then a LogEnd.
-    Raises TxnLogError at a checksum or framing that is wrong (with the offset)."""
-    if start == HEADER_SIZE and data[:4] != MAGIC:
+    `data` may be a piece of the file that begins at file offset `base`: offsets given out
+    are the file's. Raises TxnLogError at a checksum or framing that is wrong (with the offset)."""
+    if base == 0 and start == HEADER_SIZE and data[:4] != MAGIC:
         raise TxnLogError(f"not a ZooKeeper transaction log (starts {data[:4]!r})")
     pos = start
+    size = len(data)
     while True:
-        if pos + 12 > len(data):
-            yield LogEnd(pos, complete=pos == len(data) or not any(data[pos:]))
+        if pos + 12 > size:
+            zeros = data.count(0, pos) == size - pos
+            yield LogEnd(base + pos, complete=pos == size or zeros)
             return
         checksum, length = struct.unpack_from(">qi", data, pos)
         if length == 0 and checksum == 0:
-            yield LogEnd(pos, complete=True)  # preallocated zeros: the log goes on from here
+            yield LogEnd(base + pos, complete=True)  # preallocated zeros: the log goes on here
             return
         end = pos + 12 + length
         if length < 0:
-            raise TxnLogError(f"entry at {pos}: length {length}")
-        if end + 1 > len(data):
-            yield LogEnd(pos, complete=False)  # the file ends inside the entry: being written
+            raise TxnLogError(f"entry at {base + pos}: length {length}")
+        if end + 1 > size:
+            yield LogEnd(base + pos, complete=False)  # the data ends inside the entry
             return
         entry = data[pos + 12 : end]
         if zlib.adler32(entry) != checksum:
             if data[end] == 0:
                 # The end byte is written last: this entry is still being written.
-                yield LogEnd(pos, complete=False)
+                yield LogEnd(base + pos, complete=False)
                 return
-            raise TxnLogError(f"entry at {pos}: checksum mismatch")
+            raise TxnLogError(f"entry at {base + pos}: checksum mismatch")
         if data[end] != END_OF_ENTRY:
-            raise TxnLogError(f"entry at {pos}: no end-of-entry byte")
-        yield read_txn(entry, pos)
+            raise TxnLogError(f"entry at {base + pos}: no end-of-entry byte")
+        try:
+            yield read_txn(entry, base + pos)
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise TxnLogError(f"entry at {base + pos}: malformed record ({exc})") from exc
         pos = end + 1

@@ -35,4 +35,5 @@ def invalid_setting(exc: ValidationError) -> str:
     """The first problem of a settings object, as the one line the user sees."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
-    return f"invalid setting {where}: {first['msg']}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"invalid setting {where}: {message}" if where else f"invalid setting {message}"

@@ -44,8 +44,16 @@ def decode(broker_id: int, before: Znode | None, after: Znode | None) -> list[Cl
         if before is None:
             return []
         return [_event(EventType.BROKER_DEREGISTERED, broker_id, before, None)]
+    if after.data is None and (before is None or before.czxid != after.czxid):
+        # Kafka registers in one multi: create the znode empty (its czxid is the broker epoch),
+        # then set its data. Only the transaction log shows the empty step: nothing yet.
+        return (
+            []
+            if before is None
+            else [_event(EventType.BROKER_DEREGISTERED, broker_id, before, None)]
+        )
     registration = parse(after.data)
-    if before is None:
+    if before is None or (before.data is None and before.czxid == after.czxid):
         return [_event(EventType.BROKER_REGISTERED, broker_id, after, registration)]
     if before.czxid != after.czxid:
         # Deleted and created again between two reads: a restart with a new broker epoch.

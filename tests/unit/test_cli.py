@@ -47,7 +47,7 @@ def test_a_corrupt_state_file_is_reported_not_a_traceback(tmp_path: Path):
         ),
         (
             ["--chroot", "kafka"],
-            "zkcdc: error: invalid setting chroot: Value error, chroot must look like",
+            "zkcdc: error: invalid setting chroot: chroot must look like",
         ),
     ],
 )

@@ -1,0 +1,155 @@
+"""Where a capture daemon's records go, whatever their source (watches or ZooKeeper's
+transaction log): the event log first (what is logged is never lost), then Kafka; and the state
+a restart continues from (the checkpointed tree, the seq Kafka acknowledged)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from capture.avro_codec import SingleObjectCodec, registry_serializer
+from capture.checkpoint import CheckpointStore
+from capture.event_log import EventLogWriter
+from capture.metrics import CaptureMetrics
+from capture.publisher import Publisher, delivered_seqs
+from capture.records import ChangeRecord
+from capture.settings import CaptureSettings
+from capture.tracker import TrackerState
+from zkcdc import logs
+
+log = logs.get("zkcdc.capture")
+
+
+class RecordOutlet:
+    def __init__(
+        self,
+        settings: CaptureSettings,
+        cluster: str,
+        metrics: CaptureMetrics,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.cluster = cluster
+        self.metrics = metrics
+        self._now = now
+        self.store = CheckpointStore(
+            settings.state_path(cluster), settings.event_log_path(cluster), cluster
+        )
+        self._single_object_header: bytes | None = None
+        self.publisher = self._publisher() if settings.bootstrap_servers else None
+        self._writer: EventLogWriter | None = None
+        self._next_delivered = now() + 1.0
+        self._next_checkpoint = now() + settings.checkpoint_s
+
+    def load(self, followed: TrackerState | None = None) -> TrackerState:
+        """The state as of the last record given out: this host's checkpoint and event log, or
+        what a standby followed on the topic when that is further on."""
+        state = self.store.load(
+            on_damage=lambda d: log.warning(
+                "event log damaged", file=str(d.file), block=d.block, reason=d.reason
+            )
+        )
+        if followed is not None and followed.seq > state.seq:
+            log.info("taking over from the topic", seq=followed.seq, local_seq=state.seq)
+            state = followed
+        return state
+
+    def open(self) -> None:
+        """Publishes what an earlier run logged but Kafka may not hold, then opens the log."""
+        s = self.settings
+        if self.publisher is not None:
+            self._publish_backlog(self.publisher)
+        self._writer = EventLogWriter(
+            s.event_log_path(self.cluster),
+            self.cluster,
+            max_bytes=s.log_rotate_bytes,
+            max_age_s=s.log_rotate_s,
+            now=self._now,
+        )
+
+    def give_out(self, records: list[ChangeRecord]) -> None:
+        writer = self._writer
+        assert writer is not None, "open() first"
+        values = [r.to_avro() for r in records]
+        bodies = [writer.encode(v) for v in values]  # once, for the log and for Kafka
+        writer.append(values, bodies)  # the log first: what is logged is never lost
+        if self.publisher is not None:
+            if self._single_object_header is None:
+                self.publisher.publish(values)  # the registry's own framing
+            else:
+                header = self._single_object_header
+                self.publisher.publish(values, [header + body for body in bodies])
+        for record in records:
+            self.metrics.records.labels(record.op.value).inc()
+            if record.versions_skipped:
+                self.metrics.versions_skipped.inc(record.versions_skipped)
+            for event in record.events:
+                self.metrics.events.labels(event.type.value).inc()
+        self.metrics.seq.set(records[-1].seq)
+
+    def tick(self, state: TrackerState) -> None:
+        """Each turn of the daemon's loop: delivery reports, and now and then the checkpoint."""
+        now = self._now()
+        if self.publisher is not None:
+            self.publisher.poll(0)
+            self.metrics.backlog.set(self.publisher.backlog)
+            if now >= self._next_delivered:
+                self.store.save_delivered(self.publisher.acked_through)
+                self._next_delivered = now + 1.0
+        if now >= self._next_checkpoint:
+            self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid)
+            self._next_checkpoint = now + self.settings.checkpoint_s
+
+    def close(self, state: TrackerState) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self.publisher is not None:
+            if not self.publisher.flush(10.0):
+                log.warning(
+                    "stopping with records not yet on Kafka", backlog=self.publisher.backlog
+                )
+            self.store.save_delivered(self.publisher.acked_through)
+        self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid)
+        log.info("stopped", seq=state.seq)
+
+    # -- Kafka ----------------------------------------------------------------------------
+    def _publisher(self) -> Publisher:
+        s = self.settings
+        assert s.bootstrap_servers is not None
+        codec = SingleObjectCodec()
+        serialize = (
+            registry_serializer(s.schema_registry, codec.schema, s.topic)
+            if s.schema_registry
+            else codec.encode
+        )
+        # Single-object values are the log's record bytes behind this header: encoded once.
+        self._single_object_header = None if s.schema_registry else codec.header
+        publisher = Publisher(s.bootstrap_servers, s.topic, serialize, s.kafka_extra())
+
+        def on_ack(record: dict[str, Any]) -> None:
+            if record["op"] in ("CREATE", "UPDATE", "DELETE"):
+                lag_ms = int(self._now() * 1000) - record["ts_ms"]
+                self.metrics.lag.observe(max(0, lag_ms) / 1000)
+
+        publisher.on_ack = on_ack
+        return publisher
+
+    def _publish_backlog(self, publisher: Publisher) -> None:
+        """Records logged by an earlier run but maybe never acknowledged: publish those the
+        topic does not already hold, in log order."""
+        s = self.settings
+        assert s.bootstrap_servers is not None
+        backlog = list(self.store.records_after(self.store.delivered()))
+        if not backlog:
+            return
+        since = min(r["captured_ms"] for r in backlog) - 60_000
+        present = delivered_seqs(
+            s.bootstrap_servers, s.kafka_extra(), s.topic, self.cluster, since, s.connect_timeout_s
+        )
+        missing = [r for r in backlog if r["seq"] not in present]
+        log.info(
+            "publishing backlog", logged=len(backlog), already_on_kafka=len(backlog) - len(missing)
+        )
+        publisher.publish(missing)
+        publisher.poll(0)

@@ -1,0 +1,189 @@
+"""The pure core of the transaction-log capture mode: ZooKeeper's transactions applied to the
+known tree of Kafka's chroot, each change a record with its exact zxid, ZooKeeper's time and
+`before` image, and no version ever skipped.
+
+The start is a snapshot (READ records the first time; after a gap in the logs, what differs,
+with the versions that could not be seen counted as `versions_skipped`, as the watch mode
+does). Snapshots are fuzzy, so a transaction whose effect the tree already holds (a znode
+modified at or after its zxid, a delete of a znode that is not there) changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from capture.decoders import router
+from capture.records import ChangeRecord, Op, Source, Znode
+from capture.tracker import Tracker, TrackerState
+from capture.txnlog import (
+    CLOSE_SESSION,
+    CREATE,
+    CREATE2,
+    CREATE_CONTAINER,
+    CREATE_TTL,
+    DELETE,
+    DELETE_CONTAINER,
+    SET_DATA,
+    Txn,
+)
+from capture.zk_snapshot import Snapshot
+
+MODE = "txnlog"
+_CONTAINER_OWNER = -(1 << 63)  # EphemeralType.CONTAINER's ephemeralOwner (0x8000000000000000)
+_TTL_MARK = 0xFF << 56  # EphemeralType.TTL: the high byte set, the ttl below it
+
+
+def chroot_filter(chroot: str, excluded: Callable[[str], bool]) -> Callable[[str], str | None]:
+    """ZooKeeper's absolute path -> the path under the chroot ("/" for the chroot itself), or
+    None for paths outside it or excluded."""
+    prefix = chroot.rstrip("/")
+
+    def local(path: str) -> str | None:
+        if not prefix:
+            inner = path
+        elif path == prefix:
+            inner = "/"
+        elif path.startswith(prefix) and path[len(prefix)] == "/":
+            inner = path[len(prefix) :]
+        else:
+            return None
+        return None if excluded(inner) else inner
+
+    return local
+
+
+def _owner(op_type: int, ephemeral: bool, ttl: int | None, session: int) -> int:
+    if op_type == CREATE_CONTAINER:
+        return _CONTAINER_OWNER
+    if op_type == CREATE_TTL:
+        return (_TTL_MARK | (ttl or 0)) - (1 << 64)
+    return session if ephemeral else 0
+
+
+class TxnTracker:
+    def __init__(
+        self,
+        state: TrackerState,
+        now_ms: Callable[[], int],
+        chroot: str = "",
+        excluded: Callable[[str], bool] = lambda p: False,
+    ) -> None:
+        self.state = state
+        self._now_ms = now_ms
+        self._local = chroot_filter(chroot, excluded)
+        self._watch_like = Tracker(state, now_ms, mode=MODE)  # snapshot loads, heartbeats
+        self._touched: set[str] = set()  # paths the current transaction changed so far
+
+    def load_snapshot(self, snapshot: Snapshot) -> list[ChangeRecord]:
+        """The tree as of the snapshot: every znode as READ the first time, otherwise the
+        difference to what is known. Ends with a heartbeat that carries the snapshot's zxid,
+        so a restart knows where the log takes over."""
+        tracker = self._watch_like
+        tracker.begin_sync()
+        records: list[ChangeRecord] = []
+        for path, znode in snapshot.nodes.items():
+            local = self._local(path)
+            if local is not None:
+                records += tracker.read(local, znode)
+        records += tracker.end_sync()
+        self.state.zxid = snapshot.zxid
+        records.append(tracker.heartbeat())
+        return records
+
+    def heartbeat(self) -> ChangeRecord:
+        return self._watch_like.heartbeat()
+
+    def apply(self, txn: Txn) -> list[ChangeRecord]:
+        """The records of one committed transaction (several for a multi or a session close)."""
+        if txn.zxid <= self.state.zxid:
+            return []
+        self.state.zxid = txn.zxid
+        records: list[ChangeRecord] = []
+        local = self._local
+        self._touched.clear()
+        for op in txn.ops:
+            kind = op.type
+            if kind == CLOSE_SESSION:
+                # ZooKeeper before 3.6 did not log the ephemerals a session close deletes.
+                paths = [local(p) for p in op.paths] if op.paths else self._owned_by(txn)
+                for path in paths:
+                    self._delete(txn, path, records)
+                continue
+            path = None if op.path is None else local(op.path)
+            if path is None:
+                continue
+            if kind == SET_DATA:
+                self._set(txn, path, op.data, op.version or 0, records)
+            elif kind in (CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL):
+                owner = _owner(kind, op.ephemeral, op.ttl, txn.session_id)
+                self._create(txn, path, op.data, owner, records)
+            elif kind in (DELETE, DELETE_CONTAINER):
+                self._delete(txn, path, records)
+            # check, error, setACL, createSession, reconfig: nothing of Kafka's data changes
+        return records
+
+    def _applied(self, mzxid: int, zxid: int, path: str) -> bool:
+        """The tree already holds this transaction's change of `path`: a snapshot taken after
+        it. A multi's earlier operation on the same path (same zxid) does not count."""
+        return mzxid > zxid or (mzxid == zxid and path not in self._touched)
+
+    def _owned_by(self, txn: Txn) -> list[str | None]:
+        return [p for p, z in self.state.tree.items() if z.ephemeral_owner == txn.session_id]
+
+    def _create(
+        self, txn: Txn, path: str, data: bytes | None, owner: int, out: list[ChangeRecord]
+    ) -> None:
+        known = self.state.tree.get(path)
+        if known is not None and self._applied(known.mzxid, txn.zxid, path):
+            return  # the snapshot already holds it
+        if known is not None:
+            out.append(self._record(Op.DELETE, path, known, None, txn))
+        after = Znode(data, 0, txn.zxid, txn.zxid, txn.time_ms, txn.time_ms, owner)
+        self.state.tree[path] = after
+        self._touched.add(path)
+        out.append(self._record(Op.CREATE, path, None, after, txn))
+
+    def _set(
+        self, txn: Txn, path: str, data: bytes | None, version: int, out: list[ChangeRecord]
+    ) -> None:
+        known = self.state.tree.get(path)
+        if known is None or self._applied(known.mzxid, txn.zxid, path):
+            return  # deleted later in a fuzzy snapshot, or already applied
+        after = Znode(
+            data, version, known.czxid, txn.zxid, known.ctime_ms, txn.time_ms, known.ephemeral_owner
+        )
+        self.state.tree[path] = after
+        self._touched.add(path)
+        skipped = max(version - known.version - 1, 0)  # only after damage in the logs
+        out.append(self._record(Op.UPDATE, path, known, after, txn, skipped))
+
+    def _delete(self, txn: Txn, path: str | None, out: list[ChangeRecord]) -> None:
+        known = None if path is None else self.state.tree.get(path)
+        if path is None or known is None or known.czxid > txn.zxid:
+            return  # not there, or created again after this delete (fuzzy snapshot)
+        del self.state.tree[path]
+        out.append(self._record(Op.DELETE, path, known, None, txn))
+
+    def _record(
+        self,
+        op: Op,
+        path: str,
+        before: Znode | None,
+        after: Znode | None,
+        txn: Txn,
+        skipped: int = 0,
+    ) -> ChangeRecord:
+        self.state.seq += 1
+        return ChangeRecord(
+            cluster=self.state.cluster,
+            seq=self.state.seq,
+            op=op,
+            path=path,
+            before=before,
+            after=after,
+            zxid=txn.zxid,
+            ts_ms=txn.time_ms,
+            captured_ms=self._now_ms(),
+            versions_skipped=skipped,
+            source=Source(MODE, txn.session_id, False),
+            events=tuple(router.decode(path, before, after)),
+        )

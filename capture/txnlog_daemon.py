@@ -1,0 +1,116 @@
+"""`zkcdc capture --source txnlog`: beside a ZooKeeper server (leader, follower or observer:
+each logs every committed transaction), its newest snapshot, then its transaction logs, followed
+as they are written. No ZooKeeper session: nothing on the ensemble.
+
+Restarts resume after the last zxid given out (the checkpointed tree plus the event log's tail);
+if the logs no longer reach back that far (purged while zkcdc was down), the newest snapshot is
+compared with what is known, as the watch mode re-syncs, and the gap shows as versions_skipped."""
+
+from __future__ import annotations
+
+from capture.daemon import CaptureDaemon, excluded_paths
+from capture.metrics import serve
+from capture.publisher import ensure_topic
+from capture.record_outlet import RecordOutlet
+from capture.records import ChangeRecord
+from capture.txn_tracker import TxnTracker
+from capture.txnlog_source import cluster_id_in
+from capture.zk_data_dir import HistoryGap, LogDamage, LogReader, start_snapshot, version_dir
+from zkcdc import logs
+
+log = logs.get("zkcdc.capture")
+
+
+class TxnlogCaptureDaemon(CaptureDaemon):
+    def run(self) -> None:
+        s = self.settings
+        assert s.zk_data_dir is not None
+        directory = version_dir(s.zk_data_dir)
+        chroot = s.kafka_chroot()
+        cluster = s.cluster or cluster_id_in(directory, chroot)
+        server = None
+        try:
+            if s.bootstrap_servers:
+                retries = 1_000_000 if s.wait else 0
+                self._check_kafka(s.bootstrap_servers, s.kafka_extra(), retries)
+                ensure_topic(
+                    s.bootstrap_servers,
+                    s.kafka_extra(),
+                    s.topic,
+                    s.topic_partitions,
+                    s.connect_timeout_s,
+                )
+            if s.metrics_port is not None:
+                server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
+            self._connected = self._active = True
+            self.metrics.active.set(1)
+            self._follow(chroot, cluster)
+        finally:
+            if server is not None:
+                server.shutdown()
+            self._finished.set()
+
+    def _follow(self, chroot: str, cluster: str) -> None:
+        s = self.settings
+        outlet = RecordOutlet(s, cluster, self.metrics, self._now)
+        state = outlet.load()
+        outlet.open()
+        excluded = excluded_paths(chroot, s.ha_path)
+        tracker = TxnTracker(state, self.now_ms, chroot, excluded)
+        reader: LogReader | None = None
+        try:
+            records, reader = self._start(tracker)
+            log.info(
+                "capturing",
+                cluster=cluster,
+                source="txnlog",
+                zk_data_dir=str(reader.directory),
+                chroot=chroot or "/",
+                zxid=hex(state.zxid),
+                seq=state.seq,
+                known_znodes=len(state.tree),
+                topic=s.topic if outlet.publisher else None,
+                event_log=str(s.event_log_path(cluster)),
+            )
+            next_heartbeat = self._now() + s.heartbeat_s
+            while not self._stop.is_set():
+                batch = reader.poll()
+                for txn in batch:
+                    records.extend(tracker.apply(txn))
+                now = self._now()
+                if now >= next_heartbeat:
+                    records.append(tracker.heartbeat())
+                    next_heartbeat = now + s.heartbeat_s
+                if records:
+                    outlet.give_out(records)
+                    records = []
+                outlet.tick(state)
+                if not batch:
+                    self._stop.wait(s.poll_interval_s)
+        finally:
+            if reader is not None:
+                reader.close()
+            outlet.close(state)
+
+    def _start(self, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
+        """Where the log takes over: after the last zxid given out, or after a snapshot."""
+        s = self.settings
+        assert s.zk_data_dir is not None
+        directory = version_dir(s.zk_data_dir)
+        state = tracker.state
+        if state.zxid:
+            try:
+                return [], LogReader(directory, state.zxid, self._damaged)
+            except HistoryGap as exc:
+                log.warning(
+                    "transactions lost while stopped: re-syncing from a snapshot", reason=str(exc)
+                )
+        snapshot = start_snapshot(directory, lambda problem: log.warning(problem))
+        records = tracker.load_snapshot(snapshot)
+        log.info("snapshot read", zxid=hex(snapshot.zxid), records=len(records))
+        return records, LogReader(directory, snapshot.zxid, self._damaged)
+
+    def _damaged(self, damage: LogDamage) -> None:
+        log.error(
+            "transaction log damaged: entry skipped, never given out", detail=damage.describe()
+        )

@@ -1,0 +1,64 @@
+"""Change records from a ZooKeeper data dir: the whole retained history of a copy taken after an
+incident (`--from-txnlog`), and the cluster's name found in it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from capture.records import ChangeRecord
+from capture.tracker import TrackerState
+from capture.txn_tracker import TxnTracker
+from capture.txnlog import CREATE, CREATE2, SET_DATA, TxnLogError
+from capture.zk_data_dir import LogDamage, read_history, start_snapshot, version_dir
+
+
+def _id_of(data: bytes | None) -> str | None:
+    try:
+        value = json.loads(data or b"")["id"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return str(value)
+
+
+def cluster_id_in(directory: Path, chroot: str) -> str:
+    """Kafka's cluster id (`<chroot>/cluster/id`) as the newest snapshot holds it, or as the
+    logs wrote it. Raises TxnLogError when Kafka's tree is not there."""
+    path = chroot.rstrip("/") + "/cluster/id"
+    snapshot = start_snapshot(directory, lambda problem: None)
+    znode = snapshot.nodes.get(path)
+    if znode is not None and _id_of(znode.data):
+        return str(_id_of(znode.data))
+    found = None
+    for txn in read_history(directory, 0, lambda damage: None):
+        for op in txn.ops:
+            if op.path == path and op.type in (CREATE, CREATE2, SET_DATA):
+                found = _id_of(op.data) or found
+    if found is None:
+        raise TxnLogError(
+            f"no Kafka cluster id at {path} in {directory}: is the chroot right "
+            "(--chroot)? Or name the cluster (--cluster NAME)"
+        )
+    return found
+
+
+def history(
+    data_dir: Path,
+    chroot: str,
+    cluster: str | None,
+    on_problem: Callable[[str], None],
+    on_damage: Callable[[LogDamage], None],
+    excluded: Callable[[str], bool] = lambda p: False,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> Iterator[ChangeRecord]:
+    """Every change the data dir's files still hold for Kafka's chroot: the oldest snapshot the
+    logs continue from (READ records), then every logged transaction after it."""
+    directory = version_dir(data_dir)
+    name = cluster or cluster_id_in(directory, chroot)
+    snapshot = start_snapshot(directory, on_problem, oldest=True)
+    tracker = TxnTracker(TrackerState(cluster=name), now_ms, chroot, excluded)
+    yield from tracker.load_snapshot(snapshot)
+    for txn in read_history(directory, snapshot.zxid, on_damage):
+        yield from tracker.apply(txn)

@@ -1,0 +1,230 @@
+"""A ZooKeeper data dir's files: its snapshots, and its transaction logs read in zxid order as
+far as they are written, following appends, preallocated padding, an entry still being written,
+roll-over to a new `log.<zxid>` file and old files purged meanwhile.
+
+Only file reads happen here; what the bytes mean is `txnlog` and `zk_snapshot`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from capture.txnlog import HEADER_SIZE, MAGIC, LogEnd, Txn, TxnLogError, read_entries
+from capture.zk_snapshot import Snapshot, read_snapshot_file, zxid_of
+
+_SMALL_READ = 64 * 1024  # following a live log: new entries are few, the rest is padding
+_LARGE_READ = 8 * 1024 * 1024  # catching up
+
+
+@dataclass(frozen=True)
+class LogDamage:
+    """A log entry that cannot be read (its checksum or framing is wrong): never given out."""
+
+    file: Path
+    reason: str
+
+    def describe(self) -> str:
+        return f"damaged ZooKeeper log {self.file}: {self.reason}"
+
+
+class HistoryGap(TxnLogError):
+    """The logs no longer reach back to the zxid to resume after (purged meanwhile)."""
+
+
+def version_dir(data_dir: Path) -> Path:
+    """`DIR/version-2` (ZooKeeper's dataDir or dataLogDir), or DIR itself if it holds the files."""
+    nested = data_dir / "version-2"
+    if nested.is_dir():
+        return nested
+    if data_dir.is_dir() and (log_files(data_dir) or snapshot_files(data_dir)):
+        return data_dir
+    raise TxnLogError(f"{data_dir} holds no ZooKeeper data (no version-2 folder, no log.* files)")
+
+
+def _named(directory: Path, prefix: str) -> list[Path]:
+    files = []
+    for file in directory.glob(prefix + "*"):
+        try:
+            zxid_of(file)
+        except TxnLogError:
+            continue  # e.g. a .tmp file of ZooKeeper's
+        files.append(file)
+    return sorted(files, key=zxid_of)
+
+
+def log_files(directory: Path) -> list[Path]:
+    return _named(directory, "log.")
+
+
+def snapshot_files(directory: Path) -> list[Path]:
+    return _named(directory, "snapshot.")
+
+
+def start_snapshot(
+    directory: Path, on_problem: Callable[[str], None], oldest: bool = False
+) -> Snapshot:
+    """The newest readable snapshot (a live start), or with `oldest` the oldest one the logs
+    still continue from (the whole retained history). A snapshot still being written, or
+    damaged, is reported and passed over."""
+    logs = [zxid_of(f) for f in log_files(directory)]
+    candidates = snapshot_files(directory)
+    if oldest:
+        # Logs must continue from it: a log file starting at or before its zxid + 1.
+        candidates = [s for s in candidates if any(z <= zxid_of(s) + 1 for z in logs)] or candidates
+    else:
+        candidates.reverse()
+    for file in candidates:
+        try:
+            return read_snapshot_file(file)
+        except TxnLogError as exc:
+            on_problem(f"snapshot passed over: {exc}")
+    raise TxnLogError(f"no readable snapshot.<zxid> file in {directory}")
+
+
+class LogReader:
+    """The transactions after `after_zxid`, in zxid order, as far as written when `poll` is
+    called. A damaged entry is reported (file, offset) and the rest of its file skipped."""
+
+    def __init__(
+        self,
+        directory: Path,
+        after_zxid: int,
+        on_damage: Callable[[LogDamage], None],
+        *,
+        list_every_s: float = 0.02,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.directory = directory
+        self.last_zxid = after_zxid
+        self._on_damage = on_damage
+        self._list_every_s = list_every_s
+        self._now = now
+        self._listed_at = -1e18
+        self._file: Path | None = None
+        self._fd: int | None = None
+        self._pos = HEADER_SIZE
+        self._broken = False
+        self._chunk = _SMALL_READ
+        files = log_files(directory)
+        if files:
+            covering = [f for f in files if zxid_of(f) <= after_zxid + 1]
+            if not covering:
+                raise HistoryGap(
+                    f"the logs in {directory} start at zxid {zxid_of(files[0]):#x}, "
+                    f"after {after_zxid + 1:#x}: transactions in between were purged"
+                )
+            self._open(covering[-1])
+
+    @property
+    def file(self) -> Path | None:
+        return self._file
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def poll(self, limit: int = 20_000) -> list[Txn]:
+        out: list[Txn] = []
+        checked_newer = False
+        while len(out) < limit:
+            if self._fd is None:
+                if not self._open_next(force=True):
+                    break
+                continue
+            txns, end = self._read() if not self._broken else ([], None)
+            for txn in txns:
+                if txn.zxid > self.last_zxid:
+                    out.append(txn)
+                    self.last_zxid = txn.zxid
+            if txns:
+                continue
+            if checked_newer:
+                # ZooKeeper rolls to a new file only after flushing this one, and this read
+                # came after the new file was seen: this one is complete.
+                if end is not None and not end.complete:
+                    self._on_damage(
+                        LogDamage(self._file or self.directory, f"torn entry at {end.offset}")
+                    )
+                self.close()
+                checked_newer = False
+                continue
+            if self._newer() is None:
+                break  # the end of what is written so far
+            checked_newer = True  # read this file once more before moving on
+        return out
+
+    # -- files --------------------------------------------------------------------------
+    def _newer(self, force: bool = False) -> Path | None:
+        now = self._now()
+        if not force and now - self._listed_at < self._list_every_s:
+            return None
+        self._listed_at = now
+        current = zxid_of(self._file) if self._file is not None else -1
+        later = [f for f in log_files(self.directory) if zxid_of(f) > current]
+        return later[0] if later else None
+
+    def _open_next(self, force: bool) -> bool:
+        nxt = self._newer(force)
+        if nxt is None:
+            return False
+        if self._file is None and zxid_of(nxt) > self.last_zxid + 1:
+            raise HistoryGap(f"{nxt.name} starts after zxid {self.last_zxid + 1:#x}")
+        return self._open(nxt)
+
+    def _open(self, file: Path) -> bool:
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            return False  # purged between listing and opening: the next listing moves on
+        header = os.pread(fd, HEADER_SIZE, 0)
+        if len(header) < HEADER_SIZE:
+            os.close(fd)  # just created: its header is not written yet
+            return False
+        self._file, self._fd, self._pos, self._broken = file, fd, HEADER_SIZE, False
+        self._chunk = _SMALL_READ
+        if header[:4] != MAGIC:
+            self._broken = True
+            self._on_damage(LogDamage(file, f"not a ZooKeeper transaction log ({header[:4]!r})"))
+        return True
+
+    def _read(self) -> tuple[list[Txn], LogEnd | None]:
+        assert self._fd is not None
+        while True:
+            size = self._chunk
+            data = os.pread(self._fd, size, self._pos)
+            txns: list[Txn] = []
+            end: LogEnd | None = None
+            try:
+                for item in read_entries(data, 0, base=self._pos):
+                    if isinstance(item, LogEnd):
+                        end = item
+                    else:
+                        txns.append(item)
+            except TxnLogError as exc:
+                self._on_damage(LogDamage(self._file or self.directory, str(exc)))
+                self._broken = True
+                return txns, None
+            assert end is not None
+            cut_by_us = not end.complete and len(data) == size
+            self._pos = end.offset
+            if cut_by_us and not txns:
+                self._chunk = min(size * 2, 1 << 30)  # one entry larger than the read
+                continue
+            self._chunk = _LARGE_READ if len(data) == size and txns else _SMALL_READ
+            return txns, end
+
+
+def read_history(
+    directory: Path, after_zxid: int, on_damage: Callable[[LogDamage], None]
+) -> Iterator[Txn]:
+    """Every logged transaction after `after_zxid` (a copy of a data dir: nothing is written)."""
+    reader = LogReader(directory, after_zxid, on_damage, list_every_s=0.0)
+    try:
+        while batch := reader.poll():
+            yield from batch
+    finally:
+        reader.close()
