@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from capture.errors import CaptureError
 from capture.event_log import Damage, EventLogError, log_files, read_records
 from capture.record_filter import LogStats, RecordFilter, parse_time
 from capture.settings import load_settings
+from capture.zk_data_dir import LogDamage
 from zkcdc import logs
 from zkcdc.cli_options import key_values, option_group
 
@@ -112,13 +113,32 @@ def _line(record: dict[str, Any]) -> str:
     )
 
 
-def _read(path: Path, keep: Callable[[dict[str, Any]], bool]) -> Iterator[dict[str, Any]]:
-    """The log's records that `keep` accepts; damaged blocks are reported on stderr at the end,
-    and then the command exits 1."""
-    damaged: list[Damage] = []
-    if not log_files(path):
-        raise EventLogError(f"no event log files in {path}")
-    yield from (r for r in read_records(path, damaged.append) if keep(r))
+def _read(
+    path: Path | None,
+    txnlog: Path | None,
+    chroot: str,
+    keep: RecordFilter,
+) -> Iterator[dict[str, Any]]:
+    """The records (of an event log, or of a ZooKeeper data dir's files) that `keep` accepts;
+    damage is reported on stderr at the end, and then the command exits 1."""
+    damaged: list[Damage | LogDamage] = []
+    records: Iterator[dict[str, Any]]
+    if (path is None) == (txnlog is None):
+        raise CaptureError("give an event log PATH or --from-txnlog DIR (one of them)")
+    if txnlog is not None:
+        from capture.txnlog_source import history
+
+        def problem(text: str) -> None:
+            click.echo(f"zkcdc: {text}", err=True)
+
+        found = history(txnlog, chroot, keep.cluster, problem, damaged.append)
+        records = (r.to_avro() for r in found)
+    else:
+        assert path is not None
+        if not log_files(path):
+            raise EventLogError(f"no event log files in {path}")
+        records = read_records(path, damaged.append)
+    yield from (r for r in records if keep(r))
     for damage in damaged:
         click.echo(f"zkcdc: {damage.describe()}", err=True)
     if damaged:
@@ -131,6 +151,13 @@ def _times(ctx: click.Context, param: click.Parameter, value: str | None) -> int
     except CaptureError as exc:
         raise click.BadParameter(str(exc)) from exc
 
+
+source_options = option_group(
+    click.argument("path", required=False, type=click.Path(exists=True, path_type=Path)),
+    click.option("--from-txnlog", "txnlog", type=click.Path(exists=True, file_okay=False,
+                 path_type=Path), help="Instead of PATH: a ZooKeeper data dir (or a copy of it)."),
+    click.option("--chroot", default="", help="With --from-txnlog: Kafka's chroot, e.g. /kafka."),
+)  # fmt: skip
 
 filter_options = option_group(
     click.option("--path-prefix", help="Only records of znodes under this path."),
@@ -156,27 +183,29 @@ def _filter(
 
 
 @events.command("cat")
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@source_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @filter_options
-def cat(path: Path, as_json: bool, **filters: Any) -> None:
-    """Print the records of an event log file or folder."""
+def cat(path: Path | None, txnlog: Path | None, chroot: str, as_json: bool, **filters: Any) -> None:
+    """Print the records of an event log file or folder (or of a ZooKeeper data dir)."""
     try:
-        for record in _read(path, _filter(**filters)):
+        for record in _read(path, txnlog, chroot, _filter(**filters)):
             click.echo(json.dumps(_plain(record)) if as_json else _line(record))
     except BrokenPipeError:
         sys.stderr.close()
 
 
 @events.command("stats")
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@source_options
 @click.option("--json", "as_json", is_flag=True, help="The counts as one JSON object.")
 @filter_options
-def stats(path: Path, as_json: bool, **filters: Any) -> None:
+def stats(
+    path: Path | None, txnlog: Path | None, chroot: str, as_json: bool, **filters: Any
+) -> None:
     """Counts by op and event type, time span, seq range and versions skipped of a log."""
     counted = LogStats()
     try:
-        for record in _read(path, _filter(**filters)):
+        for record in _read(path, txnlog, chroot, _filter(**filters)):
             counted.add(record)
     finally:
         if as_json:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from capture.event_log import EventLogWriter
 from capture.records import ChangeRecord
 from capture.tracker import TrackerState
 from capture.txn_tracker import TxnTracker
@@ -62,3 +63,31 @@ def history(
     yield from tracker.load_snapshot(snapshot)
     for txn in read_history(directory, snapshot.zxid, on_damage):
         yield from tracker.apply(txn)
+
+
+def write_event_log(records: Iterator[ChangeRecord], folder: Path, batch: int = 5_000) -> int:
+    """Writes records as an event log (what replay and the alert job read); returns how many."""
+    written = 0
+    writer: EventLogWriter | None = None
+    chunk: list[ChangeRecord] = []
+
+    def flush() -> None:
+        nonlocal writer
+        if writer is None:
+            writer = EventLogWriter(folder, chunk[0].cluster, now=time.time)
+        values = [r.to_avro() for r in chunk]
+        writer.append(values, [writer.encode(v) for v in values])
+        chunk.clear()
+
+    try:
+        for record in records:
+            chunk.append(record)
+            written += 1
+            if len(chunk) >= batch:
+                flush()
+        if chunk:
+            flush()
+    finally:
+        if writer is not None:
+            writer.close()
+    return written

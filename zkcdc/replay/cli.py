@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
 from capture.event_log import Damage, log_files, scan_blocks
+from capture.zk_data_dir import LogDamage
 from streaming.rule_settings import RuleSettings
 from zkcdc.cli_options import key_values
 from zkcdc.replay.errors import ReplayError
@@ -28,7 +30,11 @@ def _report(damage: Damage) -> None:
 
 
 @click.command()
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--from-txnlog", "txnlog", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Instead of PATH: a ZooKeeper data dir (or a copy), its whole retained history.")  # fmt: skip
+@click.option("--chroot", default="", help="With --from-txnlog: Kafka's chroot, e.g. /kafka.")
+@click.option("--cluster", help="With --from-txnlog: the cluster's name [default: /cluster/id].")
 @click.option("--bootstrap-servers", help="Re-publish the records to this Kafka.")
 @click.option("--topic", default="zkcdc.changes", show_default=True)
 @click.option("--speed", type=float, default=0.0, show_default=True,
@@ -44,7 +50,10 @@ def _report(damage: Damage) -> None:
               help="Override a rule setting (with --alerts-out).")  # fmt: skip
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
 def replay(
-    path: Path,
+    path: Path | None,
+    txnlog: Path | None,
+    chroot: str,
+    cluster: str | None,
     bootstrap_servers: str | None,
     topic: str,
     speed: float,
@@ -56,12 +65,50 @@ def replay(
     master: str,
 ) -> None:
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
+    if (path is None) == (txnlog is None):
+        raise ReplayError("give an event log PATH or --from-txnlog DIR (one of them)")
     if bool(bootstrap_servers) == bool(alerts_out):
         raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
     if speed < 0:
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
         raise ReplayError("--state-out goes with --alerts-out")
+    if txnlog is None:
+        assert path is not None
+        _replay(path, path, bootstrap_servers, topic, speed, checkpoint, from_start,
+                alerts_out, state_out, rules, master)  # fmt: skip
+        return
+    from capture.txnlog_source import history, write_event_log
+
+    def problem(text: str) -> None:
+        click.echo(f"zkcdc: {text}", err=True)
+
+    damaged: list[LogDamage] = []
+    with tempfile.TemporaryDirectory(prefix="zkcdc-txnlog-") as scratch:
+        log = Path(scratch) / "events"
+        count = write_event_log(history(txnlog, chroot, cluster, problem, damaged.append), log)
+        click.echo(f"zkcdc: {count} records from the transaction logs in {txnlog}", err=True)
+        for damage in damaged:
+            click.echo(f"zkcdc: {damage.describe()}", err=True)
+        _replay(log, txnlog, bootstrap_servers, topic, speed, checkpoint, from_start,
+                alerts_out, state_out, rules, master)  # fmt: skip
+    if damaged:
+        sys.exit(1)
+
+
+def _replay(
+    path: Path,
+    identity: Path,
+    bootstrap_servers: str | None,
+    topic: str,
+    speed: float,
+    checkpoint: Path | None,
+    from_start: bool,
+    alerts_out: Path | None,
+    state_out: Path | None,
+    rules: dict[str, str],
+    master: str,
+) -> None:
     if not log_files(path):
         raise ReplayError(f"no event log files in {path}")
     if alerts_out is not None:
@@ -75,7 +122,8 @@ def replay(
         click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
     else:
         assert bootstrap_servers is not None
-        damaged = _into_kafka(path, bootstrap_servers, topic, speed, checkpoint, from_start)
+        file = checkpoint or default_checkpoint(identity, bootstrap_servers, topic)
+        damaged = _into_kafka(path, bootstrap_servers, topic, speed, file, from_start)
     if damaged:
         click.echo(
             f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
@@ -88,12 +136,11 @@ def _into_kafka(
     bootstrap: str,
     topic: str,
     speed: float,
-    checkpoint_file: Path | None,
+    file: Path,
     from_start: bool,
 ) -> list[Damage]:
     from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka
 
-    file = checkpoint_file or default_checkpoint(path, bootstrap, topic)
     checkpoint = Checkpoint(file) if from_start else Checkpoint.load(file)
     if checkpoint.done:
         raise ReplayError(
