@@ -1,0 +1,138 @@
+"""The snapshot and log readers on files real ZooKeeper servers write: Kafka's bundled 3.8.4 and
+Debian's 3.8.0, each a standalone server of the test's own that snapshots and rolls its log over
+every few hundred transactions and grows its files past their preallocation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from zookeeper_servers import zookeeper_server
+
+from capture.records import Znode
+from capture.tracker import TrackerState
+from capture.txn_tracker import TxnTracker
+from capture.zk_data_dir import (
+    LogDamage,
+    LogReader,
+    log_files,
+    read_history,
+    snapshot_files,
+    start_snapshot,
+)
+
+pytestmark = pytest.mark.integration
+
+KINDS = ["kafka-3.8.4", "debian-3.8.0"]
+
+
+def walk(client: KazooClient, path: str = "/") -> dict[str, Znode]:
+    data, stat = client.get(path)
+    out = {
+        path: Znode(
+            data, stat.version, stat.czxid, stat.mzxid, stat.ctime, stat.mtime, stat.ephemeralOwner
+        )
+    }
+    for child in client.get_children(path):
+        out.update(walk(client, path.rstrip("/") + "/" + child))
+    return out
+
+
+def rebuilt(directory: Path, oldest: bool) -> dict[str, Znode]:
+    damaged: list[LogDamage] = []
+    snapshot = start_snapshot(directory, lambda p: pytest.fail(p), oldest=oldest)
+    tracker = TxnTracker(TrackerState("c"), lambda: 0)
+    tracker.load_snapshot(snapshot)
+    for txn in read_history(directory, snapshot.zxid, damaged.append):
+        tracker.apply(txn)
+    assert damaged == []
+    return tracker.state.tree
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_snapshot_and_the_logs_after_it_rebuild_the_servers_tree_exactly(kind, tmp_path):
+    with zookeeper_server(kind, tmp_path) as server:
+        client = KazooClient(server.hosts)
+        client.start(30)
+        client.create("/k/brokers/topics", b"", makepath=True)
+        for n in range(150):
+            client.create(f"/k/brokers/topics/t{n}", b'{"version":3}', include_data=n % 2 == 0)
+        for version in range(1, 4):
+            for n in range(0, 150, 3):
+                client.set(f"/k/brokers/topics/t{n}", f'{{"v":{version}}}'.encode())
+        owner = KazooClient(server.hosts)
+        owner.start(30)
+        owner.create("/k/brokers/ids/1", b'{"version":5}', ephemeral=True, makepath=True)
+        owner.create("/k/brokers/ids/2", b'{"version":5}', ephemeral=True)
+        owner.stop()  # the close deletes both
+        t = client.transaction()
+        t.check("/k/brokers/topics/t0", 3)
+        t.set_data("/k/brokers/topics/t0", b"multi")
+        t.create("/k/brokers/topics/m", b"")
+        t.delete("/k/brokers/topics/t1")
+        t.commit()
+        for n in range(100, 150):
+            client.delete(f"/k/brokers/topics/t{n}")
+        client.create("/k/last", b"ephemeral of a live session", ephemeral=True)
+        expected = walk(client)
+        directory = server.txnlog_dir
+        assert len(snapshot_files(directory)) >= 3 and len(log_files(directory)) >= 3
+        assert rebuilt(directory, oldest=False) == expected
+        assert rebuilt(directory, oldest=True) == expected
+        client.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_following_a_live_log_through_roll_overs_and_purges_misses_and_repeats_nothing(
+    kind, tmp_path
+):
+    with zookeeper_server(kind, tmp_path, snap_count=300, prealloc_kb=8) as server:
+        writes = 1_500
+        done = threading.Event()
+        failed: list[BaseException] = []
+        purged: set[Path] = set()
+
+        def write() -> None:
+            try:
+                write_all()
+            except BaseException as exc:
+                failed.append(exc)
+            done.set()
+
+        def write_all() -> None:
+            client = KazooClient(server.hosts)
+            client.start(30)
+            client.create("/k/p", b"0", makepath=True)
+            for n in range(1, writes + 1):
+                client.set("/k/p", str(n).encode())
+                if n == writes * 3 // 4:
+                    before = set(log_files(server.txnlog_dir))
+                    server.purge(keep=3)  # old files go while they are being followed
+                    purged.update(before - set(log_files(server.txnlog_dir)))
+            client.stop()
+
+        reader = LogReader(
+            server.txnlog_dir, 0, lambda d: pytest.fail(d.describe()), list_every_s=0.01
+        )
+        writer = threading.Thread(target=write)
+        writer.start()
+        zxids: list[int] = []
+        versions: list[int] = []
+        deadline = time.monotonic() + 120
+        while not (done.is_set() and writer.join(0) is None and versions[-1:] == [writes]):
+            assert time.monotonic() < deadline, (
+                f"followed up to version {versions[-1:]}\n{server.tail()}"
+            )
+            for txn in reader.poll():
+                zxids.append(txn.zxid)
+                versions += [
+                    op.version or 0 for op in txn.ops if op.path == "/k/p" and op.type == 5
+                ]
+            time.sleep(0.002)
+        reader.close()
+        assert zxids == list(range(1, zxids[-1] + 1)), "a transaction was missed or read twice"
+        assert versions == list(range(1, writes + 1))
+        assert server.txnlog_dir / "log.1" in purged

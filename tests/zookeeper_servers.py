@@ -1,0 +1,140 @@
+"""Standalone ZooKeeper servers of a test's own, for reading the files a real server writes:
+the 3.8.4 bundled with Kafka's jars, and Debian bookworm's 3.8.0 package (`apt-get download`,
+unpacked into the cache: no root install). A small `snapCount` makes the server snapshot and
+roll its log over within a test; a small `preAllocSize` makes it grow the file past padding."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from zkcdc.stack import StackSettings
+from zkcdc.stack.artifacts import ArtifactCache, kafka_jars
+from zkcdc.stack.probes import free_port_block, zookeeper_mode
+from zkcdc.stack.processes import tail
+
+DEBIAN_PACKAGE = "libzookeeper-java"  # zookeeper.jar + zookeeper-jute.jar, 3.8.0
+
+
+def kafka_libs() -> list[Path]:
+    settings = StackSettings()
+    return ArtifactCache(settings.cache_dir).fetch(kafka_jars(settings.kafka_version))
+
+
+def debian_zookeeper_jars() -> list[Path]:
+    """Debian's ZooKeeper 3.8.0 jars, downloaded and unpacked once into the cache."""
+    target = StackSettings().cache_dir / "debian-zookeeper"
+    jars = [target / "usr/share/java/zookeeper.jar", target / "usr/share/java/zookeeper-jute.jar"]
+    if all(j.is_file() for j in jars):
+        return jars
+    work = target.with_name("debian-zookeeper.download")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    fetched = subprocess.run(
+        ["apt-get", "download", DEBIAN_PACKAGE], cwd=work, capture_output=True, text=True
+    )
+    if fetched.returncode != 0:
+        # A machine whose package lists were never read: read them, then try again.
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+        fetched = subprocess.run(
+            ["apt-get", "download", DEBIAN_PACKAGE], cwd=work, capture_output=True, text=True
+        )
+    assert fetched.returncode == 0, f"apt-get download {DEBIAN_PACKAGE} failed: {fetched.stderr}"
+    (deb,) = work.glob("*.deb")
+    shutil.rmtree(target, ignore_errors=True)
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True)
+    shutil.rmtree(work, ignore_errors=True)
+    assert all(j.is_file() for j in jars), f"{DEBIAN_PACKAGE} did not hold {jars}"
+    return jars
+
+
+def classpath(kind: str) -> list[Path]:
+    libs = kafka_libs()
+    if kind == "kafka-3.8.4":
+        return libs
+    # Debian's server with Kafka's copies of what it needs (slf4j, netty, commons-*, ...).
+    others = [j for j in libs if not j.name.startswith("zookeeper-")]
+    return [*debian_zookeeper_jars(), *others]
+
+
+@dataclass
+class ZookeeperServer:
+    kind: str
+    port: int
+    data_dir: Path
+    log_file: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def txnlog_dir(self) -> Path:
+        return self.data_dir / "version-2"
+
+    def tail(self) -> str:
+        return tail(self.log_file, 40)
+
+    def purge(self, keep: int = 3) -> None:
+        """ZooKeeper's own PurgeTxnLog: keeps the newest `keep` snapshots and their logs."""
+        done = subprocess.run(
+            ["java", "-cp", ":".join(map(str, classpath(self.kind))),
+             "org.apache.zookeeper.server.PurgeTxnLog", str(self.data_dir), str(self.data_dir),
+             "-n", str(keep)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@contextmanager
+def zookeeper_server(
+    kind: str, work: Path, snap_count: int = 200, prealloc_kb: int = 16
+) -> Iterator[ZookeeperServer]:
+    port = free_port_block(1)
+    data = work / "data"
+    data.mkdir(parents=True)
+    config = work / "zoo.cfg"
+    config.write_text(
+        f"tickTime=500\ndataDir={data}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
+        f"snapCount={snap_count}\npreAllocSize={prealloc_kb}\nadmin.enableServer=false\n"
+        "4lw.commands.whitelist=*\nautopurge.purgeInterval=0\n"
+    )
+    (work / "log4j.properties").write_text(
+        "log4j.rootLogger=INFO, file\nlog4j.appender.file=org.apache.log4j.FileAppender\n"
+        f"log4j.appender.file.File={work / 'zookeeper.log'}\n"
+        "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+        "log4j.appender.file.layout.ConversionPattern=%d %p %c{1}: %m%n\n"
+    )
+    log_file = work / "zookeeper.log"
+    out = (work / "stdout.log").open("wb")
+    process = subprocess.Popen(
+        ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}",
+         "-cp", ":".join(map(str, classpath(kind))),
+         "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
+        stdout=out, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    server = ZookeeperServer(kind, port, data, log_file, process)
+    try:
+        deadline = time.monotonic() + 60
+        while zookeeper_mode("127.0.0.1", port) is None:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"ZooKeeper {kind} did not start:\n{(work / 'stdout.log').read_text()[-3000:]}"
+                    f"\n{tail(log_file, 40)}"
+                )
+            time.sleep(0.2)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        out.close()
