@@ -9,9 +9,18 @@ import json
 from capture.records import Op, Znode
 from capture.tracker import TrackerState, apply_records
 from capture.txn_tracker import TxnTracker
-from capture.txnlog import CHECK, CLOSE_SESSION, CREATE, CREATE2, DELETE, ERROR, MULTI, SET_DATA
+from capture.txnlog import (
+    CHECK,
+    CLOSE_SESSION,
+    CREATE,
+    CREATE2,
+    DELETE,
+    ERROR,
+    MULTI,
+    SET_DATA,
+    Txn,
+)
 from capture.txnlog import Op as TxnOp
-from capture.txnlog import Txn
 from capture.zk_snapshot import Snapshot
 
 SESSION = 0x77
