@@ -9,6 +9,7 @@ modified at or after its zxid, a delete of a znode that is not there) changes no
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from capture.decoders import router
@@ -86,11 +87,16 @@ class TxnTracker:
                 records += tracker.read(local, znode)
         records += tracker.end_sync()
         self.state.zxid = snapshot.zxid
-        records.append(tracker.heartbeat())
+        # Its time is the snapshot's (its newest change), not now: a copy read long after must
+        # not move the alert rules' event time past the transactions that follow.
+        newest = max((z.mtime_ms for z in snapshot.nodes.values()), default=0)
+        records.append(self.heartbeat(newest))
         return records
 
-    def heartbeat(self) -> ChangeRecord:
-        return self._watch_like.heartbeat()
+    def heartbeat(self, ts_ms: int | None = None) -> ChangeRecord:
+        """ZooKeeper's time has reached `ts_ms` (default now) with nothing else to record."""
+        record = self._watch_like.heartbeat()
+        return record if ts_ms is None else dataclasses.replace(record, ts_ms=ts_ms)
 
     def apply(self, txn: Txn) -> list[ChangeRecord]:
         """The records of one committed transaction (several for a multi or a session close)."""

@@ -20,6 +20,8 @@ from zkcdc import logs
 
 log = logs.get("zkcdc.capture")
 
+_BATCH = 20_000  # transactions per turn
+
 
 class TxnlogCaptureDaemon(CaptureDaemon):
     def run(self) -> None:
@@ -74,11 +76,13 @@ class TxnlogCaptureDaemon(CaptureDaemon):
             )
             next_heartbeat = self._now() + s.heartbeat_s
             while not self._stop.is_set():
-                batch = reader.poll()
+                batch = reader.poll(_BATCH)
                 for txn in batch:
                     records.extend(tracker.apply(txn))
                 now = self._now()
-                if now >= next_heartbeat:
+                # Heartbeats say "nothing else up to now": only once caught up with the log,
+                # never between transactions of the past (their time is ZooKeeper's).
+                if now >= next_heartbeat and len(batch) < _BATCH:
                     records.append(tracker.heartbeat())
                     next_heartbeat = now + s.heartbeat_s
                 if records:

@@ -53,16 +53,27 @@ def history(
     on_damage: Callable[[LogDamage], None],
     excluded: Callable[[str], bool] = lambda p: False,
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    heartbeat_ms: int = 1_000,
 ) -> Iterator[ChangeRecord]:
     """Every change the data dir's files still hold for Kafka's chroot: the oldest snapshot the
-    logs continue from (READ records), then every logged transaction after it."""
+    logs continue from (READ records), then every logged transaction after it. Where ZooKeeper's
+    clock moved on by `heartbeat_ms` without a change in the chroot (other transactions show
+    it), a heartbeat at that time keeps the alert rules' timers going, as live heartbeats do."""
     directory = version_dir(data_dir)
     name = cluster or cluster_id_in(directory, chroot)
     snapshot = start_snapshot(directory, on_problem, oldest=True)
     tracker = TxnTracker(TrackerState(cluster=name), now_ms, chroot, excluded)
-    yield from tracker.load_snapshot(snapshot)
+    records = tracker.load_snapshot(snapshot)
+    last_ms = records[-1].ts_ms
+    yield from records
     for txn in read_history(directory, snapshot.zxid, on_damage):
-        yield from tracker.apply(txn)
+        changed = tracker.apply(txn)
+        if changed:
+            last_ms = txn.time_ms
+            yield from changed
+        elif txn.time_ms - last_ms >= heartbeat_ms:
+            last_ms = txn.time_ms
+            yield tracker.heartbeat(txn.time_ms)
 
 
 def write_event_log(records: Iterator[ChangeRecord], folder: Path, batch: int = 5_000) -> int:

@@ -3,12 +3,18 @@ of every write with its zxid, through kill -9 and restart without a gap or a dup
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 from capture_harness import changes
+from conftest import wait_until
+from kafka_tree import controller_id, partition_state, registered_brokers
 from kazoo.client import KazooClient
 from zookeeper_servers import zookeeper_server
 
@@ -151,3 +157,143 @@ def test_in_a_write_storm_txnlog_mode_records_every_version_while_watch_mode_cou
     skipped = sum(r["versions_skipped"] for r in watched)
     assert len(watched) + skipped == writes, "watch mode: every version seen or counted skipped"
     print(f"watch mode saw {len(watched)} of {writes} versions and reported {skipped} skipped")
+
+
+def _versions(records):
+    """(path, czxid, version) -> the record that made that version (the last one, if several)."""
+    return {
+        (r["path"], r["after"]["czxid"], r["after"]["version"]): r
+        for r in records
+        if r["op"] in ("READ", "CREATE", "UPDATE") and r["after"] is not None
+    }
+
+
+def _restart(cluster, kafka_zk, broker_id):
+    cluster.start_broker(broker_id)
+    wait_until(lambda: broker_id in registered_brokers(kafka_zk), what=f"broker {broker_id} back")
+
+
+def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_and_its_alerts(
+    cluster, kafka_zk, new_topic, start_capture, tmp_path
+):
+    """Acceptance 2 and 3 of issue 8: broker stop, controller failover and a reassignment on
+    real Kafka, captured by both modes at once; then a copy of ZooKeeper's data dir, replayed
+    through the alert rules with --from-txnlog, gives the incident's alerts."""
+    connect = cluster.zookeeper_hosts + cluster.chroot
+    data_dir = cluster.zookeeper_txnlog_dir().parent
+    txnlog_log, watch_log = tmp_path / "txnlog-events", tmp_path / "watch-events"
+    txnlog = start_capture(connect, "--source", "txnlog", "--zk-data-dir", str(data_dir),
+                           "--event-log", str(txnlog_log))  # fmt: skip
+    watch = start_capture(connect, "--event-log", str(watch_log))
+    txnlog.wait_logged("capturing")
+    watch.wait_logged("in sync")
+    began_ms = int(time.time() * 1000)
+
+    topic = new_topic(partitions=2, replication_factor=3)
+    before = wait_until(
+        lambda: (s := partition_state(kafka_zk, topic, 0)) and len(s["isr"]) == 3 and s,
+        what="a full ISR",
+    )
+    follower = next(b for b in before["isr"] if b != before["leader"])
+    cluster.stop_broker(follower, signal.SIGTERM)
+    try:
+        wait_until(
+            lambda: (
+                follower not in (partition_state(kafka_zk, topic, 0) or {"isr": [follower]})["isr"]
+            ),
+            what=f"broker {follower} out of the ISR",
+        )
+        time.sleep(2)  # down long enough for the broker_down rule (1 s here)
+    finally:
+        _restart(cluster, kafka_zk, follower)
+    old_controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
+    cluster.stop_broker(old_controller, signal.SIGTERM)
+    try:
+        wait_until(
+            lambda: controller_id(kafka_zk) not in (None, old_controller), what="a new controller"
+        )
+    finally:
+        _restart(cluster, kafka_zk, old_controller)
+    moving = new_topic(partitions=1, replication_factor=2)
+    replicas = wait_until(
+        lambda: (s := partition_state(kafka_zk, moving, 0)) and len(s["isr"]) == 2 and s["isr"],
+        what="a full ISR",
+    )
+    spare = next(b for b in cluster.broker_ids if b not in replicas)
+    plan = tmp_path / "reassign.json"
+    entry = {"topic": moving, "partition": 0, "replicas": [replicas[0], spare]}
+    plan.write_text(json.dumps({"version": 1, "partitions": [entry]}))
+    cluster.kafka_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                       "--bootstrap-server", cluster.bootstrap_servers,
+                       "--reassignment-json-file", str(plan), "--execute")  # fmt: skip
+    wait_until(
+        lambda: (
+            not kafka_zk.exists("/admin/reassign_partitions")
+            and sorted((partition_state(kafka_zk, moving, 0) or {"isr": []})["isr"])
+            == sorted([replicas[0], spare])
+        ),
+        timeout_s=90,
+        what="the reassignment to complete",
+    )
+    time.sleep(3)
+    assert txnlog.stop() == 0 and watch.stop() == 0
+
+    exact_records = list(read_records(txnlog_log, lambda d: None))
+    watched = [
+        r
+        for r in read_records(watch_log, lambda d: None)
+        if r["op"] in ("CREATE", "UPDATE", "DELETE")
+    ]
+    exact = _versions(exact_records)
+    types = {t for r in watched for t in (e["type"] for e in r["events"])}
+    assert types >= {"ISR_SHRUNK", "ISR_EXPANDED", "BROKER_DEREGISTERED", "BROKER_REGISTERED",
+                     "CONTROLLER_RESIGNED", "CONTROLLER_ELECTED", "REASSIGNMENT_REQUESTED",
+                     "REASSIGNMENT_COMPLETED"}  # fmt: skip
+    intermediate = 0
+    for record in watched:
+        if record["op"] == "DELETE":
+            czxid = record["before"]["czxid"]
+            assert any(
+                r["op"] == "DELETE"
+                and r["path"] == record["path"]
+                and r["before"]["czxid"] == czxid
+                for r in exact_records
+            ), record["path"]
+            continue
+        after = record["after"]
+        twin = exact.get((record["path"], after["czxid"], after["version"]))
+        assert twin is not None, f"txnlog mode lacks {record['path']} v{after['version']}"
+        assert twin["zxid"] == record["zxid"] and twin["after"]["data"] == after["data"]
+        skipped = record["versions_skipped"]
+        if skipped == 0:
+            assert twin["events"] == record["events"], record["path"]
+            continue
+        # The versions watch mode skipped are each a record of txnlog mode, and the events
+        # watch mode derived across them are among theirs.
+        span = [
+            exact.get((record["path"], after["czxid"], v))
+            for v in range(after["version"] - skipped, after["version"] + 1)
+        ]
+        assert all(r is not None for r in span), f"{record['path']}: an intermediate version"
+        seen = {e["type"] for r in span if r is not None for e in r["events"]}
+        assert {e["type"] for e in record["events"]} <= seen, record["path"]
+        intermediate += skipped
+    assert all(r["versions_skipped"] == 0 for r in exact_records)
+    print(f"watch: {len(watched)} changes; txnlog also has {intermediate} versions watch skipped")
+
+    # Forensics: a copy of the data dir taken after the incident, no capture running then.
+    copy = tmp_path / "zookeeper-copy"
+    shutil.copytree(data_dir, copy)
+    alerts_out = tmp_path / "alerts.jsonl"
+    run = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "replay", "--from-txnlog", str(copy), "--chroot",
+         cluster.chroot, "--alerts-out", str(alerts_out), "--rule", "broker_down_for_ms=1000"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    alerts = [json.loads(line) for line in alerts_out.read_text().splitlines()]
+    ours = {(a["rule"], a["status"]) for a in alerts if a["started_ms"] >= began_ms}
+    assert ("broker_down", "FIRING") in ours, sorted(ours)
+    assert ("controller_failover", "FIRING") in ours, sorted(ours)
+    down = [a for a in alerts if a["rule"] == "broker_down" and a["started_ms"] >= began_ms]
+    assert any(a["entity"].endswith(str(follower)) for a in down), down

@@ -144,7 +144,9 @@ def test_a_snapshot_is_read_records_then_a_heartbeat_with_its_zxid_and_a_restart
         {
             "/": Znode(b"", 0),
             "/kafka": Znode(b"", 0, czxid=1, mzxid=1),
-            "/kafka/controller": Znode(b'{"version":1,"brokerid":1,"timestamp":"1"}', 0, 7, 7),
+            "/kafka/controller": Znode(
+                b'{"version":1,"brokerid":1,"timestamp":"1"}', 0, 7, 7, 111, 222
+            ),
         },
         {},
     )
@@ -154,6 +156,8 @@ def test_a_snapshot_is_read_records_then_a_heartbeat_with_its_zxid_and_a_restart
         (Op.READ, "/controller"),
         (Op.HEARTBEAT, ""),
     ]
+    # The heartbeat is at the snapshot's time, not now (5_000 here): event time stays ZooKeeper's.
+    assert records[-1].ts_ms == 222
     assert records[-1].zxid == 0x90 and all(r.source.mode == "txnlog" for r in records)
     update = t.apply(txn(0x91, TxnOp(SET_DATA, "/kafka/controller", b"{}", version=1)))
     restarted = TrackerState("c")
