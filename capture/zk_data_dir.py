@@ -214,7 +214,9 @@ class LogReader:
             if cut_by_us and not txns:
                 self._chunk = min(size * 2, 1 << 30)  # one entry larger than the read
                 continue
-            self._chunk = _LARGE_READ if len(data) == size and txns else _SMALL_READ
+            # Larger reads only while catching up (the read ended inside the entries); at the
+            # written end the rest is preallocated zeros, not worth copying on every poll.
+            self._chunk = _LARGE_READ if cut_by_us else _SMALL_READ
             return txns, end
 
 

@@ -1,0 +1,288 @@
+"""B5: capture from ZooKeeper's transaction log (`--source txnlog`) on B1's storm, beside the
+watch mode in the same run, and how fast the log files parse.
+
+1. A stack of its own (one broker: the storm needs only ZooKeeper), B1's partition-state
+   znodes in a chroot, `zkcdc capture --source txnlog` and `zkcdc capture` (watch) both
+   publishing to Kafka, while B1's writers run at each rate of `--rates`, the last flat out.
+   Per step: versions committed; records of each mode; txnlog lag, ZooKeeper's transaction
+   time -> the record, and after the write's commit (its answer); zxid order.
+2. Parsing: every `log.<zxid>` file the storm left, read with `capture.txnlog.read_entries`
+   (best of 3), and the whole history turned into change records (`--from-txnlog`'s path).
+
+Run: `.venv/bin/python bench/b5_txnlog.py [--quick] [--rates 1000,max]`
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from b1_capture import STATE, _paths, _versions, storm
+from harness import (
+    ZKCDC,
+    cpu_seconds,
+    figure,
+    fmt,
+    own_stack,
+    parser,
+    percentile,
+    plot_link,
+    reproduce,
+    save,
+    stop,
+    table,
+)
+from kazoo.client import KazooClient
+
+NAME = "b5_txnlog"
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per step")
+    p.add_argument("--rates", default="1000,max", help="target writes/s per step")
+    p.add_argument("--paths", type=int, default=200)
+    p.add_argument("--writers", type=int, default=2)
+    p.add_argument("--window", type=int, default=32)
+    p.add_argument("--no-kafka", action="store_true", help="event logs only, no publishing")
+    p.add_argument("--no-watch", action="store_true", help="the txnlog capture alone")
+    args = p.parse_args()
+    if args.quick:
+        args.duration, args.rates = 4.0, "500,max"
+    rates = [None if r == "max" else float(r) for r in args.rates.split(",")]
+    with own_stack(brokers=1) as info:
+        work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b5-"))
+        data_dir = info.state_dir / "zookeeper" / "1" / "data"
+        chroot = "/b5"
+        hosts = info.zookeeper_hosts + chroot
+        setup = KazooClient(hosts=hosts)
+        setup.start(timeout=30)
+        setup.ensure_path("/")
+        setup.create("/cluster/id", b'{"version":"1","id":"b5"}', makepath=True)
+        paths = _paths(args.paths)
+        for path in paths:
+            setup.create(path, STATE.format(0).encode(), makepath=True)
+        steps = run_steps(args, info, hosts, data_dir, paths, rates, setup, work)
+        setup.stop()
+        parsing = parse_rates(data_dir, chroot)
+    result = {
+        "publishing_to_kafka": not args.no_kafka,
+        "watch_mode_beside": not args.no_watch,
+        "paths": args.paths,
+        "writers": args.writers,
+        "window": args.window,
+        "step_s": args.duration,
+        "steps": steps,
+        "parsing": parsing,
+    }
+    plot(result, args.quick)
+    print(render(save(NAME, result, args.quick)))
+
+
+def _daemon(
+    work: Path, name: str, args: list[str], info: Any, hosts: str, kafka: bool
+) -> subprocess.Popen[Any]:
+    publish = ["--bootstrap-servers", info.bootstrap_servers, "--topic", f"zkcdc.bench.{name}"]
+    return subprocess.Popen(
+        [*ZKCDC, "capture", "--zookeeper", hosts, "--cluster", name, "--state-dir",
+         str(work / name), "--ha-path", f"/zkcdc-bench/ha-{name}", *(publish if kafka else []),
+         *args],
+        stdout=(work / f"{name}.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _wait_logged(process: subprocess.Popen[Any], log: Path, text: bytes) -> None:
+    deadline = time.time() + 60
+    while text not in log.read_bytes():
+        if time.time() > deadline or process.poll() is not None:
+            raise SystemExit(f"capture did not start:\n{log.read_text()}")
+        time.sleep(0.2)
+
+
+def run_steps(
+    args: Any,
+    info: Any,
+    hosts: str,
+    data_dir: Path,
+    paths: list[str],
+    rates: list[float | None],
+    setup: KazooClient,
+    work: Path,
+) -> list[dict[str, Any]]:
+    kafka = not args.no_kafka
+    txnlog = _daemon(work, "txnlog", ["--source", "txnlog", "--zk-data-dir", str(data_dir)],
+                     info, hosts, kafka)  # fmt: skip
+    watch = None if args.no_watch else _daemon(work, "watch", [], info, hosts, kafka)
+    steps: list[dict[str, Any]] = []
+    commits: dict[tuple[str, int], int] = {}
+    marks = []
+    try:
+        _wait_logged(txnlog, work / "txnlog.log", b'"capturing"')
+        if watch is not None:
+            _wait_logged(watch, work / "watch.log", b'"in sync"')
+        time.sleep(2)
+        for rate in rates:
+            before = _versions(setup, paths)
+            cpu = cpu_seconds(txnlog.pid)
+            step = storm(hosts, paths, args.writers, args.window, args.duration, rate, commits)
+            time.sleep(2)
+            step["txnlog_cpu_share"] = round(
+                (cpu_seconds(txnlog.pid) - cpu) / (args.duration + 2), 3
+            )
+            marks.append((before, _versions(setup, paths)))
+            steps.append(step)
+            print(f"step: {step}", flush=True)
+    finally:
+        stop(txnlog)
+        if watch is not None:
+            stop(watch)
+
+    from capture.event_log import read_records
+
+    exact = [r for r in read_records(work / "txnlog" / "txnlog" / "events") if r["op"] == "UPDATE"]
+    watched = (
+        []
+        if watch is None
+        else [r for r in read_records(work / "watch" / "watch" / "events") if r["op"] == "UPDATE"]
+    )
+    for step, (before, after) in zip(steps, marks, strict=True):
+        _figures(step, exact, watched, before, after, commits)
+    return steps
+
+
+def _figures(
+    step: dict[str, Any],
+    exact: list[dict[str, Any]],
+    watched: list[dict[str, Any]],
+    before: dict[str, int],
+    after: dict[str, int],
+    commits: dict[tuple[str, int], int],
+) -> None:
+    def in_step(r: dict[str, Any]) -> bool:
+        path = r["path"]
+        return path in before and before[path] < r["after"]["version"] <= after[path]
+
+    mine = [r for r in exact if in_step(r)]
+    seen = [r for r in watched if in_step(r)]
+    zxids = [r["zxid"] for r in mine]
+    lag = [r["captured_ms"] - r["ts_ms"] for r in mine]
+    after_commit = [
+        r["captured_ms"] - commits[key]
+        for r in mine
+        if (key := (r["path"], r["after"]["version"])) in commits
+    ]
+    step["committed"] = sum(after[p] - before[p] for p in before)
+    step["txnlog"] = {
+        "records": len(mine),
+        "zxid_ordered": zxids == sorted(zxids) and len(set(zxids)) == len(zxids),
+        "versions_skipped": sum(r["versions_skipped"] for r in mine),
+        "lag_ms_p50": percentile(lag, 0.5),
+        "lag_ms_p99": percentile(lag, 0.99),
+        "lag_ms_max": max(lag) if lag else None,
+        "after_commit_ms_p50": percentile(after_commit, 0.5),
+        "after_commit_ms_p99": percentile(after_commit, 0.99),
+    }
+    step["watch"] = {
+        "records": len(seen),
+        "reported_skipped": sum(r["versions_skipped"] for r in seen),
+    }
+
+
+def parse_rates(data_dir: Path, chroot: str) -> dict[str, Any]:
+    from capture.txnlog import Txn, read_entries
+    from capture.txnlog_source import history
+    from capture.zk_data_dir import log_files, version_dir
+
+    files = log_files(version_dir(data_dir))
+    blobs = [f.read_bytes() for f in files]
+    best, txns = float("inf"), 0
+    for _ in range(3):
+        started = time.perf_counter()
+        txns = sum(1 for blob in blobs for t in read_entries(blob) if isinstance(t, Txn))
+        best = min(best, time.perf_counter() - started)
+    started = time.perf_counter()
+    records = sum(1 for _ in history(data_dir, chroot, None, print, print))
+    records_s = time.perf_counter() - started
+    return {
+        "files": len(files),
+        "bytes_written": sum(len(b.rstrip(b"\0")) for b in blobs),
+        "transactions": txns,
+        "parse_s": round(best, 3),
+        "transactions_per_s": round(txns / best),
+        "history_records": records,
+        "history_s": round(records_s, 2),
+        "history_records_per_s": round(records / records_s),
+    }
+
+
+def plot(result: dict[str, Any], quick: bool) -> None:
+    steps = result["steps"]
+    rate = [s["writes_per_s"] for s in steps]
+    with figure(NAME, quick) as fig:
+        ax = fig.subplots()
+        ax.plot(rate, [s["txnlog"]["lag_ms_p99"] for s in steps], "o-", label="txnlog lag p99")
+        ax.plot(rate, [s["txnlog"]["lag_ms_p50"] for s in steps], "o-", alpha=0.4,
+                label="txnlog lag p50")  # fmt: skip
+        ax.axhline(20, color="grey", linestyle=":", label="target p99 20 ms")
+        ax.set(xlabel="writes/s reached", ylabel="ms (ZooKeeper's txn time -> record)",
+               title="txnlog capture lag against write rate")  # fmt: skip
+        ax.legend(fontsize=8)
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = []
+    for s in result["steps"]:
+        t, w = s["txnlog"], s["watch"]
+        target = "max" if s["target_per_s"] is None else fmt(s["target_per_s"])
+        rows.append([
+            target, fmt(s["writes_per_s"]), fmt(s["committed"]),
+            f"**{fmt(t['records'])}**", "yes" if t["zxid_ordered"] else "**no**",
+            f"{fmt(t['lag_ms_p50'])} / **{fmt(t['lag_ms_p99'])}** / {fmt(t['lag_ms_max'])}",
+            f"{fmt(t['after_commit_ms_p50'])} / {fmt(t['after_commit_ms_p99'])}",
+            f"{s['txnlog_cpu_share']:.2f}",
+            fmt(w["records"]), fmt(w["reported_skipped"]),
+        ])  # fmt: skip
+    header = ["target/s", "reached/s", "versions committed", "txnlog records", "zxid order",
+              "txnlog lag p50/p99/max ms", "after commit p50/p99 ms", "txnlog CPU (cores)",
+              "watch records", "watch skipped (reported)"]  # fmt: skip
+    parsing = result["parsing"]
+    return "\n\n".join([
+        reproduce(result),
+        f"{result['paths']} partition-state znodes, {result['step_s']:g} s a step, B1's "
+        f"writers ({result['writers']} processes, {result['window']} writes in flight each); "
+        "both modes publish to Kafka. Lag is the record's `captured_ms` minus the "
+        "transaction's time in ZooKeeper's log (`ts_ms`); after commit, minus the moment the "
+        "writer had its answer.",
+        table(header, rows),
+        plot_link(result, NAME, "B5: txnlog capture lag against write rate"),
+        f"Parsing the {parsing['files']} log files the run left "
+        f"({parsing['bytes_written'] / 1e6:.1f} MB written): "
+        f"**{parsing['transactions_per_s']:,} transactions/s** "
+        f"({parsing['transactions']:,} in {parsing['parse_s']} s, best of 3); the whole "
+        f"history as change records (snapshot, every transaction applied and decoded, as "
+        f"`--from-txnlog` does): {parsing['history_records_per_s']:,} records/s "
+        f"({parsing['history_records']:,} in {parsing['history_s']} s).",
+    ])  # fmt: skip
+
+
+def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    steps = result["steps"]
+    exact = all(s["txnlog"]["records"] == s["committed"] and s["txnlog"]["zxid_ordered"]
+                for s in steps)  # fmt: skip
+    p99 = max(s["txnlog"]["lag_ms_p99"] or 0 for s in steps)
+    rate = result["parsing"]["transactions_per_s"]
+    return [
+        ("txnlog: every committed version recorded, in zxid order",
+         f"{sum(s['txnlog']['records'] for s in steps):,} of "
+         f"{sum(s['committed'] for s in steps):,}", "= committed", exact),
+        ("txnlog lag p99 (ZooKeeper's write -> record), every rate", f"{p99:g} ms",
+         "<= 20 ms", p99 <= 20),
+        ("transaction log parsed", f"{rate:,} txn/s", ">= 100,000 txn/s", rate >= 100_000),
+    ]  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
