@@ -9,7 +9,7 @@ watch mode in the same run, and how fast the log files parse.
 2. Parsing: every `log.<zxid>` file the storm left, read with `capture.txnlog.read_entries`
    (best of 3), and the whole history turned into change records (`--from-txnlog`'s path).
 
-Run: `.venv/bin/python bench/b5_txnlog.py [--quick] [--rates 1000,max]`
+Run: `.venv/bin/python bench/b5_txnlog.py [--quick] [--rates 100,500,1000,max]`
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ NAME = "b5_txnlog"
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--duration", type=float, default=20.0, help="seconds per step")
-    p.add_argument("--rates", default="1000,max", help="target writes/s per step")
+    p.add_argument("--rates", default="100,500,1000,max", help="target writes/s per step")
     p.add_argument("--paths", type=int, default=200)
     p.add_argument("--writers", type=int, default=2)
     p.add_argument("--window", type=int, default=32)
@@ -242,18 +242,21 @@ def render(result: dict[str, Any]) -> str:
             f"**{fmt(t['records'])}**", "yes" if t["zxid_ordered"] else "**no**",
             f"{fmt(t['lag_ms_p50'])} / **{fmt(t['lag_ms_p99'])}** / {fmt(t['lag_ms_max'])}",
             f"{fmt(t['after_commit_ms_p50'])} / {fmt(t['after_commit_ms_p99'])}",
+            f"{fmt(s['write_ms_p50'])} / {fmt(s['write_ms_p99'])}",
             f"{s['txnlog_cpu_share']:.2f}",
             fmt(w["records"]), fmt(w["reported_skipped"]),
         ])  # fmt: skip
     header = ["target/s", "reached/s", "versions committed", "txnlog records", "zxid order",
-              "txnlog lag p50/p99/max ms", "after commit p50/p99 ms", "txnlog CPU (cores)",
+              "txnlog lag p50/p99/max ms", "after commit p50/p99 ms",
+              "ZooKeeper write answered p50/p99 ms", "txnlog CPU (cores)",
               "watch records", "watch skipped (reported)"]  # fmt: skip
     parsing = result["parsing"]
     return "\n\n".join([
         reproduce(result),
         f"{result['paths']} partition-state znodes, {result['step_s']:g} s a step, B1's "
         f"writers ({result['writers']} processes, {result['window']} writes in flight each); "
-        "both modes publish to Kafka. Lag is the record's `captured_ms` minus the "
+        f"{'both modes publish to Kafka' if result.get('publishing_to_kafka', True) else 'event logs only'}"
+        f"{'' if result.get('watch_mode_beside', True) else ', txnlog capture alone'}. Lag is the record's `captured_ms` minus the "
         "transaction's time in ZooKeeper's log (`ts_ms`); after commit, minus the moment the "
         "writer had its answer.",
         table(header, rows),
@@ -272,14 +275,19 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     steps = result["steps"]
     exact = all(s["txnlog"]["records"] == s["committed"] and s["txnlog"]["zxid_ordered"]
                 for s in steps)  # fmt: skip
-    p99 = max(s["txnlog"]["lag_ms_p99"] or 0 for s in steps)
+    below = [s for s in steps if s["target_per_s"] is not None]
+    p99 = max(s["txnlog"]["lag_ms_p99"] or 0 for s in below or steps)
+    top = steps[-1]["txnlog"]["lag_ms_p99"] or 0
     rate = result["parsing"]["transactions_per_s"]
     return [
         ("txnlog: every committed version recorded, in zxid order",
          f"{sum(s['txnlog']['records'] for s in steps):,} of "
          f"{sum(s['committed'] for s in steps):,}", "= committed", exact),
-        ("txnlog lag p99 (ZooKeeper's write -> record), every rate", f"{p99:g} ms",
+        ("txnlog lag p99 (ZooKeeper's write -> record), paced rates up to "
+         f"{max((s['target_per_s'] for s in below), default=0):g}/s", f"{p99:g} ms",
          "<= 20 ms", p99 <= 20),
+        (f"txnlog lag p99 flat out ({steps[-1]['writes_per_s']:,} writes/s)", f"{top:g} ms",
+         "<= 20 ms", top <= 20),
         ("transaction log parsed", f"{rate:,} txn/s", ">= 100,000 txn/s", rate >= 100_000),
     ]  # fmt: skip
 

@@ -17,7 +17,14 @@ from typing import Any
 
 from harness import ROOT, load, parser, table
 
-BENCHMARKS = ("b0_stack_startup", "b1_capture", "b2_scale", "b3_alert_job", "b4_replay")
+BENCHMARKS = (
+    "b0_stack_startup",
+    "b1_capture",
+    "b2_scale",
+    "b3_alert_job",
+    "b4_replay",
+    "b5_txnlog",
+)
 
 
 def fill(text: str, name: str, body: str) -> str:

@@ -67,6 +67,7 @@ class CheckpointStore:
         self._tree_file = directory / "tree.avro"
         self._delivered_file = directory / "delivered.json"
         self._writing: threading.Thread | None = None
+        self._delivering: threading.Thread | None = None
 
     # -- delivered ----------------------------------------------------------------------
     def delivered(self) -> int:
@@ -77,9 +78,21 @@ class CheckpointStore:
         except (OSError, ValueError, KeyError) as exc:
             raise CheckpointError(f"{self._delivered_file} is unreadable: {exc}") from exc
 
-    def save_delivered(self, acked_through: int) -> None:
+    def save_delivered(self, acked_through: int, background: bool = False) -> None:
+        """Background: off the capture loop (an fsync can take 100 ms beside a busy ZooKeeper);
+        skipped while the previous one is still being written, the next call catches up."""
         body = json.dumps({"acked_through": acked_through}).encode()
-        _atomic_write(self._delivered_file, lambda s: s.write(body))
+        if not background:
+            _atomic_write(self._delivered_file, lambda s: s.write(body))
+            return
+        if self._delivering is not None and self._delivering.is_alive():
+            return
+        self._delivering = threading.Thread(
+            target=_atomic_write,
+            args=(self._delivered_file, lambda s: s.write(body)),
+            daemon=True,
+        )
+        self._delivering.start()
 
     # -- tree ---------------------------------------------------------------------------
     def save_tree(self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0) -> None:
@@ -113,8 +126,9 @@ class CheckpointStore:
             _atomic_write(self._tree_file, write)
 
     def wait(self) -> None:
-        if self._writing is not None:
-            self._writing.join()
+        for thread in (self._writing, self._delivering):
+            if thread is not None:
+                thread.join()
 
     def load(self, on_damage: Any = None) -> TrackerState:
         """The state as of the last record given out: the saved tree, then the log's tail."""

@@ -95,7 +95,7 @@ class RecordOutlet:
             self.publisher.poll(0)
             self.metrics.backlog.set(self.publisher.backlog)
             if now >= self._next_delivered:
-                self.store.save_delivered(self.publisher.acked_through)
+                self.store.save_delivered(self.publisher.acked_through, background=True)
                 self._next_delivered = now + 1.0
         if now >= self._next_checkpoint:
             self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid)
@@ -109,6 +109,7 @@ class RecordOutlet:
                 log.warning(
                     "stopping with records not yet on Kafka", backlog=self.publisher.backlog
                 )
+            self.store.wait()
             self.store.save_delivered(self.publisher.acked_through)
         self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid)
         log.info("stopped", seq=state.seq)
