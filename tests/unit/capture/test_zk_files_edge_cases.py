@@ -1,0 +1,84 @@
+"""The snapshot and log readers at their edges (files written by hand): a damaged snapshot is
+passed over for an older one, a corrupt entry is reported by file and offset and its file
+skipped, a torn tail left behind by a roll-over is reported, purged history is a gap."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from zk_files import create_txn, log_file, set_data_txn, snapshot_bytes
+
+from capture.txnlog import TxnLogError
+from capture.zk_data_dir import HistoryGap, LogReader, read_history, start_snapshot
+from capture.zk_snapshot import read_snapshot
+from zkcdc.cli import main
+
+NODES = {"": (b"", 0, 0), "/kafka": (b"", 0, 2), "/kafka/a": (b"v1", 1, 3)}
+
+
+def test_a_snapshot_is_checked_and_a_damaged_or_unfinished_one_is_passed_over(tmp_path):
+    good = snapshot_bytes(NODES)
+    assert read_snapshot(good, 3).nodes["/kafka/a"].data == b"v1"
+    flipped = bytearray(good)
+    flipped[good.index(b"v1")] ^= 1
+    with pytest.raises(TxnLogError, match="checksum"):
+        read_snapshot(bytes(flipped), 3)
+    with pytest.raises(TxnLogError, match="cut short"):
+        read_snapshot(good[: len(good) // 2], 3)
+    (tmp_path / "snapshot.3").write_bytes(good)
+    (tmp_path / "snapshot.9").write_bytes(good[:40])  # still being written
+    problems: list[str] = []
+    assert start_snapshot(tmp_path, problems.append).zxid == 3
+    assert len(problems) == 1 and "snapshot.9" in problems[0]
+
+
+def test_a_corrupt_entry_is_reported_by_file_and_offset_never_given_out_and_its_file_skipped(
+    tmp_path,
+):
+    first = log_file(tmp_path, 1, [create_txn(1, "/kafka/a", b"v0")] + [
+        set_data_txn(z, "/kafka/a", f"v{z - 1}".encode(), z - 1) for z in (2, 3, 4)
+    ])  # fmt: skip
+    raw = bytearray(first.read_bytes())
+    victim = raw.index(b"v2")  # the entry of zxid 3
+    raw[victim] ^= 0xFF
+    first.write_bytes(bytes(raw))
+    log_file(tmp_path, 5, [set_data_txn(5, "/kafka/a", b"v4", 4)])
+    damage = []
+    zxids = [t.zxid for t in read_history(tmp_path, 0, damage.append)]
+    assert zxids == [1, 2, 5]
+    (found,) = damage
+    assert found.file == first and "checksum" in found.reason and "entry at" in found.reason
+
+
+def test_a_torn_tail_behind_a_roll_over_is_reported_and_the_next_file_read(tmp_path):
+    first = log_file(tmp_path, 1, [create_txn(1, "/k", b""), set_data_txn(2, "/k", b"x", 1)])
+    raw = first.read_bytes().rstrip(b"\0")
+    first.write_bytes(raw[:-10] + b"\0" * 64)  # the last entry cut short
+    log_file(tmp_path, 2, [set_data_txn(2, "/k", b"x", 1), set_data_txn(3, "/k", b"y", 2)])
+    damage = []
+    assert [t.zxid for t in read_history(tmp_path, 0, damage.append)] == [1, 2, 3]
+    assert len(damage) == 1 and "torn entry" in damage[0].reason
+
+
+def test_logs_that_start_after_the_resume_point_are_a_gap(tmp_path):
+    log_file(tmp_path, 100, [set_data_txn(100, "/k", b"x", 1)])
+    with pytest.raises(HistoryGap, match="purged"):
+        LogReader(tmp_path, 10, lambda d: None)
+    reader = LogReader(tmp_path, 99, lambda d: None)
+    assert [t.zxid for t in reader.poll()] == [100]
+    reader.close()
+
+
+def test_bad_input_to_the_txnlog_commands_is_one_line_and_exit_1(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["capture", "--source", "txnlog"])
+    assert result.exit_code == 1 and "zk_data_dir: required" in result.output
+    result = runner.invoke(main, ["events", "cat", "--from-txnlog", str(tmp_path)])
+    assert result.exit_code == 1 and "holds no ZooKeeper data" in result.output
+    result = runner.invoke(main, ["replay", str(tmp_path), "--from-txnlog", str(tmp_path),
+                                  "--alerts-out", str(tmp_path / "a")])  # fmt: skip
+    assert result.exit_code == 1 and "one of them" in result.output
+    (tmp_path / "snapshot.0").write_bytes(snapshot_bytes(NODES))
+    result = runner.invoke(main, ["events", "cat", "--from-txnlog", str(tmp_path), "--chroot",
+                                  "/kafka"])  # fmt: skip
+    assert result.exit_code == 1 and "no Kafka cluster id at /kafka/cluster/id" in result.output
