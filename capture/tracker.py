@@ -109,21 +109,49 @@ class Tracker:
         snapshot: bool = False,
     ) -> ChangeRecord:
         now = self._observed_ms if self._observed_ms is not None else self._now_ms()
-        self.state.seq += 1
-        return ChangeRecord(
-            cluster=self.state.cluster,
-            seq=self.state.seq,
-            op=op,
-            path=path,
-            before=before,
-            after=after,
+        return change_record(
+            self.state,
+            op,
+            path,
+            before,
+            after,
             zxid=after.mzxid if after is not None else None,
             ts_ms=after.mtime_ms if after is not None else now,
             captured_ms=now,
-            versions_skipped=skipped,
+            skipped=skipped,
             source=Source(self.mode, self.session_id, snapshot),
-            events=tuple(router.decode(path, before, after)),
         )
+
+
+def change_record(
+    state: TrackerState,
+    op: Op,
+    path: str,
+    before: Znode | None,
+    after: Znode | None,
+    *,
+    zxid: int | None,
+    ts_ms: int,
+    captured_ms: int,
+    skipped: int,
+    source: Source,
+) -> ChangeRecord:
+    """The next record of `state`'s cluster (its seq), with the typed events of the change."""
+    state.seq += 1
+    return ChangeRecord(
+        cluster=state.cluster,
+        seq=state.seq,
+        op=op,
+        path=path,
+        before=before,
+        after=after,
+        zxid=zxid,
+        ts_ms=ts_ms,
+        captured_ms=captured_ms,
+        versions_skipped=skipped,
+        source=source,
+        events=tuple(router.decode(path, before, after)),
+    )
 
 
 def znode_from_avro(value: dict[str, Any] | None) -> Znode | None:

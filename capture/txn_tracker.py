@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from capture.decoders import router
 from capture.records import ChangeRecord, Op, Source, Znode
-from capture.tracker import Tracker, TrackerState
+from capture.tracker import Tracker, TrackerState, change_record
 from capture.txnlog import (
     CLOSE_SESSION,
     CREATE,
@@ -178,18 +177,15 @@ class TxnTracker:
         txn: Txn,
         skipped: int = 0,
     ) -> ChangeRecord:
-        self.state.seq += 1
-        return ChangeRecord(
-            cluster=self.state.cluster,
-            seq=self.state.seq,
-            op=op,
-            path=path,
-            before=before,
-            after=after,
+        return change_record(
+            self.state,
+            op,
+            path,
+            before,
+            after,
             zxid=txn.zxid,
             ts_ms=txn.time_ms,
             captured_ms=self._now_ms(),
-            versions_skipped=skipped,
+            skipped=skipped,
             source=Source(MODE, txn.session_id, False),
-            events=tuple(router.decode(path, before, after)),
         )

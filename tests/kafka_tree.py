@@ -35,3 +35,22 @@ def controller_epoch(zk: KazooClient) -> int:
 
 def registered_brokers(zk: KazooClient) -> set[int]:
     return {int(b) for b in zk.get_children("/brokers/ids")}
+
+
+def full_isr(zk: KazooClient, topic: str, partition: int, size: int) -> dict[str, Any]:
+    """Waits until the partition's ISR has `size` replicas; its state then."""
+    from conftest import wait_until
+
+    state: dict[str, Any] = wait_until(  # type: ignore[assignment]
+        lambda: (s := partition_state(zk, topic, partition)) and len(s["isr"]) == size and s,
+        what=f"{topic}-{partition} with a full ISR",
+    )
+    return state
+
+
+def restart_broker(cluster: Any, zk: KazooClient, broker_id: int) -> None:
+    """Starts a stopped broker again and waits for its registration."""
+    from conftest import wait_until
+
+    cluster.start_broker(broker_id)
+    wait_until(lambda: broker_id in registered_brokers(zk), what=f"broker {broker_id} back")

@@ -11,21 +11,15 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from conftest import _admin_call, wait_until
-from kafka_tree import controller_epoch, controller_id, partition_state, registered_brokers
+from kafka_tree import (
+    controller_epoch,
+    controller_id,
+    full_isr,
+    registered_brokers,
+    restart_broker,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def _restart(cluster, kafka_zk, broker_id):
-    cluster.start_broker(broker_id)
-    wait_until(lambda: broker_id in registered_brokers(kafka_zk), what=f"broker {broker_id} back")
-
-
-def _full_isr(kafka_zk, topic, partition, size):
-    return wait_until(
-        lambda: (s := partition_state(kafka_zk, topic, partition)) and len(s["isr"]) == size and s,
-        what=f"{topic}-{partition} with a full ISR",
-    )
 
 
 def _reassign(cluster, plan, topic, partition, replicas):
@@ -60,7 +54,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     assert list(added["assignment"]) == ["2"]
 
     # SIGTERM a follower: ISR_SHRUNK with the exact ISRs; back again: ISR_EXPANDED.
-    before = _full_isr(kafka_zk, topic, 0, 3)
+    before = full_isr(kafka_zk, topic, 0, 3)
     follower = next(b for b in before["isr"] if b != before["leader"])
     cluster.stop_broker(follower, signal.SIGTERM)
     try:
@@ -70,7 +64,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
         assert shrunk["removed"] == [follower]
         changes_topic.wait_event("BROKER_DEREGISTERED", broker_id=follower)
     finally:
-        _restart(cluster, kafka_zk, follower)
+        restart_broker(cluster, kafka_zk, follower)
     expanded = changes_topic.wait_event("ISR_EXPANDED", topic=topic, partition=0)
     assert expanded["added"] == [follower]
     changes_topic.wait_event("BROKER_REGISTERED", broker_id=follower)
@@ -89,11 +83,11 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
         )
         assert bumped["epoch_after"] == old_epoch + 1
     finally:
-        _restart(cluster, kafka_zk, old_controller)
+        restart_broker(cluster, kafka_zk, old_controller)
 
     # Reassign with kafka-tools: a replica moves; then reorder replicas and elect the preferred.
     moving = new_topic(partitions=1, replication_factor=2)
-    replicas = _full_isr(kafka_zk, moving, 0, 2)["isr"]
+    replicas = full_isr(kafka_zk, moving, 0, 2)["isr"]
     spare = next(b for b in cluster.broker_ids if b not in replicas)
     target = [replicas[0], spare]
     plan = tmp_path / "reassign.json"
@@ -104,7 +98,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     completed = changes_topic.wait_event("REASSIGNMENT_COMPLETED", topic=moving)
     assert completed["partitions"][0]["replicas"] == target
 
-    state = _full_isr(kafka_zk, topic, 1, 3)
+    state = full_isr(kafka_zk, topic, 1, 3)
     reordered = [b for b in state["isr"] if b != state["leader"]] + [state["leader"]]
     _reassign(cluster, plan, topic, 1, reordered)
     changes_topic.wait_event("REPLICAS_CHANGED", topic=topic, partition=1, replicas_after=reordered)

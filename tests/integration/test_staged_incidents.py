@@ -6,14 +6,15 @@ import signal
 
 import pytest
 from conftest import wait_until
-from kafka_tree import controller_epoch, controller_id, partition_state, registered_brokers
+from kafka_tree import (
+    controller_epoch,
+    controller_id,
+    full_isr,
+    partition_state,
+    restart_broker,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def _restart(cluster, kafka_zk, broker_id):
-    cluster.start_broker(broker_id)
-    wait_until(lambda: broker_id in registered_brokers(kafka_zk), what=f"broker {broker_id} back")
 
 
 def test_stopping_the_controller_moves_controller_and_bumps_its_epoch(cluster, kafka_zk):
@@ -29,15 +30,12 @@ def test_stopping_the_controller_moves_controller_and_bumps_its_epoch(cluster, k
         assert new_controller in set(cluster.broker_ids) - {old_controller}
         assert controller_epoch(kafka_zk) == old_epoch + 1
     finally:
-        _restart(cluster, kafka_zk, old_controller)
+        restart_broker(cluster, kafka_zk, old_controller)
 
 
 def test_sigterm_of_a_follower_removes_it_from_the_isr(cluster, kafka_zk, new_topic):
     topic = new_topic(partitions=1, replication_factor=3)
-    before = wait_until(
-        lambda: (s := partition_state(kafka_zk, topic, 0)) and len(s["isr"]) == 3 and s,
-        what="a full ISR",
-    )
+    before = full_isr(kafka_zk, topic, 0, 3)
     follower = next(b for b in before["isr"] if b != before["leader"])
 
     cluster.stop_broker(follower, signal.SIGTERM)
@@ -49,7 +47,7 @@ def test_sigterm_of_a_follower_removes_it_from_the_isr(cluster, kafka_zk, new_to
         assert after["leader"] == before["leader"]
         assert sorted(after["isr"]) == sorted(set(before["isr"]) - {follower})
     finally:
-        _restart(cluster, kafka_zk, follower)
+        restart_broker(cluster, kafka_zk, follower)
     wait_until(
         lambda: follower in (partition_state(kafka_zk, topic, 0) or {}).get("isr", []),
         what=f"broker {follower} to rejoin the ISR",

@@ -14,7 +14,7 @@ import time
 import pytest
 from capture_harness import changes
 from conftest import wait_until
-from kafka_tree import controller_id, partition_state, registered_brokers
+from kafka_tree import controller_id, full_isr, partition_state, restart_broker
 from kazoo.client import KazooClient
 from zookeeper_servers import zookeeper_server
 
@@ -28,6 +28,17 @@ def _state(n: int) -> bytes:
     return (
         f'{{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":{n},"isr":{isr}}}'.encode()
     )
+
+
+def _both_modes(start_capture, connect, data_dir, tmp_path):
+    """A txnlog capture and a watch capture of the same chroot, each with an event log."""
+    txnlog_log, watch_log = tmp_path / "txnlog-events", tmp_path / "watch-events"
+    txnlog = start_capture(connect, "--source", "txnlog", "--zk-data-dir", str(data_dir),
+                           "--event-log", str(txnlog_log))  # fmt: skip
+    watch = start_capture(connect, "--event-log", str(watch_log))
+    txnlog.wait_logged("capturing")
+    watch.wait_logged("in sync")
+    return txnlog, watch, txnlog_log, watch_log
 
 
 def _live(records):
@@ -125,12 +136,7 @@ def test_in_a_write_storm_txnlog_mode_records_every_version_while_watch_mode_cou
     zk_chroot.create("/cluster/id", b'{"version":"1","id":"storm"}', makepath=True)
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
     data_dir = cluster.zookeeper_txnlog_dir().parent
-    txnlog_log, watch_log = tmp_path / "txnlog-events", tmp_path / "watch-events"
-    txnlog = start_capture(connect, "--source", "txnlog", "--zk-data-dir", str(data_dir),
-                           "--event-log", str(txnlog_log))  # fmt: skip
-    watch = start_capture(connect, "--event-log", str(watch_log))
-    txnlog.wait_logged("capturing")
-    watch.wait_logged("in sync")
+    txnlog, watch, txnlog_log, watch_log = _both_modes(start_capture, connect, data_dir, tmp_path)
 
     writes, window = 4_000, threading.Semaphore(200)
     answered: list[int] = []
@@ -168,11 +174,6 @@ def _versions(records):
     }
 
 
-def _restart(cluster, kafka_zk, broker_id):
-    cluster.start_broker(broker_id)
-    wait_until(lambda: broker_id in registered_brokers(kafka_zk), what=f"broker {broker_id} back")
-
-
 def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_and_its_alerts(
     cluster, kafka_zk, new_topic, start_capture, tmp_path
 ):
@@ -181,19 +182,11 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
     through the alert rules with --from-txnlog, gives the incident's alerts."""
     connect = cluster.zookeeper_hosts + cluster.chroot
     data_dir = cluster.zookeeper_txnlog_dir().parent
-    txnlog_log, watch_log = tmp_path / "txnlog-events", tmp_path / "watch-events"
-    txnlog = start_capture(connect, "--source", "txnlog", "--zk-data-dir", str(data_dir),
-                           "--event-log", str(txnlog_log))  # fmt: skip
-    watch = start_capture(connect, "--event-log", str(watch_log))
-    txnlog.wait_logged("capturing")
-    watch.wait_logged("in sync")
+    txnlog, watch, txnlog_log, watch_log = _both_modes(start_capture, connect, data_dir, tmp_path)
     began_ms = int(time.time() * 1000)
 
     topic = new_topic(partitions=2, replication_factor=3)
-    before = wait_until(
-        lambda: (s := partition_state(kafka_zk, topic, 0)) and len(s["isr"]) == 3 and s,
-        what="a full ISR",
-    )
+    before = full_isr(kafka_zk, topic, 0, 3)
     follower = next(b for b in before["isr"] if b != before["leader"])
     cluster.stop_broker(follower, signal.SIGTERM)
     try:
@@ -205,7 +198,7 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
         )
         time.sleep(2)  # down long enough for the broker_down rule (1 s here)
     finally:
-        _restart(cluster, kafka_zk, follower)
+        restart_broker(cluster, kafka_zk, follower)
     old_controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
     cluster.stop_broker(old_controller, signal.SIGTERM)
     try:
@@ -213,12 +206,9 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
             lambda: controller_id(kafka_zk) not in (None, old_controller), what="a new controller"
         )
     finally:
-        _restart(cluster, kafka_zk, old_controller)
+        restart_broker(cluster, kafka_zk, old_controller)
     moving = new_topic(partitions=1, replication_factor=2)
-    replicas = wait_until(
-        lambda: (s := partition_state(kafka_zk, moving, 0)) and len(s["isr"]) == 2 and s["isr"],
-        what="a full ISR",
-    )
+    replicas = full_isr(kafka_zk, moving, 0, 2)["isr"]
     spare = next(b for b in cluster.broker_ids if b not in replicas)
     plan = tmp_path / "reassign.json"
     entry = {"topic": moving, "partition": 0, "replicas": [replicas[0], spare]}
