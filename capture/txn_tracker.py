@@ -28,8 +28,6 @@ from capture.txnlog import (
 from capture.zk_snapshot import Snapshot
 
 MODE = "txnlog"
-_CONTAINER_OWNER = -(1 << 63)  # EphemeralType.CONTAINER's ephemeralOwner (0x8000000000000000)
-_TTL_MARK = 0xFF << 56  # EphemeralType.TTL: the high byte set, the ttl below it
 
 
 def chroot_filter(chroot: str, excluded: Callable[[str], bool]) -> Callable[[str], str | None]:
@@ -51,12 +49,10 @@ def chroot_filter(chroot: str, excluded: Callable[[str], bool]) -> Callable[[str
     return local
 
 
-def _owner(op_type: int, ephemeral: bool, ttl: int | None, session: int) -> int:
-    if op_type == CREATE_CONTAINER:
-        return _CONTAINER_OWNER
-    if op_type == CREATE_TTL:
-        return (_TTL_MARK | (ttl or 0)) - (1 << 64)
-    return session if ephemeral else 0
+def _owner(op_type: int, ephemeral: bool, session: int) -> int:
+    """The ephemeral owner as clients (and so the watch mode) see it: containers and TTL znodes
+    have none (ZooKeeper keeps a marker there, which it never shows)."""
+    return session if ephemeral and op_type in (CREATE, CREATE2) else 0
 
 
 class TxnTracker:
@@ -119,7 +115,7 @@ class TxnTracker:
             if kind == SET_DATA:
                 self._set(txn, path, op.data, op.version or 0, records)
             elif kind in (CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL):
-                owner = _owner(kind, op.ephemeral, op.ttl, txn.session_id)
+                owner = _owner(kind, op.ephemeral, txn.session_id)
                 self._create(txn, path, op.data, owner, records)
             elif kind in (DELETE, DELETE_CONTAINER):
                 self._delete(txn, path, records)

@@ -25,6 +25,7 @@ MAGIC = b"ZKSN"
 _STAT = struct.Struct(">qqqqiiiqq")  # czxid mzxid ctime mtime version cversion aversion owner pzxid
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
+_CONTAINER = -(1 << 63)  # EphemeralType: a container's ephemeralOwner; TTL znodes: 0xFF......
 
 
 @dataclass(frozen=True)
@@ -129,4 +130,6 @@ def _read_nodes(data: bytes, pos: int) -> tuple[dict[str, Znode], int]:
         pos += 8  # ACL id
         czxid, mzxid, ctime, mtime, version, _, _, owner, _ = unpack_stat(data, pos)
         pos += _STAT.size
+        if owner < 0 and (owner == _CONTAINER or owner >> 56 == -1):
+            owner = 0  # a container's or TTL znode's marker: clients see no owner
         nodes[path or "/"] = Znode(value, version, czxid, mzxid, ctime, mtime, owner)

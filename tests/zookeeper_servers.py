@@ -103,7 +103,7 @@ def zookeeper_server(
     config.write_text(
         f"tickTime=500\ndataDir={data}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
         f"snapCount={snap_count}\npreAllocSize={prealloc_kb}\nadmin.enableServer=false\n"
-        "4lw.commands.whitelist=*\nautopurge.purgeInterval=0\n"
+        "4lw.commands.whitelist=*\nautopurge.purgeInterval=0\nextendedTypesEnabled=true\n"
     )
     (work / "log4j.properties").write_text(
         "log4j.rootLogger=INFO, file\nlog4j.appender.file=org.apache.log4j.FileAppender\n"
@@ -115,6 +115,7 @@ def zookeeper_server(
     out = (work / "stdout.log").open("wb")
     process = subprocess.Popen(
         ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}",
+         "-Dznode.container.checkIntervalMs=100",  # empty containers and expired TTLs go soon
          "-cp", ":".join(map(str, classpath(kind))),
          "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
         stdout=out, stderr=subprocess.STDOUT,

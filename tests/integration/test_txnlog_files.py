@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import namedtuple
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Create2, long_struct
+from kazoo.security import OPEN_ACL_UNSAFE
 from zookeeper_servers import zookeeper_server
 
 from capture.records import Znode
@@ -25,6 +28,27 @@ from capture.zk_data_dir import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+class CreateContainer(Create2):  # kazoo has no call for these two create variants
+    type = 19
+
+
+class CreateTTL(namedtuple("CreateTTL", "path data acl flags ttl")):
+    type = 21
+
+    def serialize(self) -> bytes:
+        body = Create2(self.path, self.data, self.acl, self.flags).serialize()
+        return bytes(body) + long_struct.pack(self.ttl)
+
+    deserialize = Create2.deserialize
+
+
+def call(client: KazooClient, request: object) -> object:
+    result = client.handler.async_result()
+    client._call(request, result)
+    return result.get(30)
+
 
 KINDS = ["kafka-3.8.4", "debian-3.8.0"]
 
@@ -77,7 +101,21 @@ def test_a_snapshot_and_the_logs_after_it_rebuild_the_servers_tree_exactly(kind,
         for n in range(100, 150):
             client.delete(f"/k/brokers/topics/t{n}")
         client.create("/k/last", b"ephemeral of a live session", ephemeral=True)
+        # Containers and TTL znodes; ZooKeeper itself deletes an emptied container and an
+        # expired TTL znode (deleteContainer transactions).
+        call(client, CreateContainer("/k/box", b"kept", OPEN_ACL_UNSAFE, 4))
+        call(client, CreateContainer("/k/gone", b"emptied", OPEN_ACL_UNSAFE, 4))
+        call(client, CreateTTL("/k/ttl-kept", b"t", OPEN_ACL_UNSAFE, 5, 3_600_000))
+        call(client, CreateTTL("/k/ttl-gone", b"t", OPEN_ACL_UNSAFE, 5, 100))
+        client.create("/k/box/item", b"")
+        client.create("/k/gone/item", b"")
+        client.delete("/k/gone/item")
+        deadline = time.monotonic() + 30
+        while client.exists("/k/gone") or client.exists("/k/ttl-gone"):
+            assert time.monotonic() < deadline, "ZooKeeper kept the container or the TTL znode"
+            time.sleep(0.1)
         expected = walk(client)
+        assert {"/k/box", "/k/ttl-kept"} <= set(expected)
         directory = server.txnlog_dir
         assert len(snapshot_files(directory)) >= 3 and len(log_files(directory)) >= 3
         assert rebuilt(directory, oldest=False) == expected
