@@ -34,6 +34,15 @@ class HistoryGap(TxnLogError):
     """The logs no longer reach back to the zxid to resume after (purged meanwhile)."""
 
 
+def continues(first_zxid: int, after_zxid: int) -> bool:
+    """Whether a log file starting at `first_zxid` holds the transaction after `after_zxid`:
+    it starts at or before it, or it starts a later leader epoch (zxid = epoch << 32 | counter;
+    a new leader's first transaction has counter 1)."""
+    if first_zxid <= after_zxid + 1:
+        return True
+    return first_zxid & 0xFFFFFFFF == 1 and first_zxid >> 32 > after_zxid >> 32
+
+
 def version_dir(data_dir: Path) -> Path:
     """`DIR/version-2` (ZooKeeper's dataDir or dataLogDir), or DIR itself if it holds the files."""
     nested = data_dir / "version-2"
@@ -73,7 +82,9 @@ def start_snapshot(
     candidates = snapshot_files(directory)
     if oldest:
         # Logs must continue from it: a log file starting at or before its zxid + 1.
-        candidates = [s for s in candidates if any(z <= zxid_of(s) + 1 for z in logs)] or candidates
+        candidates = [
+            s for s in candidates if any(continues(z, zxid_of(s)) for z in logs)
+        ] or candidates
     else:
         candidates.reverse()
     for file in candidates:
@@ -111,6 +122,8 @@ class LogReader:
         files = log_files(directory)
         if files:
             covering = [f for f in files if zxid_of(f) <= after_zxid + 1]
+            if not covering and continues(zxid_of(files[0]), after_zxid):
+                covering = files[:1]
             if not covering:
                 raise HistoryGap(
                     f"the logs in {directory} start at zxid {zxid_of(files[0]):#x}, "
@@ -171,7 +184,7 @@ class LogReader:
         nxt = self._newer(force)
         if nxt is None:
             return False
-        if self._file is None and zxid_of(nxt) > self.last_zxid + 1:
+        if self._file is None and not continues(zxid_of(nxt), self.last_zxid):
             raise HistoryGap(f"{nxt.name} starts after zxid {self.last_zxid + 1:#x}")
         return self._open(nxt)
 

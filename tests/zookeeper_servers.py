@@ -92,50 +92,93 @@ class ZookeeperServer:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
+def _start(kind: str, work: Path, port: int, config: str) -> ZookeeperServer:
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (work / "zoo.cfg").write_text(
+        f"tickTime=500\ndataDir={data}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
+        "admin.enableServer=false\n4lw.commands.whitelist=*\nautopurge.purgeInterval=0\n"
+        "extendedTypesEnabled=true\n" + config
+    )
+    log_file = work / "zookeeper.log"
+    (work / "log4j.properties").write_text(
+        "log4j.rootLogger=INFO, file\nlog4j.appender.file=org.apache.log4j.FileAppender\n"
+        f"log4j.appender.file.File={log_file}\n"
+        "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+        "log4j.appender.file.layout.ConversionPattern=%d %p %c{1}: %m%n\n"
+    )
+    with (work / "stdout.log").open("wb") as out:
+        process = subprocess.Popen(
+            ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}",
+             "-Dznode.container.checkIntervalMs=100",  # empty containers and expired TTLs go soon
+             "-cp", ":".join(map(str, classpath(kind))),
+             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(work / "zoo.cfg")],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return ZookeeperServer(kind, port, data, log_file, process)
+
+
+def _wait_serving(servers: list[ZookeeperServer]) -> None:
+    deadline = time.monotonic() + 60
+    for server in servers:
+        while zookeeper_mode("127.0.0.1", server.port) is None:
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                stdout = (server.data_dir.parent / "stdout.log").read_text()[-3000:]
+                raise AssertionError(
+                    f"ZooKeeper {server.kind} did not start:\n{stdout}\n{server.tail()}"
+                )
+            time.sleep(0.2)
+
+
+def _stop(servers: list[ZookeeperServer]) -> None:
+    for server in servers:
+        server.process.terminate()
+    for server in servers:
+        try:
+            server.process.wait(20)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+
+
 @contextmanager
 def zookeeper_server(
     kind: str, work: Path, snap_count: int = 200, prealloc_kb: int = 16
 ) -> Iterator[ZookeeperServer]:
-    port = free_port_block(1)
-    data = work / "data"
-    data.mkdir(parents=True)
-    config = work / "zoo.cfg"
-    config.write_text(
-        f"tickTime=500\ndataDir={data}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
-        f"snapCount={snap_count}\npreAllocSize={prealloc_kb}\nadmin.enableServer=false\n"
-        "4lw.commands.whitelist=*\nautopurge.purgeInterval=0\nextendedTypesEnabled=true\n"
+    """One standalone server."""
+    server = _start(
+        kind, work, free_port_block(1), f"snapCount={snap_count}\npreAllocSize={prealloc_kb}\n"
     )
-    (work / "log4j.properties").write_text(
-        "log4j.rootLogger=INFO, file\nlog4j.appender.file=org.apache.log4j.FileAppender\n"
-        f"log4j.appender.file.File={work / 'zookeeper.log'}\n"
-        "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
-        "log4j.appender.file.layout.ConversionPattern=%d %p %c{1}: %m%n\n"
-    )
-    log_file = work / "zookeeper.log"
-    out = (work / "stdout.log").open("wb")
-    process = subprocess.Popen(
-        ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}",
-         "-Dznode.container.checkIntervalMs=100",  # empty containers and expired TTLs go soon
-         "-cp", ":".join(map(str, classpath(kind))),
-         "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
-        stdout=out, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    server = ZookeeperServer(kind, port, data, log_file, process)
     try:
-        deadline = time.monotonic() + 60
-        while zookeeper_mode("127.0.0.1", port) is None:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    f"ZooKeeper {kind} did not start:\n{(work / 'stdout.log').read_text()[-3000:]}"
-                    f"\n{tail(log_file, 40)}"
-                )
-            time.sleep(0.2)
+        _wait_serving([server])
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        out.close()
+        _stop([server])
+
+
+@contextmanager
+def zookeeper_ensemble(
+    kind: str, work: Path, voters: int = 2, observers: int = 1
+) -> Iterator[list[ZookeeperServer]]:
+    """An ensemble: `voters` participants (a leader and followers) and `observers` observers."""
+    size = voters + observers
+    clients, peers = free_port_block(size), free_port_block(2 * size)
+    members = "".join(
+        f"server.{n + 1}=127.0.0.1:{peers + 2 * n}:{peers + 2 * n + 1}"
+        + (":observer" if n >= voters else "")
+        + "\n"
+        for n in range(size)
+    )
+    servers = []
+    try:
+        for n in range(size):
+            node = work / f"node-{n + 1}"
+            (node / "data").mkdir(parents=True)
+            (node / "data" / "myid").write_text(f"{n + 1}\n")
+            observer = "peerType=observer\n" if n >= voters else ""
+            config = f"initLimit=20\nsyncLimit=10\n{members}{observer}"
+            servers.append(_start(kind, node, clients + n, config))
+        _wait_serving(servers)
+        yield servers
+    finally:
+        _stop(servers)

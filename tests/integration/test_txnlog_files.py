@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.serialization import Create2, long_struct
 from kazoo.security import OPEN_ACL_UNSAFE
-from zookeeper_servers import zookeeper_server
+from zookeeper_servers import zookeeper_ensemble, zookeeper_server
 
 from capture.records import Znode
 from capture.tracker import TrackerState
@@ -26,6 +26,7 @@ from capture.zk_data_dir import (
     snapshot_files,
     start_snapshot,
 )
+from zkcdc.stack.probes import zookeeper_mode
 
 pytestmark = pytest.mark.integration
 
@@ -174,3 +175,40 @@ def test_following_a_live_log_through_roll_overs_and_purges_misses_and_repeats_n
         assert zxids == list(range(1, zxids[-1] + 1)), "a transaction was missed or read twice"
         assert versions == list(range(1, writes + 1))
         assert server.txnlog_dir / "log.1" in purged
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_follower_and_an_observer_log_every_committed_transaction_as_the_leader_does(
+    kind, tmp_path
+):
+    with zookeeper_ensemble(kind, tmp_path) as servers:
+        client = KazooClient(",".join(s.hosts for s in servers))
+        client.start(30)
+        client.create("/k/p", b"0", makepath=True)
+        for n in range(1, 201):
+            client.set("/k/p", str(n).encode())
+        t = client.transaction()
+        t.create("/k/q", b"")
+        t.set_data("/k/p", b"multi")
+        t.commit()
+        last = client.exists("/k/p").mzxid
+        modes = {zookeeper_mode("127.0.0.1", s.port): s for s in servers}
+        assert set(modes) == {"leader", "follower", "observer"}, modes
+        seen = {}
+        deadline = time.monotonic() + 30
+        for mode, server in modes.items():
+            while True:  # a follower or observer may log a moment after the client's answer
+                txns = list(read_history(server.txnlog_dir, 0, lambda d: pytest.fail(d.describe())))
+                if (txns and txns[-1].zxid >= last) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            seen[mode] = [(t.zxid, t.type, t.ops) for t in txns if t.zxid <= last]
+        client.stop()
+    assert seen["follower"] == seen["leader"] == seen["observer"]
+    versions = [
+        op.version
+        for _, _, ops in seen["leader"]
+        for op in ops
+        if op.path == "/k/p" and op.type == 5
+    ]
+    assert versions == list(range(1, 202))

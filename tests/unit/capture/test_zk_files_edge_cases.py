@@ -82,3 +82,16 @@ def test_bad_input_to_the_txnlog_commands_is_one_line_and_exit_1(tmp_path):
     result = runner.invoke(main, ["events", "cat", "--from-txnlog", str(tmp_path), "--chroot",
                                   "/kafka"])  # fmt: skip
     assert result.exit_code == 1 and "no Kafka cluster id at /kafka/cluster/id" in result.output
+
+
+def test_a_log_starting_a_new_leader_epoch_continues_the_last_one(tmp_path):
+    """zxid = epoch << 32 | counter: a new leader's first transaction is not a gap."""
+    epoch_2 = (2 << 32) | 1
+    log_file(tmp_path, epoch_2, [set_data_txn(epoch_2, "/k", b"x", 1)])
+    reader = LogReader(tmp_path, (1 << 32) | 0xFF, lambda d: None)
+    assert [t.zxid for t in reader.poll()] == [epoch_2]
+    reader.close()
+    later = (2 << 32) | 5  # an epoch's transactions 1-4 purged: a gap
+    log_file(tmp_path / "purged", later, [set_data_txn(later, "/k", b"x", 1)])
+    with pytest.raises(HistoryGap):
+        LogReader(tmp_path / "purged", (1 << 32) | 0xFF, lambda d: None)
