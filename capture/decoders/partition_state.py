@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,9 @@ class PartitionState:
     controller_epoch: int
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(data: bytes | None) -> PartitionState:
+    """Cached: a change's `after` is the next change's `before`, parsed once for both."""
     obj = json_object(data)
     version = integer(obj, "version", 1)
     if version != 1:
