@@ -166,21 +166,25 @@ def ensure_topic(
             raise DeliveryError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
 
 
-def delivered_seqs(
-    bootstrap: str, extra: dict[str, str], topic: str, cluster: str, since_ms: int, timeout: float
-) -> set[int]:
-    """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
-    what a previous run got acknowledged, or produced without hearing the ack, before it died."""
+def read_back(
+    bootstrap: str,
+    extra: dict[str, str],
+    topic: str,
+    since_ms: int,
+    timeout: float,
+    take: Callable[[Any], None],
+) -> None:
+    """Every message of the topic from `since_ms` on (by timestamp) up to its current end,
+    handed to `take`: what an earlier run got onto the topic before it died."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "zkcdc-capture-reconcile",
+            "group.id": "zkcdc-reconcile",
             "enable.auto.commit": False,
             "logger": logging.getLogger("zkcdc.librdkafka"),
             **extra,
         }
     )
-    seen: set[int] = set()
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)
         partitions = [TopicPartition(topic, p, since_ms) for p in metadata.topics[topic].partitions]
@@ -197,10 +201,7 @@ def delivered_seqs(
                 raise DeliveryError(f"reading back {topic} timed out")
             if message.error():
                 continue
-            headers = dict(message.headers() or [])
-            seq = headers.get(SEQ_HEADER)
-            if headers.get(CLUSTER_HEADER) == cluster.encode() and isinstance(seq, bytes):
-                seen.add(int(seq))
+            take(message)
             partition, offset = message.partition() or 0, message.offset() or 0
             if offset + 1 >= ends.get(partition, 0):
                 ends.pop(partition, None)
@@ -208,4 +209,20 @@ def delivered_seqs(
         raise DeliveryError(f"cannot read back {topic}: {exc}") from exc
     finally:
         consumer.close()
+
+
+def delivered_seqs(
+    bootstrap: str, extra: dict[str, str], topic: str, cluster: str, since_ms: int, timeout: float
+) -> set[int]:
+    """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
+    what a previous run got acknowledged, or produced without hearing the ack, before it died."""
+    seen: set[int] = set()
+
+    def take(message: Any) -> None:
+        headers = dict(message.headers() or [])
+        seq = headers.get(SEQ_HEADER)
+        if headers.get(CLUSTER_HEADER) == cluster.encode() and isinstance(seq, bytes):
+            seen.add(int(seq))
+
+    read_back(bootstrap, extra, topic, since_ms, timeout, take)
     return seen

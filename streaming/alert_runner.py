@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,14 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             if batch_id <= ledger.last():
                 return  # delivered before the restart that re-runs it
             rows = batch.collect()
-            sinks.deliver([json.loads(r["json"]) for r in rows if r["kind"] == "alert"])
+            alerts = [json.loads(r["json"]) for r in rows if r["kind"] == "alert"]
+            pending = ledger.pending()
+            if pending is not None and pending[0] == batch_id and alerts:
+                # The job died while delivering this batch: some of it may be on Kafka already.
+                there = sinks.delivered(pending[1] - 60_000)
+                alerts = [a for a in alerts if (a["alert_id"], a["status"]) not in there]
+            ledger.begin(batch_id, int(time.time() * 1000))
+            sinks.deliver(alerts)
             upserts = [(r["key"], r["json"]) for r in rows if r["kind"] == "state"]
             if state_sink is not None:
                 state_sink.deliver(upserts)

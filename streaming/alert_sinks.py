@@ -2,7 +2,9 @@
 key = alert_id), a JSON-lines file, the console, Prometheus Alertmanager's API v2.
 
 Spark re-runs the last micro-batch after a crash; a small ledger in the checkpoint folder
-names the last batch every sink took, so a re-run batch is not delivered twice."""
+names the last batch every sink took, so a re-run batch is not delivered twice. A batch the job
+died in the middle of delivering is marked pending: its re-run reads the alerts topic back and
+sends only what is not there yet."""
 
 from __future__ import annotations
 
@@ -80,10 +82,31 @@ class BatchLedger:
             return -1
 
     def mark(self, batch_id: int) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(str(batch_id))
-        tmp.replace(self.path)
+        """Every sink took `batch_id`."""
+        self._write(self.path, str(batch_id))
+        self._pending_file.unlink(missing_ok=True)
+
+    def begin(self, batch_id: int, now_ms: int) -> None:
+        """`batch_id` is about to be delivered (at wall time `now_ms`)."""
+        self._write(self._pending_file, f"{batch_id} {now_ms}")
+
+    def pending(self) -> tuple[int, int] | None:
+        """(batch, wall ms) of a delivery that began and never finished."""
+        try:
+            batch, ms = self._pending_file.read_text().split()
+            return int(batch), int(ms)
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def _pending_file(self) -> Path:
+        return self.path.with_name(self.path.name + ".pending")
+
+    def _write(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
 
 
 class AlertSinks:
@@ -102,6 +125,41 @@ class AlertSinks:
                     "acks": "all",
                 }
             )
+
+    def delivered(self, since_ms: int) -> set[tuple[str, str]]:
+        """(alert_id, status) of the alerts already in the sinks that can be read back: the
+        alerts topic (from `since_ms` on) and the JSON-lines file."""
+        found = self._on_topic(since_ms) if self.options.bootstrap_servers else set()
+        out = self.options.alerts_out
+        if out is not None and out.exists():
+            for line in out.read_text().splitlines():
+                try:
+                    alert = json.loads(line)
+                    found.add((alert["alert_id"], alert["status"]))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by the crash
+        return found
+
+    def _on_topic(self, since_ms: int) -> set[tuple[str, str]]:
+        assert self.options.bootstrap_servers is not None
+        from capture.errors import CaptureError
+        from capture.publisher import read_back
+
+        found: set[tuple[str, str]] = set()
+
+        def take(message: Any) -> None:
+            try:
+                alert = json.loads(message.value())
+                found.add((alert["alert_id"], alert["status"]))
+            except (ValueError, KeyError, TypeError):
+                pass  # not one of ours
+
+        try:
+            read_back(self.options.bootstrap_servers, {}, self.options.alerts_topic, since_ms,
+                      30.0, take)  # fmt: skip
+        except CaptureError as exc:
+            raise StreamingError(str(exc)) from exc
+        return found
 
     def deliver(self, alerts: list[dict[str, Any]]) -> None:
         alerts.sort(key=lambda a: a["started_ms"] if a["ended_ms"] is None else a["ended_ms"])
