@@ -44,7 +44,6 @@ from harness import (
 from kazoo.client import KazooClient
 
 NAME = "b1_capture"
-WRITER_NICE = 10
 STATE = '{{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":{},"isr":[1,2,3]}}'
 
 
@@ -57,9 +56,6 @@ def _writer(
 ) -> None:
     """Pipelined setData round its paths for `seconds`, at most `window` in flight, paced to
     `rate` writes/s (None: flat out, a new write as soon as one is answered)."""
-    # The writers stand for Kafka's controller, which runs on other machines than ZooKeeper
-    # and zkcdc: on this one they yield the CPU to what is measured.
-    os.nice(WRITER_NICE)
     client = KazooClient(hosts=hosts, timeout=30)
     client.start(timeout=30)
     slots = threading.Semaphore(window)

@@ -8,6 +8,8 @@ compared with what is known, as the watch mode re-syncs, and the gap shows as ve
 
 from __future__ import annotations
 
+import time
+
 from capture.daemon import CaptureDaemon, excluded_paths
 from capture.metrics import serve
 from capture.publisher import ensure_topic
@@ -21,6 +23,7 @@ from zkcdc import logs
 log = logs.get("zkcdc.capture")
 
 _BATCH = 20_000  # transactions per turn
+_SLOW_TURN_S = 0.1  # a turn longer than this is logged: the records of it wait that long
 
 
 class TxnlogCaptureDaemon(CaptureDaemon):
@@ -76,19 +79,33 @@ class TxnlogCaptureDaemon(CaptureDaemon):
             )
             next_heartbeat = self._now() + s.heartbeat_s
             while not self._stop.is_set():
+                started = time.perf_counter()
                 batch = reader.poll(_BATCH)
+                read = time.perf_counter()
                 for txn in batch:
                     records.extend(tracker.apply(txn))
+                applied = time.perf_counter()
                 now = self._now()
                 # Heartbeats say "nothing else up to now": only once caught up with the log,
                 # never between transactions of the past (their time is ZooKeeper's).
                 if now >= next_heartbeat and len(batch) < _BATCH:
                     records.append(tracker.heartbeat())
                     next_heartbeat = now + s.heartbeat_s
+                count = len(records)
                 if records:
                     outlet.give_out(records)
                     records = []
                 outlet.tick(state)
+                done = time.perf_counter()
+                if done - started > _SLOW_TURN_S:
+                    log.warning(
+                        "slow turn",
+                        read_ms=round(1000 * (read - started)),
+                        apply_ms=round(1000 * (applied - read)),
+                        out_ms=round(1000 * (done - applied)),
+                        transactions=len(batch),
+                        records=count,
+                    )
                 if not batch:
                     self._stop.wait(s.poll_interval_s)
         finally:
