@@ -62,6 +62,14 @@ def alertmanager_payload(alert: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def _ends_unfinished(path: Path) -> bool:
+    with path.open("rb") as file:
+        if file.seek(0, 2) == 0:
+            return False
+        file.seek(-1, 2)
+        return file.read(1) != b"\n"
+
+
 def _iso(ms: int) -> str:
     import datetime
 
@@ -175,7 +183,9 @@ class AlertSinks:
         lines = [json.dumps(alert, sort_keys=True) for alert in alerts]
         if self.options.alerts_out is not None and lines:
             with self.options.alerts_out.open("a") as out:
-                out.write("\n".join(lines) + "\n")
+                # A line a crash cut short stays a line of its own: the next one starts anew.
+                start = "\n" if _ends_unfinished(self.options.alerts_out) else ""
+                out.write(start + "\n".join(lines) + "\n")
         if self.options.console:
             for line in lines:
                 print(line, flush=True)

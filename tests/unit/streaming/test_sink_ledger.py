@@ -20,10 +20,16 @@ def test_a_batch_begun_and_not_marked_is_pending_until_marked(tmp_path):
     assert ledger.pending() is None and ledger.last() == 4
 
 
-def test_the_alerts_a_sink_already_holds_are_known_even_after_a_line_cut_short(tmp_path):
+def test_the_alerts_a_sink_holds_are_known_and_a_line_cut_short_stays_apart(tmp_path):
     out = tmp_path / "alerts.jsonl"
     sinks = AlertSinks(SinkOptions(alerts_out=out))
     sinks.deliver([alert("c:broker_down:broker/1:5", "FIRING")])
     with out.open("a") as file:
         file.write('{"alert_id": "c:contr')  # the crash cut the last line
     assert sinks.delivered(0) == {("c:broker_down:broker/1:5", "FIRING")}
+    sinks.deliver([alert("c:broker_down:broker/1:5", "RESOLVED")])  # the re-run's rest
+    assert sinks.delivered(0) == {
+        ("c:broker_down:broker/1:5", "FIRING"),
+        ("c:broker_down:broker/1:5", "RESOLVED"),
+    }
+    assert out.read_text().splitlines()[1] == '{"alert_id": "c:contr'  # kept apart
