@@ -181,14 +181,21 @@ def _znode(z: Znode) -> dict[str, Any]:
     }
 
 
+# The fields whose values are not plain scalars (the enum, tuples, dicts): only these need
+# turning into Avro's forms; the other forty-odd are copied as they are.
+_COMPOUND = tuple(
+    f.name
+    for f in dataclasses.fields(ClusterEvent)
+    if f.type not in ("int | None", "str | None", "bool | None")
+)
+
+
 def _event(event: ClusterEvent) -> dict[str, Any]:
     out = dict(event.__dict__)  # every field, set or None: a copy, not ~50 getattr calls
-    for name, value in out.items():
-        kind = type(value)
-        # Exact type checks first: isinstance against unions and ABCs is slow on this path.
-        if value is None or kind is int or kind is str or kind is bool:
-            continue
-        out[name] = _plain(value)  # replacing a value while iterating: the keys stay
+    for name in _COMPOUND:
+        value = out[name]
+        if value is not None:
+            out[name] = _plain(value)
     return out
 
 
