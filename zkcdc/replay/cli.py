@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -73,10 +75,40 @@ def replay(
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
         raise ReplayError("--state-out goes with --alerts-out")
+    with _event_log(path, txnlog, chroot, cluster) as (log, identity, txnlog_damage):
+        if not log_files(log):
+            raise ReplayError(f"no event log files in {log}")
+        if alerts_out is not None:
+            from zkcdc import logs
+            from zkcdc.replay.alerts_replay import replay_alerts
+
+            logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
+            settings = RuleSettings().with_overrides(rules)
+            damaged = replay_alerts(log, alerts_out, state_out, settings, master, _report)
+            lines = alerts_out.read_text().count("\n")
+            click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
+        else:
+            assert bootstrap_servers is not None
+            file = checkpoint or default_checkpoint(identity, bootstrap_servers, topic)
+            damaged = _into_kafka(log, bootstrap_servers, topic, speed, file, from_start)
+    if damaged:
+        click.echo(
+            f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
+        )
+    if damaged or txnlog_damage:
+        sys.exit(1)
+
+
+@contextlib.contextmanager
+def _event_log(
+    path: Path | None, txnlog: Path | None, chroot: str, cluster: str | None
+) -> Iterator[tuple[Path, Path, list[LogDamage]]]:
+    """The event log to replay, the path that names the replay (its default checkpoint), and
+    the damage found in ZooKeeper's files: PATH itself, or the retained history of a ZooKeeper
+    data dir written to a temporary event log."""
     if txnlog is None:
         assert path is not None
-        _replay(path, path, bootstrap_servers, topic, speed, checkpoint, from_start,
-                alerts_out, state_out, rules, master)  # fmt: skip
+        yield path, path, []
         return
     from capture.txnlog_source import history, write_event_log
 
@@ -90,45 +122,7 @@ def replay(
         click.echo(f"zkcdc: {count} records from the transaction logs in {txnlog}", err=True)
         for damage in damaged:
             click.echo(f"zkcdc: {damage.describe()}", err=True)
-        _replay(log, txnlog, bootstrap_servers, topic, speed, checkpoint, from_start,
-                alerts_out, state_out, rules, master)  # fmt: skip
-    if damaged:
-        sys.exit(1)
-
-
-def _replay(
-    path: Path,
-    identity: Path,
-    bootstrap_servers: str | None,
-    topic: str,
-    speed: float,
-    checkpoint: Path | None,
-    from_start: bool,
-    alerts_out: Path | None,
-    state_out: Path | None,
-    rules: dict[str, str],
-    master: str,
-) -> None:
-    if not log_files(path):
-        raise ReplayError(f"no event log files in {path}")
-    if alerts_out is not None:
-        from zkcdc import logs
-        from zkcdc.replay.alerts_replay import replay_alerts
-
-        logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
-        settings = RuleSettings().with_overrides(rules)
-        damaged = replay_alerts(path, alerts_out, state_out, settings, master, _report)
-        lines = alerts_out.read_text().count("\n")
-        click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
-    else:
-        assert bootstrap_servers is not None
-        file = checkpoint or default_checkpoint(identity, bootstrap_servers, topic)
-        damaged = _into_kafka(path, bootstrap_servers, topic, speed, file, from_start)
-    if damaged:
-        click.echo(
-            f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
-        )
-        sys.exit(1)
+        yield log, txnlog, damaged
 
 
 def _into_kafka(
