@@ -90,8 +90,9 @@ class CaptureSettings(BaseSettings):
             return self.chroot
         if self.zookeeper is None:
             return ""
-        _, _, rest = self.zookeeper.partition("/")
-        return "/" + rest.rstrip("/") if rest.strip("/") else ""
+        from capture.zookeeper import split_hosts
+
+        return split_hosts(self.zookeeper)[1]
 
     def connect_string(self) -> str:
         if self.zookeeper is None:

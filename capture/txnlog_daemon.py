@@ -9,6 +9,7 @@ compared with what is known, as the watch mode re-syncs, and the gap shows as ve
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from capture.daemon import CaptureDaemon, excluded_paths
 from capture.metrics import serve
@@ -49,13 +50,13 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                 server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
             self._connected = self._active = True
             self.metrics.active.set(1)
-            self._follow(chroot, cluster)
+            self._follow(directory, chroot, cluster)
         finally:
             if server is not None:
                 server.shutdown()
             self._finished.set()
 
-    def _follow(self, chroot: str, cluster: str) -> None:
+    def _follow(self, directory: Path, chroot: str, cluster: str) -> None:
         s = self.settings
         outlet = RecordOutlet(s, cluster, self.metrics, self._now)
         state = outlet.load()
@@ -64,7 +65,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         tracker = TxnTracker(state, self.now_ms, chroot, excluded)
         reader: LogReader | None = None
         try:
-            records, reader = self._start(tracker)
+            records, reader = self._start(directory, tracker)
             log.info(
                 "capturing",
                 cluster=cluster,
@@ -113,11 +114,8 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                 reader.close()
             outlet.close(state)
 
-    def _start(self, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
+    def _start(self, directory: Path, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
         """Where the log takes over: after the last zxid given out, or after a snapshot."""
-        s = self.settings
-        assert s.zk_data_dir is not None
-        directory = version_dir(s.zk_data_dir)
         state = tracker.state
         if state.zxid:
             try:

@@ -26,17 +26,16 @@ def _id_of(data: bytes | None) -> str | None:
 
 def cluster_id_in(directory: Path, chroot: str) -> str:
     """Kafka's cluster id (`<chroot>/cluster/id`) as the newest snapshot holds it, or as the
-    logs wrote it. Raises TxnLogError when Kafka's tree is not there."""
+    logs after that snapshot wrote it. Raises TxnLogError when Kafka's tree is not there."""
     path = chroot.rstrip("/") + "/cluster/id"
     snapshot = start_snapshot(directory, lambda problem: None)
     znode = snapshot.nodes.get(path)
-    if znode is not None and _id_of(znode.data):
-        return str(_id_of(znode.data))
-    found = None
-    for txn in read_history(directory, 0, lambda damage: None):
-        for op in txn.ops:
-            if op.path == path and op.type in (CREATE, CREATE2, SET_DATA):
-                found = _id_of(op.data) or found
+    found = None if znode is None else _id_of(znode.data)
+    if found is None:
+        for txn in read_history(directory, snapshot.zxid, lambda damage: None):
+            for op in txn.ops:
+                if op.path == path and op.type in (CREATE, CREATE2, SET_DATA):
+                    found = _id_of(op.data) or found
     if found is None:
         raise TxnLogError(
             f"no Kafka cluster id at {path} in {directory}: is the chroot right "

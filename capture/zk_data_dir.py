@@ -119,21 +119,11 @@ class LogReader:
         self._pos = HEADER_SIZE
         self._broken = False
         self._chunk = _SMALL_READ
-        files = log_files(directory)
-        if files:
-            covering = [f for f in files if zxid_of(f) <= after_zxid + 1]
-            if not covering and continues(zxid_of(files[0]), after_zxid):
-                covering = files[:1]
-            if not covering:
-                raise HistoryGap(
-                    f"the logs in {directory} start at zxid {zxid_of(files[0]):#x}, "
-                    f"after {after_zxid + 1:#x}: transactions in between were purged"
-                )
+        covering = [f for f in log_files(directory) if zxid_of(f) <= after_zxid + 1]
+        if covering:
             self._open(covering[-1])
-
-    @property
-    def file(self) -> Path | None:
-        return self._file
+        else:
+            self._open_next(force=True)  # the first file, if it continues: else a gap
 
     def close(self) -> None:
         if self._fd is not None:
@@ -185,7 +175,10 @@ class LogReader:
         if nxt is None:
             return False
         if self._file is None and not continues(zxid_of(nxt), self.last_zxid):
-            raise HistoryGap(f"{nxt.name} starts after zxid {self.last_zxid + 1:#x}")
+            raise HistoryGap(
+                f"the logs in {self.directory} start at zxid {zxid_of(nxt):#x}, "
+                f"after {self.last_zxid + 1:#x}: transactions in between were purged"
+            )
         return self._open(nxt)
 
     def _open(self, file: Path) -> bool:
