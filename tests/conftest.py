@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import time
@@ -246,3 +247,16 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmana
     manager = Alertmanager(alertmanager_binary(), tmp_path_factory.mktemp("alertmanager"), port)
     yield manager
     manager.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On the default local backend (CI's) every test can run: a skip there is a failure.
+    Only the external and docker backends skip the tests they cannot serve."""
+    if os.environ.get("ZKCDC_TEST_BACKEND", "local") != "local":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        names = ", ".join(report.nodeid for report in skipped)
+        print(f"\n{len(skipped)} test(s) skipped on the local backend: {names}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
