@@ -30,7 +30,12 @@ _CREATES = (CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL)
 
 
 class TxnLogError(CaptureError):
-    """A log file that is not one, or an entry whose checksum or framing is wrong."""
+    """A log file that is not one, or an entry whose checksum or framing is wrong (`offset`:
+    the entry's, in its file)."""
+
+    def __init__(self, message: str, offset: int = 0) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 class Op(NamedTuple):
@@ -191,7 +196,7 @@ def read_entries(data: bytes, start: int = HEADER_SIZE, base: int = 0) -> Iterat
             return
         end = pos + 12 + length
         if length < 0:
-            raise TxnLogError(f"entry at {base + pos}: length {length}")
+            raise TxnLogError(f"entry at {base + pos}: length {length}", base + pos)
         if end + 1 > size:
             yield LogEnd(base + pos, complete=False)  # the data ends inside the entry
             return
@@ -201,11 +206,13 @@ def read_entries(data: bytes, start: int = HEADER_SIZE, base: int = 0) -> Iterat
                 # The end byte is written last: this entry is still being written.
                 yield LogEnd(base + pos, complete=False)
                 return
-            raise TxnLogError(f"entry at {base + pos}: checksum mismatch")
+            raise TxnLogError(f"entry at {base + pos}: checksum mismatch", base + pos)
         if data[end] != END_OF_ENTRY:
-            raise TxnLogError(f"entry at {base + pos}: no end-of-entry byte")
+            raise TxnLogError(f"entry at {base + pos}: no end-of-entry byte", base + pos)
         try:
             yield read_txn(entry, base + pos)
-        except (struct.error, UnicodeDecodeError) as exc:
-            raise TxnLogError(f"entry at {base + pos}: malformed record ({exc})") from exc
+        except (struct.error, UnicodeDecodeError, TxnLogError) as exc:
+            raise TxnLogError(
+                f"entry at {base + pos}: malformed record ({exc})", base + pos
+            ) from exc
         pos = end + 1

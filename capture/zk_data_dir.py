@@ -97,7 +97,13 @@ def start_snapshot(
 
 class LogReader:
     """The transactions after `after_zxid`, in zxid order, as far as written when `poll` is
-    called. A damaged entry is reported (file, offset) and the rest of its file skipped."""
+    called. A damaged entry is reported (file, offset) and the rest of its file skipped.
+
+    An entry that fails its checksum at the written end of a live log may only have been read
+    while ZooKeeper was writing it: a read racing a write can see a later page of it and not yet
+    an earlier one (end byte present, zeros before it). Such an entry is read again; it is
+    damage once it has failed for `settle_s`, or still fails after ZooKeeper has moved on to a
+    newer file. Files that nothing writes any more (a copy) use `settle_s=0`."""
 
     def __init__(
         self,
@@ -106,6 +112,7 @@ class LogReader:
         on_damage: Callable[[LogDamage], None],
         *,
         list_every_s: float = 0.02,
+        settle_s: float = 1.0,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.directory = directory
@@ -119,6 +126,8 @@ class LogReader:
         self._pos = HEADER_SIZE
         self._broken = False
         self._chunk = _SMALL_READ
+        self._settle_s = settle_s
+        self._suspect: tuple[int, float, str] | None = None  # (offset, since, reason)
         covering = [f for f in log_files(directory) if zxid_of(f) <= after_zxid + 1]
         if covering:
             self._open(covering[-1])
@@ -149,9 +158,13 @@ class LogReader:
                 # ZooKeeper rolls to a new file only after flushing this one, and this read
                 # came after the new file was seen: this one is complete.
                 if end is not None and not end.complete:
-                    self._on_damage(
-                        LogDamage(self._file or self.directory, f"torn entry at {end.offset}")
+                    suspect = self._suspect
+                    reason = (
+                        suspect[2]
+                        if suspect is not None and suspect[0] == end.offset
+                        else f"torn entry at {end.offset}"
                     )
+                    self._on_damage(LogDamage(self._file or self.directory, reason))
                 self.close()
                 checked_newer = False
                 continue
@@ -191,7 +204,7 @@ class LogReader:
             os.close(fd)  # just created: its header is not written yet
             return False
         self._file, self._fd, self._pos, self._broken = file, fd, HEADER_SIZE, False
-        self._chunk = _SMALL_READ
+        self._chunk, self._suspect = _SMALL_READ, None
         if header[:4] != MAGIC:
             self._broken = True
             self._on_damage(LogDamage(file, f"not a ZooKeeper transaction log ({header[:4]!r})"))
@@ -211,10 +224,14 @@ class LogReader:
                     else:
                         txns.append(item)
             except TxnLogError as exc:
+                if self._settling(exc):
+                    self._pos, self._chunk = exc.offset, _SMALL_READ
+                    return txns, LogEnd(exc.offset, complete=False)
                 self._on_damage(LogDamage(self._file or self.directory, str(exc)))
                 self._broken = True
                 return txns, None
             assert end is not None
+            self._suspect = None
             cut_by_us = not end.complete and len(data) == size
             self._pos = end.offset
             if cut_by_us and not txns:
@@ -225,12 +242,19 @@ class LogReader:
             self._chunk = _LARGE_READ if cut_by_us else _SMALL_READ
             return txns, end
 
+    def _settling(self, exc: TxnLogError) -> bool:
+        """Whether a failing entry may still be one being written: read it again later."""
+        now = self._now()
+        if self._suspect is None or self._suspect[0] != exc.offset:
+            self._suspect = (exc.offset, now, str(exc))
+        return now - self._suspect[1] < self._settle_s
+
 
 def read_history(
     directory: Path, after_zxid: int, on_damage: Callable[[LogDamage], None]
 ) -> Iterator[Txn]:
     """Every logged transaction after `after_zxid` (a copy of a data dir: nothing is written)."""
-    reader = LogReader(directory, after_zxid, on_damage, list_every_s=0.0)
+    reader = LogReader(directory, after_zxid, on_damage, list_every_s=0.0, settle_s=0.0)
     try:
         while batch := reader.poll():
             yield from batch

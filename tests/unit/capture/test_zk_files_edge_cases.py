@@ -50,6 +50,40 @@ def test_a_corrupt_entry_is_reported_by_file_and_offset_never_given_out_and_its_
     assert found.file == first and "checksum" in found.reason and "entry at" in found.reason
 
 
+def _torn(file, zxid_data: bytes) -> tuple[bytes, bytes]:
+    """The file as a read racing ZooKeeper's write may see it: the entry holding `zxid_data`
+    has its end byte but zeros where its start should be; and the file as written."""
+    whole = file.read_bytes()
+    at = whole.index(zxid_data)
+    return whole[: at - 20] + b"\0" * 20 + whole[at:], whole
+
+
+def test_an_entry_read_while_being_written_is_read_again_not_reported_as_damage(tmp_path):
+    file = log_file(tmp_path, 1, [create_txn(1, "/k", b"v0"), set_data_txn(2, "/k", b"v1", 1)])
+    torn, whole = _torn(file, b"v1")
+    file.write_bytes(torn)
+    clock, damage = [0.0], []
+    reader = LogReader(tmp_path, 0, damage.append, now=lambda: clock[0])
+    assert [t.zxid for t in reader.poll()] == [1]
+    clock[0] += 0.5
+    assert reader.poll() == [] and damage == []
+    file.write_bytes(whole)  # the write finished
+    assert [t.zxid for t in reader.poll()] == [2]
+    assert damage == []
+
+
+def test_an_entry_failing_its_checksum_for_the_settle_time_is_damage_reported_once(tmp_path):
+    file = log_file(tmp_path, 1, [create_txn(1, "/k", b"v0"), set_data_txn(2, "/k", b"v1", 1)])
+    file.write_bytes(_torn(file, b"v1")[0])
+    clock, damage = [0.0], []
+    reader = LogReader(tmp_path, 0, damage.append, settle_s=1.0, now=lambda: clock[0])
+    assert [t.zxid for t in reader.poll()] == [1]
+    clock[0] += 1.5
+    assert reader.poll() == [] and reader.poll() == []
+    (found,) = damage
+    assert found.file == file and "checksum" in found.reason
+
+
 def test_a_torn_tail_behind_a_roll_over_is_reported_and_the_next_file_read(tmp_path):
     first = log_file(tmp_path, 1, [create_txn(1, "/k", b""), set_data_txn(2, "/k", b"x", 1)])
     raw = first.read_bytes().rstrip(b"\0")
