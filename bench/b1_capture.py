@@ -250,7 +250,7 @@ def main() -> None:
             for window in windows:
                 ceiling.append(storm(hosts, paths, args.writers, window, args.ceiling_s, None))
                 print(f"ceiling: {ceiling[-1]}", flush=True)
-            steps = sweep(args, info, hosts, paths, rates, setup, work)
+            steps, floor = sweep(args, info, hosts, paths, rates, setup, work)
         finally:
             root.delete(chroot, recursive=True)
             setup.stop()
@@ -265,6 +265,7 @@ def main() -> None:
         "ceiling_sweep": ceiling,
         "ceiling_writes_per_s": max(s["writes_per_s"] for s in ceiling),
         "steps": steps,
+        "floor": floor,
     }
     plot(result, args.quick)
     print(render(save(NAME, result, args.quick)))
@@ -278,7 +279,8 @@ def sweep(
     rates: list[float | None],
     setup: KazooClient,
     work: Path,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rate steps with both watchers, then the floor steps (see below)."""
     topic = f"zkcdc.bench.{int(time.time())}"
     kafka = [] if args.no_kafka else ["--bootstrap-servers", info.bootstrap_servers]
     daemon = subprocess.Popen(
@@ -293,6 +295,7 @@ def sweep(
     steps: list[dict[str, Any]] = []
     commits: dict[tuple[str, int], int] = {}
     marks: list[tuple[dict[str, int], dict[str, int]]] = []
+    floor: list[dict[str, Any]] = []
     try:
         deadline = time.time() + 60
         while not (
@@ -319,6 +322,15 @@ def sweep(
             marks.append((before, _versions(setup, paths)))
             steps.append(step)
             print(f"step: {step}", flush=True)
+        # The floor under any watcher's lag: ZooKeeper's own answer to the writer (its commit;
+        # no watcher is told of a write before it), flat out with fewer writes in flight.
+        floor = [
+            storm(hosts, paths, args.writers, window, args.duration, None)
+            for window in (1, 4)
+            if window < args.window
+        ]
+        for step in floor:
+            print(f"floor: {step}", flush=True)
     finally:
         stop(daemon)
         os.kill(tree.pid, signal.SIGTERM)
@@ -330,7 +342,7 @@ def sweep(
     cache_seen = [tuple(x) for x in json.loads(Path(tree_out).read_text())]
     for step, (before, after) in zip(steps, marks, strict=True):
         _step_figures(step, records, cache_seen, before, after, commits)  # type: ignore[arg-type]
-    return steps
+    return steps, floor
 
 
 class _nothing:
@@ -401,6 +413,15 @@ def render(result: dict[str, Any]) -> str:
         plot_link(result, NAME, "B1: lag and versions seen against write rate"),
         "Flame graph of the daemon during the flat-out step: "
         + plot_link(result, NAME + "_daemon", "", "svg") + ".",
+        *([
+            "The floor under any watcher's lag, flat out with both watchers running and fewer "
+            "writes in flight (ZooKeeper's answer to the writer is its commit; no watcher is "
+            "told of a write before it): "
+            + " · ".join(f"{s['window']} in flight per writer: {s['writes_per_s']:,}/s, write "
+                         f"answered p50 {fmt(s['write_ms_p50'])} / **p99 "
+                         f"{fmt(s['write_ms_p99'])} ms**" for s in result["floor"])
+            + "."
+        ] if result.get("floor") else []),
     ])  # fmt: skip
 
 

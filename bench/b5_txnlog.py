@@ -7,6 +7,8 @@ watch mode in the same run, and how fast the log files parse.
    (both modes on the same storm); then the txnlog capture alone, as it is deployed beside a
    ZooKeeper server. Per step: versions committed; records of each mode; txnlog lag,
    ZooKeeper's transaction time -> the record, and after the write's commit (its answer).
+   Then the floor: the storm flat out with only a bare `LogReader` following the log (no
+   decoding, no output), when each transaction became readable in the file at all.
 2. Parsing: every `log.<zxid>` file the storm left, read with `capture.txnlog.read_entries`
    (best of 3), and the whole history turned into change records (`--from-txnlog`'s path).
 
@@ -15,8 +17,12 @@ Run: `.venv/bin/python bench/b5_txnlog.py [--quick] [--rates 100,500,1000,max]`
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +44,8 @@ from harness import (
 )
 from kazoo.client import KazooClient
 
+from capture.txnlog import SET_DATA
+
 NAME = "b5_txnlog"
 
 
@@ -49,6 +57,7 @@ def main() -> None:
     p.add_argument("--writers", type=int, default=2)
     p.add_argument("--window", type=int, default=32)
     p.add_argument("--no-kafka", action="store_true", help="event logs only, no publishing")
+    p.add_argument("--phases", default="beside_watch,alone,floor", help="which phases to run")
     args = p.parse_args()
     if args.quick:
         args.duration, args.rates = 4.0, "500,max"
@@ -67,8 +76,14 @@ def main() -> None:
             setup.create(path, STATE.format(0).encode(), makepath=True)
         phases = {
             phase: run_steps(args, info, hosts, data_dir, paths, rates, setup, work, phase)
-            for phase in ("beside_watch", "alone")
+            for phase in args.phases.split(",")
+            if phase != "floor"
         }
+        floor = (
+            floor_steps(args, hosts, data_dir, paths, [None], setup, work, chroot)
+            if "floor" in args.phases.split(",")
+            else []
+        )
         setup.stop()
         parsing = parse_rates(data_dir, chroot)
     result = {
@@ -78,10 +93,102 @@ def main() -> None:
         "window": args.window,
         "step_s": args.duration,
         "phases": phases,
+        "floor": floor,
         "parsing": parsing,
     }
     plot(result, args.quick)
     print(render(save(NAME, result, args.quick)))
+
+
+def bare_reader(version_dir: str, after_zxid: int, out_file: str) -> None:
+    """The floor of any log reader here: zkcdc's LogReader alone (no decoding, no records, no
+    output) polling every millisecond, noting when each setData became readable in the file."""
+    from capture.zk_data_dir import LogReader
+
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    seen: list[tuple[str, int, int, int]] = []  # (path, version, txn time, readable at)
+    reader = LogReader(Path(version_dir), after_zxid, lambda damage: None)
+    Path(out_file + ".ready").touch()
+    while not stopped.is_set():
+        batch = reader.poll()
+        readable = time.time_ns() // 1_000_000
+        for txn in batch:
+            for op in txn.ops:
+                if op.type == SET_DATA and op.path is not None and op.version is not None:
+                    seen.append((op.path, op.version, txn.time_ms, readable))
+        if not batch:
+            time.sleep(0.001)
+    reader.close()
+    Path(out_file).write_text(json.dumps(seen))
+
+
+def floor_steps(
+    args: Any,
+    hosts: str,
+    data_dir: Path,
+    paths: list[str],
+    rates: list[float | None],
+    setup: KazooClient,
+    work: Path,
+    chroot: str,
+) -> list[dict[str, Any]]:
+    """The same storm with only the bare reader following the log: how late a transaction
+    becomes readable at all (ZooKeeper's own pipeline and its fsyncs, on these cores)."""
+    from capture.zk_data_dir import log_files, version_dir
+
+    directory = version_dir(data_dir)
+    newest = log_files(directory)[-1]
+    out = str(work / "bare.json")
+    reader = multiprocessing.Process(target=bare_reader,
+                                     args=(str(directory), zxid_now(newest), out))  # fmt: skip
+    reader.start()
+    steps: list[dict[str, Any]] = []
+    marks = []
+    try:
+        deadline = time.time() + 60
+        while not Path(out + ".ready").exists():
+            if time.time() > deadline:
+                raise SystemExit("the bare reader did not start")
+            time.sleep(0.1)
+        time.sleep(2)  # past what was in the log already
+        for rate in rates:
+            before = _versions(setup, paths)
+            steps.append(storm(hosts, paths, args.writers, args.window, args.duration, rate))
+            time.sleep(2)
+            marks.append((before, _versions(setup, paths)))
+            print(f"floor step: {steps[-1]}", flush=True)
+    finally:
+        reader.terminate()  # SIGTERM: it writes what it saw
+        reader.join(60)
+    seen = [tuple(x) for x in json.loads(Path(out).read_text())]
+    for step, (before, after) in zip(steps, marks, strict=True):
+        lag = [
+            readable - ts
+            for path, version, ts, readable in seen
+            if path.startswith(chroot + "/")
+            and (p := path[len(chroot) :]) in before
+            and before[p] < version <= after[p]
+        ]
+        step["committed"] = sum(after[p] - before[p] for p in before)
+        step["bare"] = {
+            "seen": len(lag),
+            "lag_ms_p50": percentile(lag, 0.5),
+            "lag_ms_p99": percentile(lag, 0.99),
+            "lag_ms_max": max(lag) if lag else None,
+        }
+    return steps
+
+
+def zxid_now(log_file: Path) -> int:
+    """The last zxid written in a log file so far (0 if none)."""
+    from capture.txnlog import Txn, read_entries
+
+    last = 0
+    for item in read_entries(log_file.read_bytes()):
+        if isinstance(item, Txn):
+            last = item.zxid
+    return last
 
 
 def _daemon(
@@ -245,7 +352,7 @@ def plot(result: dict[str, Any], quick: bool) -> None:
     with figure(NAME, quick) as fig:
         ax = fig.subplots()
         for phase, style, color in (("alone", "o-", "C0"), ("beside_watch", "s--", "C1")):
-            steps = result["phases"][phase]
+            steps = result["phases"].get(phase, [])
             rate = [s["writes_per_s"] for s in steps]
             ax.plot(rate, [s["txnlog"]["lag_ms_p99"] for s in steps], style, color=color,
                     label=f"p99, {PHASES[phase]}")  # fmt: skip
@@ -294,10 +401,33 @@ def render(result: dict[str, Any]) -> str:
         f"{'publishing to Kafka' if result.get('publishing_to_kafka', True) else 'event logs only'}"
         ". Lag is the record's `captured_ms` minus the transaction's time in ZooKeeper's log "
         "(`ts_ms`); after commit, minus the moment the writer had its answer.",
-        "Both modes on the same storm (the txnlog capture beside the watch capture):",
-        _table(phases["beside_watch"], beside=True),
-        "The txnlog capture alone (as deployed, beside a ZooKeeper server):",
-        _table(phases["alone"], beside=False),
+        *(
+            part
+            for phase, title in (
+                ("beside_watch", "Both modes on the same storm (the txnlog capture beside the "
+                                 "watch capture):"),
+                ("alone", "The txnlog capture alone (as deployed, beside a ZooKeeper server):"),
+            )
+            if phase in phases
+            for part in (title, _table(phases[phase], beside=phase == "beside_watch"))
+        ),
+        *(
+            [
+                "The floor under any log reader's lag, the same storm flat out with nothing but a "
+                "bare reader following the log (zkcdc's `LogReader` polling every millisecond: no "
+                "decoding, no records, no output): "
+                + " · ".join(
+                    f"{s['writes_per_s']:,} writes/s: a transaction readable in the file "
+                    f"p50 {fmt(s['bare']['lag_ms_p50'])} / **p99 {fmt(s['bare']['lag_ms_p99'])}**"
+                    f" / max {fmt(s['bare']['lag_ms_max'])} ms after its time "
+                    f"({fmt(s['bare']['seen'])} of {fmt(s['committed'])} seen)"
+                    for s in result["floor"]
+                )
+                + "."
+            ]
+            if result.get("floor")
+            else []
+        ),
         plot_link(result, NAME, "B5: txnlog capture lag against write rate"),
         f"Parsing the {parsing['files']} log files the run left "
         f"({parsing['bytes_written'] / 1e6:.1f} MB written): "
@@ -323,8 +453,11 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         for what, chosen in (
             (f"paced rates up to {max((s['target_per_s'] for s in paced), default=0):g}/s",
              paced),
-            (f"flat out ({steps[-1]['writes_per_s']:,} writes/s)", steps[-1:]),
+            (f"flat out ({steps[-1]['writes_per_s']:,} writes/s)",
+             [s for s in steps[-1:] if s["target_per_s"] is None]),
         ):  # fmt: skip
+            if not chosen:
+                continue  # a run without that kind of step (--rates)
             p99 = max(s["txnlog"]["lag_ms_p99"] or 0 for s in chosen)
             rows.append((f"txnlog lag p99, {PHASES[phase]}, {what}", f"{p99:g} ms",
                          "≤ 20 ms", p99 <= 20))  # fmt: skip

@@ -88,6 +88,11 @@ class RecordOutlet:
                 self.metrics.events.labels(event.type.value).inc()
         self.metrics.seq.set(records[-1].seq)
 
+    @property
+    def in_flight(self) -> bool:
+        """Records handed to Kafka and not yet acknowledged (or waiting for queue room)."""
+        return self.publisher is not None and self.publisher.backlog > 0
+
     def tick(self, state: TrackerState) -> None:
         """Each turn of the daemon's loop: delivery reports, and now and then the checkpoint."""
         now = self._now()

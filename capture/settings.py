@@ -33,6 +33,8 @@ class CaptureSettings(BaseSettings):
     source: Literal["watch", "txnlog"] = "watch"
     zk_data_dir: Path | None = None
     chroot: str | None = None  # txnlog: Kafka's chroot [default: that of `zookeeper`, or none]
+    # txnlog: how often the log is read while records await Kafka's acks, or where the log
+    # folder cannot be watched with inotify (otherwise a write wakes the capture).
     poll_interval_s: float = Field(default=0.002, gt=0, le=1)
     bootstrap_servers: str | None = None
     topic: str = "zkcdc.changes"

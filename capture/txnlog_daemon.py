@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from capture.daemon import CaptureDaemon, excluded_paths
+from capture.dir_wakeup import DirectoryWakeup
 from capture.metrics import serve
 from capture.publisher import ensure_topic
 from capture.record_outlet import RecordOutlet
@@ -25,6 +26,7 @@ log = logs.get("zkcdc.capture")
 
 _BATCH = 20_000  # transactions per turn
 _SLOW_TURN_S = 0.1  # a turn longer than this is logged: the records of it wait that long
+_IDLE_S = 0.1  # longest wait for a write: how soon a SIGTERM is noticed
 
 
 class TxnlogCaptureDaemon(CaptureDaemon):
@@ -64,6 +66,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         excluded = excluded_paths(chroot, s.ha_path)
         tracker = TxnTracker(state, self.now_ms, chroot, excluded)
         reader: LogReader | None = None
+        wakeup = DirectoryWakeup(directory, s.poll_interval_s)
         try:
             records, reader = self._start(directory, tracker)
             log.info(
@@ -110,8 +113,12 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                         records=count,
                     )
                 if not batch:
-                    self._stop.wait(s.poll_interval_s)
+                    # Records in flight: back soon for their acks (the lag metric is taken at
+                    # the ack). Otherwise until ZooKeeper writes, or the next heartbeat is due.
+                    due = next_heartbeat - self._now()
+                    wakeup.wait(s.poll_interval_s if outlet.in_flight else min(due, _IDLE_S))
         finally:
+            wakeup.close()
             if reader is not None:
                 reader.close()
             outlet.close(state)
