@@ -259,7 +259,7 @@ class CaptureDaemon:
             for item in _drain(self._inbox, timeout):
                 kind = item[0]
                 if kind == "read":
-                    records.extend(tracker.read(item[1], item[2], item[3]))
+                    records.extend(tracker.read(item[1], item[2], item[3], item[4]))
                 elif kind == "synced" and item[1] == generation:
                     records.extend(tracker.end_sync())
                     log.info(

@@ -54,15 +54,24 @@ class Tracker:
         return [self._record(Op.DELETE, p, self.state.tree.pop(p), None) for p in gone]
 
     def read(
-        self, path: str, znode: Znode | None, observed_ms: int | None = None
+        self,
+        path: str,
+        znode: Znode | None,
+        observed_ms: int | None = None,
+        announced_created: bool = False,
     ) -> list[ChangeRecord]:
-        """A read of `path` returned `znode` (None: no such znode) at `observed_ms`."""
+        """A read of `path` returned `znode` (None: no such znode) at `observed_ms`;
+        `announced_created`: the read followed ZooKeeper's notice that `path` was created."""
         self._observed_ms = observed_ms
         known = self.state.tree.get(path)
         if znode is not None and self._seen is not None:
             self._seen.add(path)
         if znode is None:
             if known is None:
+                # Created and deleted again before it could be read: a DELETE with neither
+                # image, its unseen version counted as skipped (a gap, never silence).
+                if announced_created and not self.in_snapshot:
+                    return [self._record(Op.DELETE, path, None, None, skipped=1)]
                 return []
             del self.state.tree[path]
             return [self._record(Op.DELETE, path, known, None)]

@@ -130,14 +130,22 @@ class TreeReader:
             self._read_data(path, generation)
             self._read_children(path, generation)  # sets the child watch, children or not
 
-    def _read_data(self, path: str, generation: int | None, list_children: bool = False) -> None:
+    def _read_data(
+        self,
+        path: str,
+        generation: int | None,
+        list_children: bool = False,
+        announced_created: bool = False,
+    ) -> None:
         if self._closed:
             return
         self._count(generation, +1)
         watch = None if self.recursive else self._on_data_watch
         self._pipeline.request(
             GetData(self._full(path), watch),
-            lambda value, error: self._on_data(path, value, error, generation, list_children),
+            lambda value, error: self._on_data(
+                path, value, error, generation, list_children, announced_created
+            ),
         )
 
     def _read_children(self, path: str, generation: int | None) -> None:
@@ -155,7 +163,7 @@ class TreeReader:
         """The recursive watch (connection thread): a read per notification, sent in the same
         turn, so it is answered right after its write."""
         if self.recursive and not self._excluded(path):
-            self._read_data(path, None)
+            self._read_data(path, None, announced_created=kind == EventType.CREATED)
 
     def _on_data_watch(self, event: WatchedEvent) -> None:  # one-shot: kazoo's callback thread
         if event.type in (EventType.CHANGED, EventType.DELETED, EventType.CREATED):
@@ -173,14 +181,17 @@ class TreeReader:
         error: Exception | None,
         generation: int | None,
         list_children: bool = False,
+        announced_created: bool = False,
     ) -> None:
         if error is None:
             data, stat = value
-            self._emit(("read", path, znode(data, stat), self._now_ms()))
+            self._emit(("read", path, znode(data, stat), self._now_ms(), False))
             if list_children and stat.numChildren > 0:
                 self._read_children(path, generation)  # counted before this read's -1
         elif isinstance(error, NoNodeError):
-            self._emit(("read", path, None, self._now_ms()))
+            # Announced as created, gone before its read: a znode nobody saw (a request
+            # created and handled within a few milliseconds), which must not pass in silence.
+            self._emit(("read", path, None, self._now_ms(), announced_created))
             if self.recursive:
                 with self._lock:
                     self._forget(path)

@@ -80,6 +80,29 @@ def test_snapshot_then_live_changes_with_heartbeats_and_unknown_paths(
     assert beats and all(k.startswith(b"c1") for k in changes_topic.keys)
 
 
+def test_a_znode_created_and_deleted_before_it_could_be_read_is_a_delete_with_a_skipped_version(
+    cluster, zk_chroot, start_capture, changes_topic
+):
+    zk_chroot.ensure_path("/admin")
+    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic)
+    daemon.wait_logged("in sync")
+
+    # One multi: both notices come after both writes, so the read finds nothing, every time.
+    request = "/admin/preferred_replica_election"
+    transaction = zk_chroot.transaction()
+    transaction.create(request, b'{"version":1,"partitions":[{"topic":"t","partition":0}]}')
+    transaction.delete(request)
+    assert all(result is True or isinstance(result, str) for result in transaction.commit())
+    zk_chroot.create("/admin/after", b"x")
+
+    changes_topic.wait_for(lambda r: r["path"] == "/admin/after", "the next change")
+    vanished = [r for r in changes_topic.records if r["path"] == request]
+    assert [(r["op"], r["before"], r["after"], r["versions_skipped"]) for r in vanished] == [
+        ("DELETE", None, None, 1)
+    ]
+    assert daemon.stop(signal.SIGTERM) == 0
+
+
 def test_garbage_in_a_state_znode_is_unparseable_and_capture_goes_on(
     cluster, zk_chroot, start_capture, changes_topic
 ):

@@ -66,6 +66,17 @@ def test_a_read_finding_no_znode_deletes_it_once():
     assert t.read(PATH, None) == []
 
 
+def test_a_znode_announced_created_but_gone_before_its_read_is_a_delete_with_a_skipped_version():
+    t = tracker()
+    request = "/admin/preferred_replica_election"
+    (vanished,) = t.read(request, None, 7000, announced_created=True)
+    assert (vanished.op, vanished.before, vanished.after) == (Op.DELETE, None, None)
+    assert (vanished.versions_skipped, vanished.ts_ms, vanished.events) == (1, 7000, ())
+    # Its delete is announced and read too: nothing more. An unannounced miss says nothing.
+    assert t.read(request, None, 7001) == []
+    assert t.read("/never/there", None, 7002) == []
+
+
 def test_a_resync_emits_only_differences_children_deleted_before_parents():
     t = tracker(**{"_a": z(0), "_a_b": z(0), "_a_b_c": z(0), "_keep": z(2), "_changed": z(1)})
     t.begin_sync()
