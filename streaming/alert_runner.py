@@ -158,6 +158,11 @@ def report_progress(query: Any, reported: int) -> int:
                 records=progress["numInputRows"],
                 duration_ms=progress["durationMs"].get("triggerExecution"),
                 records_per_s=round(progress.get("processedRowsPerSecond") or 0),
+                # Where a slow micro-batch spent its time (Spark's own phases, ms).
+                phases={k: v for k, v in progress["durationMs"].items() if k != "triggerExecution"},
+                state_commit_ms=sum(
+                    op.get("commitTimeMs", 0) for op in progress.get("stateOperators", [])
+                ),
             )
     return reported
 
