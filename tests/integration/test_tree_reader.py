@@ -35,7 +35,7 @@ class Reads:
             if item[0] == "synced":
                 self.synced.append(item[1])
                 continue
-            _, path, znode, _ = item
+            _, path, znode, _, _ = item
             if znode is None:
                 self.tree.pop(path, None)
             else:

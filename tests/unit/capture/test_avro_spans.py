@@ -82,3 +82,14 @@ def test_a_log_reads_as_spans_equal_to_its_records_even_written_by_fastavro(tmp_
     assert decoded == list(read_records(log)) and not damaged
     assert [s.seq for s in spans] == list(range(1, 61))
     assert len(log_files(log)) == 2
+
+
+def test_a_record_cut_anywhere_is_damage_never_a_crash_or_a_short_span():
+    schema = load_schema()
+    encode = compile_encoder(schema, sized_arrays=True)
+    bodies = [encode(v) for v in records(2)]
+    data = b"".join(bodies)
+    split = compile_splitter(schema_json(), KEEP)
+    for cut in range(len(bodies[0]) + 1, len(data)):  # every cut inside the second record
+        with pytest.raises(SpanError):
+            split(data[:cut], 2)
