@@ -48,11 +48,16 @@ _VARINT = rb"[\x80-\xff]*[\x00-\x7f]"
 _ANY = rb"[\x00-\xff]"
 
 
-def _run_end(pattern: re.Pattern[bytes], b: bytes, p: int) -> int:
-    m = pattern.match(b, p)
-    if m is None:
-        raise SpanError(f"block data ends inside a record ({len(b)} bytes)")
-    return m.end()
+# Lines that read a length (of a string, bytes or an array block) into `n`: most are under 64,
+# one byte, read inline; a function call per varint was the splitter's largest cost.
+_LENGTH = ["n = b[p]", "if n < 0x80:", "    n >>= 1", "    p += 1", "else:", "    n, p = _long(b, p)"]
+
+
+def _length(indent: str) -> list[str]:
+    return [indent + line for line in _LENGTH]
+
+
+_NULLABLE_RUN = 8  # shorter runs of nullable fields are cheaper skipped one by one
 
 
 def _nullable_run(b: bytes, p: int, skips: tuple[Callable[[bytes, int], int], ...]) -> int:
@@ -79,7 +84,7 @@ class _Generator:
         self.done: set[str] = set()
         self.namespace = schema.get("namespace", "")
         self.counter = 0
-        self.patterns: dict[str, re.Pattern[bytes]] = {}
+        self.patterns: dict[str, Any] = {}
 
     def fullname(self, name: str, namespace: str) -> str:
         return name if "." in name or not namespace else f"{namespace}.{name}"
@@ -126,7 +131,7 @@ class _Generator:
         if t == "double":
             return [f"{indent}p += 8"]
         if t in ("bytes", "string"):
-            return [f"{indent}n, p = _long(b, p)", f"{indent}p += n"]
+            return [*_length(indent), f"{indent}p += n"]
         name = self.fullname(t, ns)
         if name not in self.named:
             raise SpanError(f"unknown Avro type {t!r}")
@@ -165,7 +170,8 @@ class _Generator:
         self.counter += 1
         name = f"_run_{self.counter}"
         self.patterns[name] = re.compile(b"".join(b"(?:%s)" % x for x in shapes))
-        return [f"{indent}p = _run_end({name}, b, p)"]
+        self.patterns[name + "_match"] = self.patterns.pop(name).match
+        return [f"{indent}p = {name}_match(b, p).end()"]  # None (data ends): AttributeError
 
     def fields_lines(self, types: list[Any], ns: str, indent: str) -> list[str]:
         """Lines that skip consecutive fields: fixed-shape runs as one match, nullable runs
@@ -185,7 +191,7 @@ class _Generator:
             end = start
             while end < len(types) and _nullable(types[end]):
                 end += 1
-            if end - start >= 2:
+            if end - start >= _NULLABLE_RUN:
                 skips = ", ".join(self.value_function(f[1], ns) for f in types[start:end])
                 lines.append(f"{indent}p = _nullable_run(b, p, ({skips},))")
                 start = end
@@ -218,12 +224,17 @@ class _Generator:
         lines = [
             f"def {name}(b, p):",
             "    while True:",
-            "        n, p = _long(b, p)",
+            "        n = b[p]",  # the block's count: zig-zag, negative when sized
+            "        if n < 0x80:",
+            "            n = (n >> 1) ^ -(n & 1)",
+            "            p += 1",
+            "        else:",
+            "            n, p = _long(b, p)",
             "        if n == 0:",
             "            return p",
             "        if n < 0:",  # a block that carries its size in bytes: jump over it
-            "            size, p = _long(b, p)",
-            "            p += size",
+            *_length("            "),
+            "            p += n",
             "            continue",
             "        for _ in range(n):",
             *key,
@@ -252,7 +263,7 @@ def compile_splitter(schema: dict[str, Any], keep: Sequence[str]) -> Split:
             break
         var = "k_" + f["name"]
         if f["type"] == "string":
-            body += ["        n, p = _long(b, p)", f"        {var} = b[p:p + n].decode()",
+            body += [*_length("        "), f"        {var} = b[p:p + n].decode()",
                      "        p += n"]  # fmt: skip
         elif f["type"] in ("long", "int"):
             body.append(f"        {var}, p = _long(b, p)")
@@ -277,7 +288,6 @@ def compile_splitter(schema: dict[str, Any], keep: Sequence[str]) -> Split:
     scope: dict[str, Any] = {
         "_long": _long,
         "_nullable_run": _nullable_run,
-        "_run_end": _run_end,
         "SpanError": SpanError,
         **gen.patterns,
     }
@@ -287,7 +297,7 @@ def compile_splitter(schema: dict[str, Any], keep: Sequence[str]) -> Split:
     def guarded(data: bytes, count: int) -> list[tuple[Any, ...]]:
         try:
             return split(data, count)
-        except IndexError as exc:
+        except (IndexError, AttributeError) as exc:
             raise SpanError(f"block data ends inside a record ({len(data)} bytes)") from exc
 
     return guarded

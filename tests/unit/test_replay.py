@@ -9,7 +9,6 @@ from capture.event_log import EventLogWriter, log_files, read_records, scan_bloc
 from capture.records import ChangeRecord, Op, Znode
 from zkcdc.cli import main
 from zkcdc.replay.alerts_replay import readable_copy
-from zkcdc.replay.kafka_replay import Acks
 from zkcdc.replay.pacing import Pacer, merged
 
 
@@ -40,17 +39,6 @@ def test_the_pacer_holds_records_to_their_event_time_scaled_by_speed():
     fast.wait_for(1)
     fast.wait_for(10**9)
     assert len(slept) == 2
-
-
-def test_the_resume_point_is_the_end_of_the_acknowledged_prefix_per_cluster():
-    acks = Acks({"a": (4, 40)})
-    for cluster, seq, captured in (("a", 5, 50), ("a", 6, 60), ("b", 1, 10), ("a", 7, 70)):
-        acks.sent(cluster, seq, captured)
-    acks.ack("a", 6)  # a later partition answered first
-    acks.ack("b", 1)
-    assert acks.prefix == {"a": (4, 40), "b": (1, 10)}
-    acks.ack("a", 5)
-    assert acks.prefix["a"] == (6, 60)
 
 
 def record(seq: int) -> dict:
