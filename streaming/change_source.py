@@ -83,6 +83,10 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         .option("subscribe", source.topic)
         .option("startingOffsets", source.starting_offsets)
         .option("failOnDataLoss", "false")
+        # An executor's consumer that reaches the end of what a micro-batch reads waits this
+        # long for more from the broker: at Kafka's default (500 ms) it was half of a live
+        # micro-batch with a handful of records (B3: alert p99 4.3 -> 2.1 s).
+        .option("kafka.fetch.max.wait.ms", "10")
     )
     if source.max_records_per_batch:
         raw = raw.option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
