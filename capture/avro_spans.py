@@ -50,7 +50,14 @@ _ANY = rb"[\x00-\xff]"
 
 # Lines that read a length (of a string, bytes or an array block) into `n`: most are under 64,
 # one byte, read inline; a function call per varint was the splitter's largest cost.
-_LENGTH = ["n = b[p]", "if n < 0x80:", "    n >>= 1", "    p += 1", "else:", "    n, p = _long(b, p)"]
+_LENGTH = [
+    "n = b[p]",
+    "if n < 0x80:",
+    "    n >>= 1",
+    "    p += 1",
+    "else:",
+    "    n, p = _long(b, p)",
+]
 
 
 def _length(indent: str) -> list[str]:

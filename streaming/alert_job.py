@@ -75,9 +75,10 @@ def stateful_alerts(
         else:
             engine, pending = AlertEngine(cluster, settings), {}
         for batch in batches:
+            # Columns as Python lists: iterating pandas Series element by element costs more.
             for seq, ts, op, path, events in zip(
-                batch["seq"], batch["ts_ms"], batch["op"], batch["path"], batch["events"],
-                strict=True,
+                batch["seq"].tolist(), batch["ts_ms"].tolist(), batch["op"].tolist(),
+                batch["path"].tolist(), batch["events"].tolist(), strict=True,
             ):  # fmt: skip
                 pending[int(seq)] = (int(ts), str(op), str(path), events or "[]")
         alerts = drain(engine, pending, reorder_ms)

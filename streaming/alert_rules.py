@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from typing import Any
 
@@ -30,14 +30,16 @@ def _ints(values: Iterable[int]) -> str:
 
 # -- level rules ----------------------------------------------------------------------------------
 def evaluate(
-    touched: Iterable[Entity],
+    touched: Collection[Entity],
     state: ClusterState,
     tracker: AlertTracker,
     settings: RuleSettings,
     now: int,
 ) -> list[Alert]:
     out: list[Alert] = []
-    for kind, ident in sorted(touched, key=lambda e: (e[0], str(e[1]))):
+    # Most records touch one entity: sorting (for a stable alert order) only when there are more.
+    ordered = touched if len(touched) < 2 else sorted(touched, key=lambda e: (e[0], str(e[1])))
+    for kind, ident in ordered:
         if kind == "partition":
             out += _partition(ident, state, tracker, settings, now)
         elif kind == "broker":
@@ -254,8 +256,17 @@ def _window_text(rule: str, entity: str, n: int, window_ms: int) -> tuple[str, d
     )
 
 
+_WINDOWS: dict[tuple[str, int], tuple[RuleSettings, tuple[int, int]]] = {}
+
+
 def _window(rule: str, s: RuleSettings) -> tuple[int, int]:
-    return getattr(s, f"{rule}_changes"), getattr(s, f"{rule}_window_ms")
+    # Looked up for every windowed event: cached by the settings' identity (hashing the
+    # settings would cost more than the lookups); the entry keeps them alive, so ids stay theirs.
+    hit = _WINDOWS.get((rule, id(s)))
+    if hit is None or hit[0] is not s:
+        hit = (s, (getattr(s, f"{rule}_changes"), getattr(s, f"{rule}_window_ms")))
+        _WINDOWS[(rule, id(s))] = hit
+    return hit[1]
 
 
 def count(
@@ -293,6 +304,8 @@ def evaluate_windows(
     now: int,
 ) -> list[Alert]:
     out: list[Alert] = []
+    if not keys:
+        return out
     for rule, entity in keys:
         times = windows.get((rule, entity))
         if times is None:

@@ -69,7 +69,11 @@ class ClusterState:
     # -- partitions -----------------------------------------------------------------------------
     def update_partition(self, key: PartitionKey, **changes: Any) -> set[Entity]:
         old = self.partitions.get(key)
-        new = Partition(**{**(old.__dict__ if old else {}), **changes})
+        if old is None:
+            new = Partition(**changes)
+        else:  # a copy with the changes, without the dataclass __init__ (once per state change)
+            new = object.__new__(Partition)
+            new.__dict__ = {**old.__dict__, **changes}
         touched: set[Entity] = {("partition", key)}
         if _preference(old) != _preference(new):  # most ISR changes leave the counts alone
             touched |= self._count_preferred(old, -1) | self._count_preferred(new, +1)
