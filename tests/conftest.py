@@ -91,12 +91,16 @@ def admin(cluster: ClusterBackend) -> AdminClient:
 def _admin_call(
     call: Callable[[], dict[str, object]],
     done_already: int,
-    attempts: int = 20,
+    deadline_s: float = 90.0,
     done_is_fine: bool = False,
 ) -> None:
     """Runs an admin request until it succeeds, retrying what is retriable (e.g. NOT_CONTROLLER
-    while a controller moves); `done_already` is the error code meaning an earlier try took effect."""
-    for attempt in range(attempts):
+    while a controller moves: a broker just restarted answers metadata with a stale controller
+    until the new one updates it, which took ~10 s once); `done_already` is the error code
+    meaning an earlier try took effect."""
+    deadline = time.monotonic() + deadline_s
+    attempt = 0
+    while True:
         try:
             for future in call().values():
                 future.result(timeout=60)  # type: ignore[attr-defined]
@@ -105,12 +109,11 @@ def _admin_call(
             error: KafkaError = exc.args[0]
             if error.code() == done_already and (attempt > 0 or done_is_fine):
                 return
-            if (
-                not (error.retriable() or error.code() == KafkaError.NOT_CONTROLLER)
-                or attempt == attempts - 1
-            ):
+            retriable = error.retriable() or error.code() == KafkaError.NOT_CONTROLLER
+            if not retriable or time.monotonic() > deadline:
                 raise
-            time.sleep(0.5)
+        attempt += 1
+        time.sleep(min(0.5 * attempt, 2.0))
 
 
 @pytest.fixture
