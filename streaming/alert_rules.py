@@ -15,7 +15,7 @@ from typing import Any
 
 from streaming.alert_records import Alert
 from streaming.alert_tracker import AlertTracker
-from streaming.cluster_state import ClusterState, Entity, Group, PartitionKey
+from streaming.cluster_state import ClusterState, Entity, Group, Partition, PartitionKey
 from streaming.rule_settings import RuleSettings
 from zkcdc.simulate.range_assignment import assign, thread_ids
 
@@ -64,26 +64,34 @@ def _partition(
     rf = p.replication_factor if p else 0
     min_isr = state.min_insync(key[0], s.default_min_insync_replicas)
     in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
+    checks = (
+        ("under_replicated", online and isr < rf, "warning", s.under_replicated_for_ms),
+        ("under_min_isr", online and isr < min_isr, "critical", s.under_min_isr_for_ms),
+        ("offline_partition", known and not online, "critical", s.offline_partition_for_ms),
+        ("reassignment_stuck", in_flight, "warning", s.reassignment_stuck_for_ms),
+    )
+    out: list[Alert] = []
+    for rule, active, severity, for_ms in checks:
+        # Only conditions that hold or held need the tracker: the others are the common case.
+        if active or (rule, name) in tracker.conditions:
+            describe = partial(_partition_text, rule, name, p, isr, rf, min_isr)
+            out += tracker.hold(rule, name, active, now, severity, describe, for_ms)
+    return out
 
-    def details() -> dict[str, str]:
-        if p is None:
-            return {}
-        return {"isr": _ints(p.isr), "replicas": _ints(p.replicas), "leader": str(p.leader)}
 
-    return [
-        *tracker.hold("under_replicated", name, online and isr < rf, now, "warning",
-                      lambda: (f"{name} has {isr} of {rf} replicas in sync", details()),
-                      s.under_replicated_for_ms),
-        *tracker.hold("under_min_isr", name, online and isr < min_isr, now, "critical",
-                      lambda: (f"{name} has {isr} in-sync replicas, below min.insync.replicas "
-                               f"{min_isr}", details()),
-                      s.under_min_isr_for_ms),
-        *tracker.hold("offline_partition", name, known and not online, now, "critical",
-                      lambda: (f"{name} has no leader", details()), s.offline_partition_for_ms),
-        *tracker.hold("reassignment_stuck", name, in_flight, now, "warning",
-                      lambda: (f"reassignment of {name} has not completed", details()),
-                      s.reassignment_stuck_for_ms),
-    ]  # fmt: skip
+def _partition_text(
+    rule: str, name: str, p: Partition | None, isr: int, rf: int, min_isr: int
+) -> tuple[str, dict[str, str]]:
+    details = (
+        {"isr": _ints(p.isr), "replicas": _ints(p.replicas), "leader": str(p.leader)} if p else {}
+    )
+    summary = {
+        "under_replicated": f"{name} has {isr} of {rf} replicas in sync",
+        "under_min_isr": f"{name} has {isr} in-sync replicas, below min.insync.replicas {min_isr}",
+        "offline_partition": f"{name} has no leader",
+        "reassignment_stuck": f"reassignment of {name} has not completed",
+    }[rule]
+    return summary, details
 
 
 def _broker(
