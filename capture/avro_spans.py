@@ -48,20 +48,14 @@ _VARINT = rb"[\x80-\xff]*[\x00-\x7f]"
 _ANY = rb"[\x00-\xff]"
 
 
-# Lines that read a length (of a string, bytes or an array block) into `n`: most are under 64,
-# one byte, read inline; a function call per varint was the splitter's largest cost.
-_LENGTH = [
-    "n = b[p]",
-    "if n < 0x80:",
-    "    n >>= 1",
-    "    p += 1",
-    "else:",
-    "    n, p = _long(b, p)",
-]
-
-
-def _length(indent: str) -> list[str]:
-    return [indent + line for line in _LENGTH]
+def _length(indent: str, signed: bool = False) -> list[str]:
+    """Lines that read a varint into `n`: a length (of a string, bytes or a sized block), or
+    with `signed` an array block's count. Most are one byte, read inline; a function call per
+    varint was the splitter's largest cost."""
+    one_byte = "n = (n >> 1) ^ -(n & 1)" if signed else "n >>= 1"
+    lines = ["n = b[p]", "if n < 0x80:", f"    {one_byte}", "    p += 1", "else:",
+             "    n, p = _long(b, p)"]  # fmt: skip
+    return [indent + line for line in lines]
 
 
 _NULLABLE_RUN = 8  # shorter runs of nullable fields are cheaper skipped one by one
@@ -91,7 +85,7 @@ class _Generator:
         self.done: set[str] = set()
         self.namespace = schema.get("namespace", "")
         self.counter = 0
-        self.patterns: dict[str, Any] = {}
+        self.patterns: dict[str, Callable[..., Any]] = {}
 
     def fullname(self, name: str, namespace: str) -> str:
         return name if "." in name or not namespace else f"{namespace}.{name}"
@@ -176,9 +170,8 @@ class _Generator:
         """Lines that move `p` past a run of fixed-shape values in one regex match."""
         self.counter += 1
         name = f"_run_{self.counter}"
-        self.patterns[name] = re.compile(b"".join(b"(?:%s)" % x for x in shapes))
-        self.patterns[name + "_match"] = self.patterns.pop(name).match
-        return [f"{indent}p = {name}_match(b, p).end()"]  # None (data ends): AttributeError
+        self.patterns[name] = re.compile(b"".join(b"(?:%s)" % x for x in shapes)).match
+        return [f"{indent}p = {name}(b, p).end()"]  # None (data ends): AttributeError
 
     def fields_lines(self, types: list[Any], ns: str, indent: str) -> list[str]:
         """Lines that skip consecutive fields: fixed-shape runs as one match, nullable runs
@@ -231,12 +224,7 @@ class _Generator:
         lines = [
             f"def {name}(b, p):",
             "    while True:",
-            "        n = b[p]",  # the block's count: zig-zag, negative when sized
-            "        if n < 0x80:",
-            "            n = (n >> 1) ^ -(n & 1)",
-            "            p += 1",
-            "        else:",
-            "            n, p = _long(b, p)",
+            *_length("        ", signed=True),  # the block's count: negative when sized
             "        if n == 0:",
             "            return p",
             "        if n < 0:",  # a block that carries its size in bytes: jump over it
