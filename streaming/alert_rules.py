@@ -85,13 +85,15 @@ def _partition_text(
     details = (
         {"isr": _ints(p.isr), "replicas": _ints(p.replicas), "leader": str(p.leader)} if p else {}
     )
-    summary = {
-        "under_replicated": f"{name} has {isr} of {rf} replicas in sync",
-        "under_min_isr": f"{name} has {isr} in-sync replicas, below min.insync.replicas {min_isr}",
-        "offline_partition": f"{name} has no leader",
-        "reassignment_stuck": f"reassignment of {name} has not completed",
-    }[rule]
-    return summary, details
+    # Only the rule's own summary is formatted: this runs at every change of a held condition.
+    if rule == "under_replicated":
+        return f"{name} has {isr} of {rf} replicas in sync", details
+    if rule == "under_min_isr":
+        summary = f"{name} has {isr} in-sync replicas, below min.insync.replicas {min_isr}"
+        return summary, details
+    if rule == "offline_partition":
+        return f"{name} has no leader", details
+    return f"reassignment of {name} has not completed", details
 
 
 def _broker(
@@ -322,10 +324,12 @@ def evaluate_windows(
         while times and times[0] <= now - window_ms:
             times.popleft()
         n = len(times)
-        out += tracker.hold(
-            rule, entity, n >= threshold, now, _SEVERITY[rule],
-            partial(_window_text, rule, entity, n, window_ms), 0,
-        )  # fmt: skip
+        # As for partitions: a window below its threshold that never crossed it needs nothing.
+        if n >= threshold or (rule, entity) in tracker.conditions:
+            out += tracker.hold(
+                rule, entity, n >= threshold, now, _SEVERITY[rule],
+                partial(_window_text, rule, entity, n, window_ms), 0,
+            )  # fmt: skip
         if not times:
             del windows[(rule, entity)]
     return out

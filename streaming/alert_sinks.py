@@ -14,9 +14,19 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from streaming.errors import StreamingError
+
+
+class AlertText(NamedTuple):
+    """An alert as the job hands it to the sinks: its JSON text (`Alert.as_text`) and what the
+    sinks need of it without parsing it again."""
+
+    alert_id: str
+    status: str
+    at_ms: int  # event time: the start of a FIRING, the end of a RESOLVED
+    text: str
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,21 @@ class SinkOptions:
     alerts_out: Path | None = None
     console: bool = False
     alertmanager: str | None = None
+
+
+def produce_all(producer: Any, topic: str, records: list[tuple[str, str | None]]) -> None:
+    """Each (key, value or None = tombstone) in order, then waits until all are delivered."""
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(
+                    topic, key=key.encode(), value=None if value is None else value.encode()
+                )
+                break
+            except BufferError:  # the local queue is full (a replay's burst): let it drain
+                producer.poll(0.1)
+    if producer.flush(60) > 0:
+        raise StreamingError(f"records not delivered to {topic} within 60 s")
 
 
 def ensure_topics(bootstrap: str, topics: list[str], config: dict[str, str] | None = None) -> None:
@@ -169,18 +194,15 @@ class AlertSinks:
             raise StreamingError(str(exc)) from exc
         return found
 
-    def deliver(self, alerts: list[dict[str, Any]]) -> None:
-        alerts.sort(key=lambda a: a["started_ms"] if a["ended_ms"] is None else a["ended_ms"])
+    def deliver(self, alerts: list[AlertText]) -> None:
+        alerts.sort(key=lambda a: a.at_ms)
         if self._producer is not None and alerts:
-            for alert in alerts:
-                self._producer.produce(
-                    self.options.alerts_topic,
-                    key=alert["alert_id"].encode(),
-                    value=json.dumps(alert, sort_keys=True).encode(),
-                )
-            if self._producer.flush(60) > 0:
-                raise StreamingError("alerts not delivered to Kafka within 60 s")
-        lines = [json.dumps(alert, sort_keys=True) for alert in alerts]
+            produce_all(
+                self._producer,
+                self.options.alerts_topic,
+                [(alert.alert_id, alert.text) for alert in alerts],
+            )
+        lines = [alert.text for alert in alerts]
         if self.options.alerts_out is not None and lines:
             with self.options.alerts_out.open("a") as out:
                 # A line a crash cut short stays a line of its own: the next one starts anew.
@@ -190,7 +212,7 @@ class AlertSinks:
             for line in lines:
                 print(line, flush=True)
         if self.options.alertmanager and alerts:
-            self._post_alertmanager([alertmanager_payload(a) for a in alerts])
+            self._post_alertmanager([alertmanager_payload(json.loads(a.text)) for a in alerts])
 
     def _post_alertmanager(self, payload: list[dict[str, Any]]) -> None:
         url = self.options.alertmanager.rstrip("/") + "/api/v2/alerts"  # type: ignore[union-attr]

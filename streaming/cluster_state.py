@@ -27,6 +27,8 @@ class Partition:
     @property
     def replication_factor(self) -> int:
         """Replicas that count for under-replication: not those a reassignment is adding."""
+        if not self.adding:  # the common case, asked for at every state change
+            return len(self.replicas)
         return len([b for b in self.replicas if b not in self.adding])
 
 
@@ -75,7 +77,9 @@ class ClusterState:
             new = object.__new__(Partition)
             new.__dict__ = {**old.__dict__, **changes}
         touched: set[Entity] = {("partition", key)}
-        if _preference(old) != _preference(new):  # most ISR changes leave the counts alone
+        # Only a new partition, new replicas or a new leader can move the preferred counts.
+        moved = old is None or "replicas" in changes or new.leader != old.leader
+        if moved and _preference(old) != _preference(new):
             touched |= self._count_preferred(old, -1) | self._count_preferred(new, +1)
         self.partitions[key] = new
         if old is None:

@@ -7,7 +7,7 @@ import json
 import logging
 from typing import Any
 
-from streaming.alert_sinks import ensure_topics
+from streaming.alert_sinks import ensure_topics, produce_all
 from streaming.errors import StreamingError
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
@@ -32,19 +32,7 @@ class StateTopicSink:
     def deliver(self, upserts: list[tuple[str, str | None]]) -> None:
         """Each (key, JSON value or None = tombstone), in order: a later one for the same key
         is the newer state."""
-        for key, value in upserts:
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic,
-                        key=key.encode(),
-                        value=None if value is None else value.encode(),
-                    )
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    self._producer.poll(0.1)
-        if self._producer.flush(60) > 0:
-            raise StreamingError(f"state upserts not delivered to {self.topic} within 60 s")
+        produce_all(self._producer, self.topic, upserts)
 
     def close(self) -> None:
         self._producer.flush(30)

@@ -4,11 +4,13 @@ way in the integration tests)."""
 
 from __future__ import annotations
 
-from streaming.alert_sinks import AlertSinks, BatchLedger, SinkOptions
+from streaming.alert_records import json_text
+from streaming.alert_sinks import AlertSinks, AlertText, BatchLedger, SinkOptions
 
 
-def alert(alert_id: str, status: str) -> dict[str, object]:
-    return {"alert_id": alert_id, "status": status, "started_ms": 1, "ended_ms": None}
+def alert(alert_id: str, status: str) -> AlertText:
+    text = json_text({"alert_id": alert_id, "status": status, "started_ms": 1, "ended_ms": None})
+    return AlertText(alert_id, status, 1, text)
 
 
 def test_a_batch_begun_and_not_marked_is_pending_until_marked(tmp_path):
