@@ -28,7 +28,7 @@ class AlertEngine:
     state: ClusterState = field(init=False)
     tracker: AlertTracker = field(init=False)
     windows: dict[alert_rules.WindowKey, deque[int]] = field(default_factory=dict)
-    window_expiries: list[tuple[int, alert_rules.WindowKey]] = field(default_factory=list)
+    window_expiries: alert_rules.Expiries = field(default_factory=dict)
     now_ms: int = 0
     last_seq: int = -1
     changed: set[Entity] = field(default_factory=set)  # since the last take_state()

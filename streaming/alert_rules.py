@@ -7,7 +7,6 @@ Three kinds:
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
@@ -279,30 +278,37 @@ def _window(rule: str, s: RuleSettings) -> tuple[int, int]:
     return hit[1]
 
 
+# When counted events leave their windows, per rule, in due order: a rule has one window
+# length and event time never goes back, so a queue keeps them sorted (a heap over all rules
+# was ~7 % of a storm replay's engine time).
+Expiries = dict[str, deque[tuple[int, WindowKey]]]
+
+
 def count(
     event: dict[str, Any],
     windows: dict[WindowKey, deque[int]],
     now: int,
-    expiries: list[tuple[int, WindowKey]],
+    expiries: Expiries,
     s: RuleSettings,
 ) -> list[WindowKey]:
     """Counts one live event into the windows it belongs to; the keys it changed. `expiries`
-    (a heap) learns when the event leaves its window, so only those windows are re-checked
-    as time passes."""
+    learns when the event leaves its window, so only those windows are re-checked as time
+    passes."""
     keys = []
     for rule, entity_of in _WINDOWED.get(event["type"], ()):
         key = (rule, entity_of(event))
         windows.setdefault(key, deque()).append(now)
         keys.append(key)
-        heapq.heappush(expiries, (now + _window(rule, s)[1], key))
+        expiries.setdefault(rule, deque()).append((now + _window(rule, s)[1], key))
     return keys
 
 
-def expired(expiries: list[tuple[int, WindowKey]], now: int) -> set[WindowKey]:
+def expired(expiries: Expiries, now: int) -> set[WindowKey]:
     """The windows an event has left by `now`."""
     keys = set()
-    while expiries and expiries[0][0] <= now:
-        keys.add(heapq.heappop(expiries)[1])
+    for due in expiries.values():
+        while due and due[0][0] <= now:
+            keys.add(due.popleft()[1])
     return keys
 
 
