@@ -83,26 +83,23 @@ def zk_chroot(cluster: ClusterBackend, request: pytest.FixtureRequest) -> Iterat
     root.close()
 
 
-@pytest.fixture
-def admin(cluster: ClusterBackend) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-
-
 def _admin_call(
-    call: Callable[[], dict[str, object]],
+    bootstrap: str,
+    call: Callable[[AdminClient], dict[str, object]],
     done_already: int,
     deadline_s: float = 90.0,
     done_is_fine: bool = False,
 ) -> None:
     """Runs an admin request until it succeeds, retrying what is retriable (e.g. NOT_CONTROLLER
-    while a controller moves: a broker just restarted answers metadata with a stale controller
-    until the new one updates it, which took ~10 s once); `done_already` is the error code
-    meaning an earlier try took effect."""
+    while a controller moves); `done_already` is the error code meaning an earlier try took
+    effect. Each try has a client of its own: one client kept sending to a broker that was no
+    longer the controller for the whole deadline once (CI), its metadata never refreshed."""
     deadline = time.monotonic() + deadline_s
     attempt = 0
     while True:
         try:
-            for future in call().values():
+            client = AdminClient({"bootstrap.servers": bootstrap})  # alive until answered
+            for future in call(client).values():
                 future.result(timeout=60)  # type: ignore[attr-defined]
             return
         except KafkaException as exc:
@@ -117,7 +114,9 @@ def _admin_call(
 
 
 @pytest.fixture
-def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
+def new_topic(
+    cluster: ClusterBackend, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., str]]:
     """Creates topics named after the test; deletes them when the test ends."""
     created: list[str] = []
 
@@ -126,7 +125,8 @@ def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Iterator[Ca
         name = f"{base}-{uuid.uuid4().hex[:6]}"
         topic = NewTopic(name, partitions, replication_factor, config=config)
         _admin_call(
-            lambda: admin.create_topics([topic], operation_timeout=30),
+            cluster.bootstrap_servers,
+            lambda admin: admin.create_topics([topic], operation_timeout=30),
             KafkaError.TOPIC_ALREADY_EXISTS,
         )
         created.append(name)
@@ -135,7 +135,8 @@ def new_topic(admin: AdminClient, request: pytest.FixtureRequest) -> Iterator[Ca
     yield create
     for name in created:
         _admin_call(
-            lambda n=name: admin.delete_topics([n], operation_timeout=30),  # type: ignore[misc]
+            cluster.bootstrap_servers,
+            lambda admin, n=name: admin.delete_topics([n], operation_timeout=30),  # type: ignore[misc]
             KafkaError.UNKNOWN_TOPIC_OR_PART,
             done_is_fine=True,  # the test itself may have deleted it
         )

@@ -37,7 +37,7 @@ def _reassign(cluster, plan, topic, partition, replicas):
 
 
 def test_a_staged_kafka_incident_is_captured_as_typed_events(
-    cluster, kafka_zk, admin, new_topic, start_capture, changes_topic, tmp_path
+    cluster, kafka_zk, new_topic, start_capture, changes_topic, tmp_path
 ):
     daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, publish_to=changes_topic)
     daemon.wait_logged("in sync")
@@ -48,7 +48,9 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     assert sorted(created["assignment"]) == ["0", "1"] and created["topic_id"]
     changes_topic.wait_event("PARTITION_STATE_CREATED", topic=topic, partition=1)
     _admin_call(
-        lambda: admin.create_partitions([NewPartitions(topic, 3)]), KafkaError.INVALID_PARTITIONS
+        cluster.bootstrap_servers,
+        lambda admin: admin.create_partitions([NewPartitions(topic, 3)]),
+        KafkaError.INVALID_PARTITIONS,
     )
     added = changes_topic.wait_event("PARTITIONS_ADDED", topic=topic)
     assert list(added["assignment"]) == ["2"]
@@ -128,7 +130,9 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
             ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
         ],
     )
-    _admin_call(lambda: admin.incremental_alter_configs([resource]), -1)
+    _admin_call(
+        cluster.bootstrap_servers, lambda admin: admin.incremental_alter_configs([resource]), -1
+    )
     changed = changes_topic.wait_event(
         "CONFIG_CHANGED", entity_type="topics", entity_name=topic, changed_keys=["retention.ms"]
     )
@@ -137,7 +141,8 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
 
     # Delete a topic.
     _admin_call(
-        lambda: admin.delete_topics([moving], operation_timeout=30),
+        cluster.bootstrap_servers,
+        lambda admin: admin.delete_topics([moving], operation_timeout=30),
         KafkaError.UNKNOWN_TOPIC_OR_PART,
     )
     changes_topic.wait_event("TOPIC_DELETION_REQUESTED", topic=moving)
