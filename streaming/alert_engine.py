@@ -75,8 +75,7 @@ class AlertEngine:
         self.now_ms = ts_ms
         out = self.tracker.tick(ts_ms)
         leaving = alert_rules.expired(self.window_expiries, ts_ms)
-        if leaving:
-            out += alert_rules.evaluate_windows(
-                sorted(leaving), self.windows, self.tracker, self.settings, ts_ms
-            )
+        out += alert_rules.evaluate_windows(
+            sorted(leaving), self.windows, self.tracker, self.settings, ts_ms
+        )
         return out
