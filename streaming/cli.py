@@ -59,6 +59,13 @@ job_options = option_group(
 def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
     source: KafkaInput | LogInput
     if kw["event_log"] is not None:
+        if not kw["available_now"]:
+            # Spark's file source reads each file once, when it first lists it: what a live
+            # capture appends to its current file afterwards would never be read.
+            raise StreamingError(
+                "--event-log reads a captured log as it stands: add --available-now "
+                "(to follow a live capture, read its topic with --bootstrap-servers)"
+            )
         source = LogInput(kw["event_log"])
     elif kw["bootstrap_servers"]:
         source = KafkaInput(

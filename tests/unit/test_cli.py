@@ -64,3 +64,13 @@ def test_a_malformed_broker_config_is_a_usage_error(tmp_path: Path):
     )
     assert result.exit_code == 2
     assert "expected KEY=VALUE, got 'x'" in result.output
+
+
+def test_following_a_live_event_log_is_refused_in_one_line(tmp_path: Path):
+    # Spark's file source reads a file once: appends to a live capture's file would be lost.
+    result = CliRunner().invoke(
+        main, ["stream", "alerts", "--event-log", str(tmp_path), "--no-publish"]
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("zkcdc: error: --event-log reads a captured log as it stands")
+    assert result.output.count("\n") == 1
