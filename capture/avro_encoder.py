@@ -25,6 +25,11 @@ class EncoderError(CaptureError):
 
 
 _SMALL = [bytes([n << 1]) for n in range(64)]  # zig-zag of 0..63: one byte
+# Larger numbers recur: a record's zxid and time are its after image's mzxid and mtime, its
+# before image is the previous record's after image, and a znode's czxid and ctime never
+# change. Their varints come from here (a dict lookup instead of a loop of six or more steps).
+_RECENT: dict[int, bytes] = {}
+_RECENT_MAX = 8192
 
 
 def write_long(n: int, out: bytearray) -> None:
@@ -32,11 +37,22 @@ def write_long(n: int, out: bytearray) -> None:
     if 0 <= n < 64:
         out += _SMALL[n]
         return
-    n = (n << 1) ^ (n >> 63)
+    encoded = _RECENT.get(n)
+    if encoded is None:
+        encoded = _varint((n << 1) ^ (n >> 63))
+        if len(_RECENT) >= _RECENT_MAX:
+            _RECENT.clear()
+        _RECENT[n] = encoded
+    out += encoded
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
+    return bytes(out)
 
 
 def _null(value: Any, out: bytearray) -> None:

@@ -91,6 +91,7 @@ class EventLogWriter:
         self._file: IO[bytes] | None = None
         self._sync = b""
         self._opened_at = 0.0
+        self._size = 0  # of the current file: tell() on every append costs a system call
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -113,17 +114,17 @@ class EventLogWriter:
         block = bytearray()
         write_long(len(records), block)
         write_long(len(body), block)
+        data = block + body + self._sync
         try:
-            self._file.write(block + body + self._sync)
+            self._file.write(data)
             self._file.flush()
         except OSError as exc:
             raise EventLogError(f"cannot write the event log: {exc.strerror}") from exc
+        self._size += len(data)
 
     def _due_for_rotation(self) -> bool:
         assert self._file is not None
-        return (
-            self._file.tell() >= self.max_bytes or self._now() - self._opened_at >= self.max_age_s
-        )
+        return self._size >= self.max_bytes or self._now() - self._opened_at >= self.max_age_s
 
     def _rotate(self, first_seq: int) -> None:
         self.close()
@@ -137,10 +138,12 @@ class EventLogWriter:
         except OSError as exc:
             raise EventLogError(f"cannot create {path}: {exc.strerror}") from exc
         self._sync = os.urandom(16)
+        header = MAGIC + self._header_meta + self._sync
         try:
-            self._file.write(MAGIC + self._header_meta + self._sync)
+            self._file.write(header)
         except OSError as exc:
             raise EventLogError(f"cannot write {path}: {exc.strerror}") from exc
+        self._size = len(header)
         self._opened_at = self._now()
 
     def close(self) -> None:

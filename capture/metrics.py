@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import collections
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from capture.records import ChangeRecord
 
 
 class CaptureMetrics:
@@ -41,6 +44,21 @@ class CaptureMetrics:
             "zkcdc_capture_active", "1 on the elected (active) daemon, 0 on a standby", registry=r
         )
         self.seq = Gauge("zkcdc_capture_seq", "Last seq given out", registry=r)
+
+    def given_out(self, records: Sequence[ChangeRecord]) -> None:
+        """Counts a batch of records: one increment per label, not per record (a labelled
+        increment costs a few microseconds, several per record under a storm)."""
+        ops = collections.Counter(record.op.value for record in records)
+        types = collections.Counter(e.type.value for record in records for e in record.events)
+        skipped = sum(record.versions_skipped for record in records)
+        for op, n in ops.items():
+            self.records.labels(op).inc(n)
+        for kind, n in types.items():
+            self.events.labels(kind).inc(n)
+        if skipped:
+            self.versions_skipped.inc(skipped)
+        if records:
+            self.seq.set(records[-1].seq)
 
 
 def serve(

@@ -80,13 +80,7 @@ class RecordOutlet:
             else:
                 header = self._single_object_header
                 self.publisher.publish(values, [header + body for body in bodies])
-        for record in records:
-            self.metrics.records.labels(record.op.value).inc()
-            if record.versions_skipped:
-                self.metrics.versions_skipped.inc(record.versions_skipped)
-            for event in record.events:
-                self.metrics.events.labels(event.type.value).inc()
-        self.metrics.seq.set(records[-1].seq)
+        self.metrics.given_out(records)
 
     @property
     def in_flight(self) -> bool:

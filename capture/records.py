@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class Op(enum.StrEnum):
@@ -71,6 +73,33 @@ class PartitionRef:
 Ints = tuple[int, ...]
 
 
+def _quick_init(cls: type[T]) -> type[T]:
+    """Replaces a keyword-only frozen dataclass's `__init__`, which sets every field through
+    `object.__setattr__` (fifty-odd calls for a ClusterEvent, ~6 us: the largest single cost of
+    building a record under a storm), by one that fills the instance's dict at once (~1 us).
+    Same checks: unknown or missing fields are a TypeError; type checkers see the original."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING)
+    if any(f.default_factory is not dataclasses.MISSING for f in fields):
+        raise TypeError(f"{cls.__name__}: default factories are not supported")
+    names = frozenset(f.name for f in fields)
+    # In field order, so the instance's dict (which to_avro copies) lists them as declared.
+    defaults = {f.name: None if f.name in required else f.default for f in fields}
+
+    def __init__(self: Any, **values: Any) -> None:
+        if not values.keys() <= names or not required <= values.keys():
+            unknown = sorted(values.keys() - names)
+            missing = sorted(required - values.keys())
+            raise TypeError(f"{cls.__name__}: unknown fields {unknown}, missing {missing}")
+        attributes = self.__dict__
+        attributes.update(defaults)
+        attributes.update(values)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+@_quick_init
 @dataclass(frozen=True, kw_only=True)
 class ClusterEvent:
     """One typed fact; only the fields that apply to its `type` are set."""

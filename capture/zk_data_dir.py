@@ -26,7 +26,7 @@ def _runs_past(data: bytes, at: int) -> bool:
     zeros where the write has not reached: a larger read only copies more padding)."""
     if at + 12 > len(data):
         return True
-    (length,) = struct.unpack_from(">i", data, at + 8)
+    length: int = struct.unpack_from(">i", data, at + 8)[0]
     return at + 12 + length + 1 > len(data)
 
 

@@ -82,6 +82,17 @@ def test_compiled_encoder_writes_the_same_bytes_as_fastavro():
         assert encode(value) == expected.getvalue(), record.op
 
 
+def test_longs_of_every_size_and_sign_encode_as_fastavro_does_again_and_again():
+    encode = compile_encoder(fastavro.parse_schema("long"))
+    edges = [n for k in range(64) for n in (2**k - 1, 2**k, -(2**k), -(2**k) - 1)]
+    values = [n for n in edges if -(2**63) <= n < 2**63] + list(range(-300, 300))
+    for _ in range(2):  # the second time from the encoder's memory of recent numbers
+        for n in values:
+            expected = io.BytesIO()
+            fastavro.schemaless_writer(expected, "long", n)
+            assert encode(n) == expected.getvalue(), n
+
+
 def test_unions_pick_their_branch_by_python_type_and_refuse_ambiguous_ones():
     encode = compile_encoder(fastavro.parse_schema(["null", "string", "long", "boolean"]))
     assert encode("a") == b"\x02\x02a"

@@ -42,3 +42,25 @@ def test_a_record_with_events_round_trips_through_the_schema_file():
     assert (event["isr_before"], event["isr_after"], event["removed"]) == ([1, 2, 3], [1, 3], [2])
     assert event["group"] is None
     assert read == record.to_avro()
+
+
+def test_a_cluster_event_is_built_checked_and_frozen_like_any_dataclass():
+    import dataclasses
+
+    import pytest
+
+    from capture.records import ClusterEvent, EventType
+
+    event = ClusterEvent(type=EventType.ISR_SHRUNK, topic="t", partition=1, isr_after=(1,))
+    assert event.reason is None and event.isr_after == (1,)
+    assert list(vars(event)) == [f.name for f in dataclasses.fields(ClusterEvent)]
+    assert dataclasses.replace(event, partition=2) == ClusterEvent(
+        type=EventType.ISR_SHRUNK, topic="t", partition=2, isr_after=(1,)
+    )
+    assert hash(event) == hash(dataclasses.replace(event))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.topic = "u"
+    with pytest.raises(TypeError, match="unknown fields \\['partitoin'\\]"):
+        ClusterEvent(type=EventType.ISR_SHRUNK, partitoin=1)
+    with pytest.raises(TypeError, match="missing \\['type'\\]"):
+        ClusterEvent(topic="t")
