@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -13,8 +14,16 @@ from typing import Any
 import structlog
 
 from streaming.alert_job import REORDER_MS, alerts_stream
-from streaming.alert_sinks import AlertSinks, AlertText, BatchLedger, SinkOptions, ensure_topics
+from streaming.alert_sinks import (
+    AlertSinks,
+    AlertText,
+    BatchLedger,
+    SinkOptions,
+    alert_key,
+    ensure_topics,
+)
 from streaming.change_source import KafkaInput, LogInput, read_changes
+from streaming.file_delivery import append_alerts, state_upserts, write_batch
 from streaming.rule_settings import RuleSettings
 from streaming.spark_session import session
 from streaming.state_topic import StateTopicSink
@@ -59,6 +68,11 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         def deliver(batch: Any, batch_id: int) -> None:
             if batch_id <= ledger.last():
                 return  # delivered before the restart that re-runs it
+            if options.available_now and options.sinks.files_only and state_sink is None:
+                # A bounded input's micro-batch can hold a whole log's alerts: Spark writes them
+                # (live micro-batches are small: collecting them is quicker).
+                deliver_files(batch, batch_id)
+                return
             # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
             # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
             rows = batch.collect()  # Rows are tuples in OUTPUT_SCHEMA's order: kind, key, ...
@@ -75,6 +89,22 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
                 state_sink.deliver(upserts)
             final_state.update(upserts)
             ledger.mark(batch_id)
+
+        def deliver_files(batch: Any, batch_id: int) -> None:
+            folder = options.checkpoint / "batch-out" / str(batch_id)
+            shutil.rmtree(folder, ignore_errors=True)
+            write_batch(batch, folder)
+            skip = None
+            pending = ledger.pending()
+            if pending is not None and pending[0] == batch_id:
+                there = sinks.delivered(pending[1] - 60_000)  # what the cut delivery wrote
+                skip = lambda line: alert_key(line) in there  # noqa: E731
+            ledger.begin(batch_id, int(time.time() * 1000))
+            assert options.sinks.alerts_out is not None
+            append_alerts(folder, sinks, options.sinks.alerts_out, skip)
+            final_state.update(state_upserts(folder))
+            ledger.mark(batch_id)
+            shutil.rmtree(folder, ignore_errors=True)
 
         writer = (
             alerts.writeStream.foreachBatch(deliver)

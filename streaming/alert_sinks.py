@@ -37,6 +37,16 @@ class SinkOptions:
     console: bool = False
     alertmanager: str | None = None
 
+    @property
+    def files_only(self) -> bool:
+        """Alerts go to the JSON-lines file alone (Spark can write them itself)."""
+        return (
+            self.alerts_out is not None
+            and not self.bootstrap_servers
+            and not self.console
+            and not self.alertmanager
+        )
+
 
 def produce_all(producer: Any, topic: str, records: list[tuple[str, str | None]]) -> None:
     """Each (key, value or None = tombstone) in order, then waits until all are delivered."""
@@ -66,6 +76,15 @@ def ensure_topics(bootstrap: str, topics: list[str], config: dict[str, str] | No
             ensure_topic(bootstrap, {}, topic, 3, 30.0, config)
         except (CaptureError, KafkaException) as exc:
             raise StreamingError(f"cannot use topic {topic} on {bootstrap}: {exc}") from exc
+
+
+def alert_key(line: str) -> tuple[str, str] | None:
+    """(alert_id, status) of an alert line, None for a line that is not one."""
+    try:
+        alert = json.loads(line)
+        return alert["alert_id"], alert["status"]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def alertmanager_payload(alert: dict[str, Any]) -> dict[str, Any]:
@@ -165,12 +184,9 @@ class AlertSinks:
         found = self._on_topic(since_ms) if self.options.bootstrap_servers else set()
         out = self.options.alerts_out
         if out is not None and out.exists():
-            for line in out.read_text().splitlines():
-                try:
-                    alert = json.loads(line)
-                    found.add((alert["alert_id"], alert["status"]))
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by the crash
+            with out.open() as lines:
+                # None for a line cut short by the crash
+                found.update(key for line in lines if (key := alert_key(line)) is not None)
         return found
 
     def _on_topic(self, since_ms: int) -> set[tuple[str, str]]:
@@ -204,15 +220,21 @@ class AlertSinks:
             )
         lines = [alert.text for alert in alerts]
         if self.options.alerts_out is not None and lines:
+            self.start_line(self.options.alerts_out)
             with self.options.alerts_out.open("a") as out:
-                # A line a crash cut short stays a line of its own: the next one starts anew.
-                start = "\n" if _ends_unfinished(self.options.alerts_out) else ""
-                out.write(start + "\n".join(lines) + "\n")
+                out.write("\n".join(lines) + "\n")
         if self.options.console:
             for line in lines:
                 print(line, flush=True)
         if self.options.alertmanager and alerts:
             self._post_alertmanager([alertmanager_payload(json.loads(a.text)) for a in alerts])
+
+    @staticmethod
+    def start_line(path: Path) -> None:
+        """A line a crash cut short stays a line of its own: what is appended starts anew."""
+        if path.exists() and _ends_unfinished(path):
+            with path.open("a") as out:
+                out.write("\n")
 
     def _post_alertmanager(self, payload: list[dict[str, Any]]) -> None:
         url = self.options.alertmanager.rstrip("/") + "/api/v2/alerts"  # type: ignore[union-attr]

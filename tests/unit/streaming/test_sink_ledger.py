@@ -35,3 +35,29 @@ def test_the_alerts_a_sink_holds_are_known_and_a_line_cut_short_stays_apart(tmp_
         ("c:broker_down:broker/1:5", "RESOLVED"),
     }
     assert out.read_text().splitlines()[1] == '{"alert_id": "c:contr'  # kept apart
+
+
+def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_delivered(tmp_path):
+    from streaming.alert_sinks import alert_key
+    from streaming.file_delivery import append_alerts, state_upserts
+
+    folder = tmp_path / "batch-out" / "7"
+    (folder / "kind=alert").mkdir(parents=True)
+    (folder / "kind=state").mkdir()
+    first, second, third = (alert(f"c:broker_down:broker/{n}:5", "FIRING") for n in (1, 2, 3))
+    (folder / "kind=alert" / "part-00001.txt").write_text(third.text + "\n")
+    (folder / "kind=alert" / "part-00000.txt").write_text(first.text + "\n" + second.text + "\n")
+    (folder / "kind=state" / "part-00000.txt").write_text(
+        '{"key":"broker/1","json":"{}"}\n{"key":"broker/2"}\n'
+    )
+    out = tmp_path / "alerts.jsonl"
+    sinks = AlertSinks(SinkOptions(alerts_out=out))
+    sinks.deliver([first])
+    with out.open("a") as file:
+        file.write('{"alert_id": "c:broker_do')  # the crash cut the delivery of batch 7 here
+    there = sinks.delivered(0)
+    append_alerts(folder, sinks, out, skip=lambda line: alert_key(line) in there)
+    assert out.read_text().splitlines() == [
+        first.text, '{"alert_id": "c:broker_do', second.text, third.text
+    ]  # fmt: skip
+    assert list(state_upserts(folder)) == [("broker/1", "{}"), ("broker/2", None)]
