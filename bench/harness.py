@@ -149,6 +149,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_seconds(pid: int) -> float:
+    """How long the process's main thread has been runnable but waiting for a CPU."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+
+
 def vm_hwm_mb(pid: int) -> float | None:
     """Peak resident memory of a live process."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
