@@ -101,7 +101,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
                 skip = lambda line: alert_key(line) in there  # noqa: E731
             ledger.begin(batch_id, int(time.time() * 1000))
             assert options.sinks.alerts_out is not None
-            append_alerts(folder, sinks, options.sinks.alerts_out, skip)
+            append_alerts(folder, options.sinks.alerts_out, skip)
             final_state.update(state_upserts(folder))
             ledger.mark(batch_id)
             shutil.rmtree(folder, ignore_errors=True)

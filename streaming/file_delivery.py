@@ -1,5 +1,6 @@
 """A micro-batch's alerts and state written by Spark itself, when files are the only sinks
-(`replay --alerts-out [--state-out]`, `stream alerts --alerts-out --no-publish`).
+of a bounded run (`replay --alerts-out [--state-out]`, `stream alerts --available-now
+--no-publish --alerts-out`).
 
 Collecting a replay's one micro-batch into the driver's Python (600,000 alert rows for a
 1,000,000-record storm) took ~9 s and held every alert in the driver's 512 MB heap at once.
@@ -44,15 +45,13 @@ def part_files(folder: Path, kind: str) -> list[Path]:
     return sorted((folder / f"kind={kind}").glob("part-*"))
 
 
-def append_alerts(
-    folder: Path, sinks: AlertSinks, out: Path, skip: Callable[[str], bool] | None = None
-) -> None:
+def append_alerts(folder: Path, out: Path, skip: Callable[[str], bool] | None = None) -> None:
     """Appends the batch's alert lines to `out`; with `skip`, line by line leaving out those
     it names (a re-run of a batch whose delivery a crash cut short)."""
     files = part_files(folder, "alert")
     if not files:
         return
-    sinks.start_line(out)
+    AlertSinks.start_line(out)
     with out.open("ab") as target:
         for file in files:
             with file.open("rb") as source:

@@ -56,7 +56,7 @@ def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_de
     with out.open("a") as file:
         file.write('{"alert_id": "c:broker_do')  # the crash cut the delivery of batch 7 here
     there = sinks.delivered(0)
-    append_alerts(folder, sinks, out, skip=lambda line: alert_key(line) in there)
+    append_alerts(folder, out, skip=lambda line: alert_key(line) in there)
     assert out.read_text().splitlines() == [
         first.text, '{"alert_id": "c:broker_do', second.text, third.text
     ]  # fmt: skip
