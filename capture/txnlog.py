@@ -66,10 +66,14 @@ class Txn(NamedTuple):
 @dataclass(frozen=True)
 class LogEnd:
     """Where reading stopped: `offset` is the next entry's, `complete` says the rest is
-    preallocated zeros or the file's end (False: an entry still being written)."""
+    preallocated zeros or the file's end (False: an entry still being written). `cut`: the
+    bytes read end inside that entry, so more of them would complete it (an entry ZooKeeper is
+    still writing inside its preallocated file is there in full, zeros where the write has not
+    reached: reading more only copies padding)."""
 
     offset: int
     complete: bool
+    cut: bool = False
 
 
 class _Jute:
@@ -187,8 +191,8 @@ def read_entries(data: bytes, start: int = HEADER_SIZE, base: int = 0) -> Iterat
     size = len(data)
     while True:
         if pos + 12 > size:
-            zeros = data.count(0, pos) == size - pos
-            yield LogEnd(base + pos, complete=pos == size or zeros)
+            complete = pos == size or data.count(0, pos) == size - pos
+            yield LogEnd(base + pos, complete=complete, cut=not complete)
             return
         checksum, length = struct.unpack_from(">qi", data, pos)
         if length == 0 and checksum == 0:
@@ -198,7 +202,7 @@ def read_entries(data: bytes, start: int = HEADER_SIZE, base: int = 0) -> Iterat
         if length < 0:
             raise TxnLogError(f"entry at {base + pos}: length {length}", base + pos)
         if end + 1 > size:
-            yield LogEnd(base + pos, complete=False)  # the data ends inside the entry
+            yield LogEnd(base + pos, complete=False, cut=True)  # the data ends inside the entry
             return
         entry = data[pos + 12 : end]
         if zlib.adler32(entry) != checksum:

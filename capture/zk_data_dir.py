@@ -7,7 +7,6 @@ Only file reads happen here; what the bytes mean is `txnlog` and `zk_snapshot`."
 from __future__ import annotations
 
 import os
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,16 +17,6 @@ from capture.zk_snapshot import Snapshot, read_snapshot_file, zxid_of
 
 _SMALL_READ = 64 * 1024  # following a live log: new entries are few, the rest is padding
 _LARGE_READ = 8 * 1024 * 1024  # catching up
-
-
-def _runs_past(data: bytes, at: int) -> bool:
-    """Whether the entry at `at` goes on beyond `data` (a larger read would get it), rather than
-    being one ZooKeeper is still writing inside its preallocated file (the bytes are there,
-    zeros where the write has not reached: a larger read only copies more padding)."""
-    if at + 12 > len(data):
-        return True
-    length: int = struct.unpack_from(">i", data, at + 8)[0]
-    return at + 12 + length + 1 > len(data)
 
 
 @dataclass(frozen=True)
@@ -243,7 +232,7 @@ class LogReader:
                 return txns, None
             assert end is not None
             self._suspect = None
-            cut_by_us = not end.complete and _runs_past(data, end.offset - self._pos)
+            cut_by_us = end.cut
             self._pos = end.offset
             if cut_by_us and not txns:
                 self._chunk = min(size * 2, 1 << 30)  # one entry larger than the read
