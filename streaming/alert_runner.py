@@ -65,6 +65,14 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
         final_state: dict[str, str | None] = {}
 
+        def delivered_before(batch_id: int) -> set[tuple[str, str]] | None:
+            """(alert_id, status) of what the sinks already hold, if the job died while
+            delivering `batch_id` (some of it may be there); None if it never began."""
+            pending = ledger.pending()
+            if pending is None or pending[0] != batch_id:
+                return None
+            return sinks.delivered(pending[1] - 60_000)
+
         def deliver(batch: Any, batch_id: int) -> None:
             if batch_id <= ledger.last():
                 return  # delivered before the restart that re-runs it
@@ -77,10 +85,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
             rows = batch.collect()  # Rows are tuples in OUTPUT_SCHEMA's order: kind, key, ...
             alerts = [AlertText(k, s, at, j) for kind, k, j, s, at in rows if kind == "alert"]
-            pending = ledger.pending()
-            if pending is not None and pending[0] == batch_id and alerts:
-                # The job died while delivering this batch: some of it may be on Kafka already.
-                there = sinks.delivered(pending[1] - 60_000)
+            if alerts and (there := delivered_before(batch_id)) is not None:
                 alerts = [a for a in alerts if (a.alert_id, a.status) not in there]
             ledger.begin(batch_id, int(time.time() * 1000))
             sinks.deliver(alerts)
@@ -94,11 +99,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             folder = options.checkpoint / "batch-out" / str(batch_id)
             shutil.rmtree(folder, ignore_errors=True)
             write_batch(batch, folder)
-            skip = None
-            pending = ledger.pending()
-            if pending is not None and pending[0] == batch_id:
-                there = sinks.delivered(pending[1] - 60_000)  # what the cut delivery wrote
-                skip = lambda line: alert_key(line) in there  # noqa: E731
+            there = delivered_before(batch_id)
+            skip = None if there is None else (lambda line: alert_key(line) in there)
             ledger.begin(batch_id, int(time.time() * 1000))
             assert options.sinks.alerts_out is not None
             append_alerts(folder, options.sinks.alerts_out, skip)
