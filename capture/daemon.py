@@ -22,6 +22,7 @@ from kazoo.exceptions import LockTimeout
 
 from capture import zookeeper
 from capture.avro_codec import SingleObjectCodec
+from capture.collector_pacing import CollectorPacing
 from capture.errors import CaptureError
 from capture.metrics import CaptureMetrics, serve
 from capture.publisher import check_reachable, ensure_topic
@@ -237,7 +238,8 @@ class CaptureDaemon:
         tracker.begin_sync()
         generation = reader.sync()
         try:
-            self._loop(client, tracker, reader, generation, outlet)
+            with CollectorPacing() as collector:
+                self._loop(client, tracker, reader, generation, outlet, collector)
         finally:
             reader.close()
             client.remove_listener(on_state)
@@ -250,6 +252,7 @@ class CaptureDaemon:
         reader: TreeReader,
         generation: int,
         outlet: RecordOutlet,
+        collector: CollectorPacing,
     ) -> None:
         s = self.settings
         next_heartbeat = self._now() + s.heartbeat_s
@@ -268,6 +271,7 @@ class CaptureDaemon:
                         known_znodes=len(tracker.state.tree),
                         watches="recursive" if reader.recursive else "one-shot",
                     )
+                    collector.settle()  # the tree just read: long-lived, walked once
                 elif kind == "reconnected":
                     # kazoo re-arms no watches after a connection loss or a new session: walk
                     # the tree again and record exactly what differs from what is known.
@@ -282,6 +286,7 @@ class CaptureDaemon:
             if records:
                 outlet.give_out(records)
             outlet.tick(tracker.state)
+            collector.tick()
 
 
 def _drain(inbox: queue.SimpleQueue[tuple[Any, ...]], timeout: float) -> list[tuple[Any, ...]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from capture.collector_pacing import CollectorPacing
 from capture.daemon import CaptureDaemon, excluded_paths
 from capture.dir_wakeup import DirectoryWakeup
 from capture.metrics import serve
@@ -67,8 +68,11 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         tracker = TxnTracker(state, self.now_ms, chroot, excluded)
         reader: LogReader | None = None
         wakeup = DirectoryWakeup(directory, s.poll_interval_s)
+        collector = CollectorPacing()
+        collector.open()
         try:
             records, reader = self._start(directory, tracker)
+            collector.settle()  # the snapshot's tree: long-lived, walked once, not every pause
             log.info(
                 "capturing",
                 cluster=cluster,
@@ -100,6 +104,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                     outlet.give_out(records)
                     records = []
                 outlet.tick(state)
+                collector.tick()
                 done = time.perf_counter()
                 if done - started > _SLOW_TURN_S:
                     log.warning(
@@ -122,6 +127,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
             if reader is not None:
                 reader.close()
             outlet.close(state)
+            collector.close()
 
     def _start(self, directory: Path, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
         """Where the log takes over: after the last zxid given out, or after a snapshot."""
