@@ -83,7 +83,7 @@ def main() -> None:
         phases = {
             phase: run_steps(args, info, hosts, data_dir, paths, rates, setup, work, phase)
             for phase in args.phases.split(",")
-            if phase != "floor"
+            if phase != "floor" and (phase != "own_core" or _cores() >= 2)
         }
         floor = (
             floor_steps(args, hosts, data_dir, paths, [None], setup, work, chroot)
@@ -197,6 +197,11 @@ def zxid_now(log_file: Path) -> int:
     return last
 
 
+def _cores() -> int:
+    """CPUs this script may use (a core of its own for the capture needs two)."""
+    return len(os.sched_getaffinity(0))
+
+
 def _daemon(
     work: Path,
     name: str,
@@ -254,8 +259,8 @@ def run_steps(
 ) -> list[dict[str, Any]]:
     kafka = not args.no_kafka
     name, beside = f"txnlog-{phase}", phase == "beside_watch"
-    everything = set(range(os.cpu_count() or 1))
-    own_core = phase == "own_core" and len(everything) >= 2
+    everything = os.sched_getaffinity(0)
+    own_core = phase == "own_core"
     if own_core:
         # The capture on the last CPU; this script, its writers (started later, they inherit)
         # and the stack on the others: what a capture beside a ZooKeeper server on a machine
