@@ -5,7 +5,10 @@ The log: a simulated cluster built with `--partitions` partitions (replication f
 captured (event log only) from its snapshot on, then `simulate run storm` until the log holds
 `--records` records. Each replay is timed from the command's start to its exit, as a user
 sees it (so `--alerts-out` includes Spark's start); the alert job's own micro-batch rate is
-read from its progress lines too.
+read from its progress lines too. Then the floor under any Spark replay here, each in a
+process of its own over the same log, start to exit: Spark's part alone (start, Avro decode,
+the events as JSON: what the rules are given), and that handed to a stateful pandas function
+per cluster that only counts the rows (the hop the Python rules take), with no rule run.
 
 Run: `.venv/bin/python bench/b4_replay.py [--quick] [--records 1000000 --partitions 100000]`
 (starts the local stack if it is not running, and stops it again then).
@@ -13,6 +16,7 @@ Run: `.venv/bin/python bench/b4_replay.py [--quick] [--records 1000000 --partiti
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -69,11 +73,51 @@ def timed(args: list[str], log_file: Path) -> float:
     return time.monotonic() - started
 
 
+FLOORS = ("decode", "noop_rules")
+
+
+def spark_floor(mode: str, log: Path) -> None:
+    """The log through Spark with none of zkcdc's rules (see the module's docstring)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streaming.change_source import LogInput, read_changes
+    from streaming.spark_session import session
+
+    spark = session("local[*]", f"zkcdc-b4-floor-{mode}")
+    records, _ = read_changes(spark, LogInput(log))
+    if mode == "decode":
+        rows = records.select(F.length("events").alias("n"))
+    else:
+
+        def count_rows(key: Any, batches: Any, state: Any) -> Any:
+            import pandas as pd  # type: ignore[import-untyped]
+
+            yield pd.DataFrame({"n": [sum(len(b["events"].tolist()) for b in batches)]})
+
+        rows = records.groupBy("cluster").applyInPandasWithState(
+            count_rows, "n long", "unused long", "append", GroupStateTimeout.NoTimeout
+        )
+    query = (
+        rows.writeStream.foreachBatch(lambda batch, _: batch.agg(F.sum("n")).collect())
+        .trigger(availableNow=True)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="zkcdc-b4-floor-"))
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--partitions", type=int, default=100_000)
+    p.add_argument("--spark-floor", choices=FLOORS, help=argparse.SUPPRESS)
+    p.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.spark_floor:
+        spark_floor(args.spark_floor, args.log)
+        return
     if args.quick:
         args.records, args.partitions = 60_000, 20_000
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b4-"))
@@ -105,6 +149,11 @@ def main() -> None:
             "micro_batches": len(batches),
             "records_per_s_in_batches": round(total / (busy_ms / 1000)) if busy_ms else None,
         }
+        result["floor_s"] = {
+            mode: round(timed([sys.executable, __file__, "--spark-floor", mode, "--log",
+                               str(log)], work / f"floor-{mode}.log"), 1)
+            for mode in FLOORS
+        }  # fmt: skip
     plot(result, args.quick)
     print(render(save(NAME, result, args.quick)))
 
@@ -136,9 +185,18 @@ def render(result: dict[str, Any]) -> str:
              f"records/s** ({a['seconds_incl_spark_start']} s)", "≥ 50,000"],
             ["the same, the alert job's micro-batches alone",
              f"{fmt(a['records_per_s_in_batches'])} records/s ({a['micro_batches']} batches)", "—"],
+            *([["floor: Spark's part alone (start, Avro decode, events as JSON), no rules",
+                _floor(result, "decode"), "—"],
+               ["floor: the same handed to a no-op Python stateful step per cluster",
+                _floor(result, "noop_rules"), "—"]] if "floor_s" in result else []),
         ]),
         plot_link(result, NAME, "B4: replay rates"),
     ])  # fmt: skip
+
+
+def _floor(result: dict[str, Any], mode: str) -> str:
+    seconds = result["floor_s"][mode]
+    return f"{seconds} s (at most {fmt(round(result['log_records'] / seconds))} records/s)"
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
