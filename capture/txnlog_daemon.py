@@ -123,11 +123,11 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                     due = next_heartbeat - self._now()
                     wakeup.wait(s.poll_interval_s if outlet.in_flight else min(due, _IDLE_S))
         finally:
+            collector.close()
             wakeup.close()
             if reader is not None:
                 reader.close()
             outlet.close(state)
-            collector.close()
 
     def _start(self, directory: Path, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
         """Where the log takes over: after the last zxid given out, or after a snapshot."""
