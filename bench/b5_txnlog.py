@@ -6,8 +6,9 @@ watch mode in the same run, and how fast the log files parse.
    `zkcdc capture --source txnlog` beside `zkcdc capture` (watch), both publishing to Kafka
    (both modes on the same storm); then the txnlog capture alone, as it is deployed beside a
    ZooKeeper server; then alone with a core of its own (the capture pinned to one CPU, the
-   writers, ZooKeeper, the broker and this script to the other). Per step: versions committed; records of each mode; txnlog lag,
-   ZooKeeper's transaction time -> the record, and after the write's commit (its answer).
+   writers, ZooKeeper, the broker and this script to the other). Per step: versions
+   committed; records of each mode; txnlog lag, ZooKeeper's transaction time -> the record,
+   and after the write's commit (its answer).
    Then the floor: the storm flat out with only a bare `LogReader` following the log (no
    decoding, no output), when each transaction became readable in the file at all.
 2. Parsing: every `log.<zxid>` file the storm left, read with `capture.txnlog.read_entries`
@@ -33,7 +34,6 @@ from b1_capture import STATE, _paths, _versions, storm
 from harness import (
     ZKCDC,
     cpu_seconds,
-    descendants,
     figure,
     fmt,
     own_stack,
@@ -50,6 +50,7 @@ from harness import (
 from kazoo.client import KazooClient
 
 from capture.txnlog import SET_DATA
+from zkcdc.stack.processes import find_marked
 
 NAME = "b5_txnlog"
 
@@ -261,11 +262,12 @@ def run_steps(
     name, beside = f"txnlog-{phase}", phase == "beside_watch"
     everything = os.sched_getaffinity(0)
     own_core = phase == "own_core"
+    stack_and_me = [os.getpid(), *find_marked(info.state_dir)] if own_core else []
     if own_core:
         # The capture on the last CPU; this script, its writers (started later, they inherit)
         # and the stack on the others: what a capture beside a ZooKeeper server on a machine
         # of its own has, which the storm's load generators here otherwise take.
-        pin(descendants(os.getpid()), everything - {max(everything)})
+        pin(stack_and_me, everything - {max(everything)})
     txnlog = _daemon(work, name, ["--source", "txnlog", "--zk-data-dir", str(data_dir)],
                      info, hosts, kafka, {max(everything)} if own_core else None)  # fmt: skip
     watch = _daemon(work, "watch", [], info, hosts, kafka) if beside else None
@@ -300,7 +302,7 @@ def run_steps(
         if watch is not None:
             stop(watch)
         if own_core:
-            pin(descendants(os.getpid()), everything)
+            pin(stack_and_me, everything)
 
     from capture.event_log import read_records
 

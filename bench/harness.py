@@ -154,23 +154,6 @@ def runqueue_seconds(pid: int) -> float:
     return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
 
 
-def descendants(pid: int) -> list[int]:
-    """`pid` and every process under it."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # ended meanwhile
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        found.append(todo.pop())
-        todo += children.get(found[-1], [])
-    return found
-
-
 def pin(pids: list[int], cpus: set[int]) -> None:
     """Every thread of `pids` onto `cpus` (affinity is a thread's, not a process's)."""
     for pid in pids:
