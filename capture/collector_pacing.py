@@ -66,15 +66,13 @@ class CollectorPacing:
                 gc.unfreeze()  # back to the oldest generation: collected as before
                 _saved = None
 
-    def settle(self) -> float:
-        """A full collection of what is not frozen yet, then freezes the survivors; returns the
-        seconds it took. Call it after building something large and long-lived (a snapshot)."""
-        started = time.perf_counter()
+    def settle(self) -> None:
+        """A full collection of what is not frozen yet, then freezes the survivors. Call it
+        after building something large and long-lived (a snapshot)."""
         gc.collect()
         gc.freeze()
         self.full_collections += 1
         self._next = self._now() + self.full_every_s
-        return time.perf_counter() - started
 
     def tick(self) -> None:
         """Each turn of the loop: the paced full collection when it is due."""
