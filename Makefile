@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup demo test lint up status down bench bench-quick clean
+.PHONY: setup demo test lint fuzz up status down bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ demo: setup
 ## Lint, types, and every test (unit and integration against the real stack).
 test: setup lint
 	$(BIN)/pytest
+
+## The fuzzing properties (decoders, event-log reader) with 20,000 examples each instead of
+## the few hundred `make test` runs.
+fuzz: setup
+	ZKCDC_FUZZ=long $(BIN)/pytest -q -k fuzz tests/unit
 
 lint: setup
 	$(BIN)/ruff check .

@@ -39,11 +39,27 @@ def write_long(n: int, out: bytearray) -> None:
         return
     encoded = _RECENT.get(n)
     if encoded is None:
+        if not _LONG_MIN <= n <= _LONG_MAX:  # what is cached was checked: only on a miss
+            raise EncoderError(f"{n!r} is out of the range of a long")
         encoded = _varint((n << 1) ^ (n >> 63))
         if len(_RECENT) >= _RECENT_MAX:
             _RECENT.clear()
         _RECENT[n] = encoded
     out += encoded
+
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def write_int(n: int, out: bytearray) -> None:
+    """An Avro int: a long in 32 bits. A larger value would read back as another number in
+    fastavro and fail in Java's readers (Spark), so it is refused here."""
+    if 0 <= n < 64:
+        out += _SMALL[n]
+        return
+    if not -2147483648 <= n <= 2147483647:
+        raise EncoderError(f"{n!r} is out of the range of an int")
+    write_long(n, out)
 
 
 def _varint(n: int) -> bytes:
@@ -81,7 +97,7 @@ _double = struct.Struct("<d")
 _PRIMITIVES: dict[str, Encode] = {
     "null": _null,
     "boolean": _boolean,
-    "int": write_long,
+    "int": write_int,
     "long": write_long,
     "float": lambda v, out: out.extend(_float.pack(v)),
     "double": lambda v, out: out.extend(_double.pack(v)),

@@ -13,6 +13,7 @@ from capture.checkpoint import CheckpointStore
 from capture.event_log import EventLogWriter
 from capture.metrics import CaptureMetrics
 from capture.publisher import Publisher, delivered_seqs
+from capture.record_encoding import encode_records
 from capture.records import ChangeRecord
 from capture.settings import CaptureSettings
 from capture.tracker import TrackerState
@@ -71,8 +72,7 @@ class RecordOutlet:
     def give_out(self, records: list[ChangeRecord]) -> None:
         writer = self._writer
         assert writer is not None, "open() first"
-        values = [r.to_avro() for r in records]
-        bodies = [writer.encode(v) for v in values]  # once, for the log and for Kafka
+        values, bodies = encode_records(writer.encode, records)  # once, for log and Kafka
         writer.append(values, bodies)  # the log first: what is logged is never lost
         if self.publisher is not None:
             if self._single_object_header is None:

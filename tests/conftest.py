@@ -16,11 +16,18 @@ from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend, make_backend
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
 
 from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
+
+# Fuzzing: a bounded number of examples in `make test`, many more in `make fuzz`
+# (ZKCDC_FUZZ=long). No example database in the tree: each run draws afresh.
+hypothesis_settings.register_profile("bounded", max_examples=300, database=None)
+hypothesis_settings.register_profile("long", max_examples=20_000, database=None)
+hypothesis_settings.load_profile("long" if os.environ.get("ZKCDC_FUZZ") == "long" else "bounded")
 
 
 def wait_until(

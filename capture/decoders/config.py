@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capture.decoders.json_data import Unparseable, json_object, previous
+from capture.decoders.json_data import Unparseable, decimal, json_object, previous
 from capture.records import ClusterEvent, EventType
 
 
@@ -28,7 +28,7 @@ def decode(
     if not changed and (old is None) == (new is None):
         return []
     topic = entity_name if entity_type == "topics" else None
-    broker_id = int(entity_name) if entity_type == "brokers" and entity_name.isdigit() else None
+    broker_id = _broker_id(entity_name) if entity_type == "brokers" else None
     return [
         ClusterEvent(
             type=EventType.CONFIG_CHANGED,
@@ -41,3 +41,11 @@ def decode(
             changed_keys=tuple(changed),
         )
     ]
+
+
+def _broker_id(entity_name: str) -> int | None:
+    """A broker's own config (`<default>` is the cluster-wide one)."""
+    try:
+        return decimal(entity_name, "broker id")
+    except Unparseable:
+        return None

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capture.decoders.json_data import Unparseable, integer, json_object, previous
+from capture.decoders.json_data import (
+    LONG_MAX,
+    LONG_MIN,
+    Unparseable,
+    decimal,
+    in_range,
+    integer,
+    json_object,
+    previous,
+)
 from capture.records import ClusterEvent, EventType
 
 
@@ -28,6 +37,8 @@ def parse_registration(data: bytes | None) -> Registration:
         isinstance(v, int) and not isinstance(v, bool) for v in subscription.values()
     ):
         raise Unparseable("field 'subscription' is not an object of topic -> thread count")
+    for threads in subscription.values():
+        in_range(threads, "thread count")
     pattern = obj.get("pattern")
     return Registration(dict(subscription), pattern if isinstance(pattern, str) else None)
 
@@ -98,10 +109,7 @@ def decode_owner(
 
 
 def offset(data: bytes | None) -> int:
-    value = text(data)
-    if not value.lstrip("-").isdigit():
-        raise Unparseable(f"offset is not an integer: {value[:40]!r}")
-    return int(value)
+    return decimal(text(data), "offset", LONG_MIN, LONG_MAX)
 
 
 def decode_offset(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capture.decoders.json_data import Unparseable, integer, json_object, previous
+from capture.decoders.json_data import Unparseable, decimal, integer, json_object, previous
 from capture.records import ClusterEvent, EventType
 
 
@@ -33,9 +33,10 @@ def epoch(data: bytes | None) -> int:
     if data is None:
         raise Unparseable("no data")
     try:
-        return int(data.decode("ascii").strip())
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError as exc:
         raise Unparseable(f"controller epoch is not an integer: {data[:40]!r}") from exc
+    return decimal(text, "controller epoch")
 
 
 def decode_epoch(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:

@@ -6,6 +6,7 @@ Bytes a decoder cannot read give `UNPARSEABLE`: the daemon never dies on data.""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 
@@ -19,7 +20,7 @@ from capture.decoders import (
     partition_state,
     topics,
 )
-from capture.decoders.json_data import Unparseable
+from capture.decoders.json_data import Unparseable, decimal
 from capture.records import ClusterEvent, EventType, Znode
 
 Decoder = Callable[[re.Match[str], Znode | None, Znode | None], list[ClusterEvent]]
@@ -39,23 +40,31 @@ def _entity(match: re.Match[str]) -> dict[str, object]:
     for key in ("topic", "group"):
         if groups.get(key) is not None:
             fields[key] = groups[key]
-    if groups.get("partition") is not None:
-        fields["partition"] = int(groups["partition"])
-    if groups.get("broker") is not None:
-        fields["broker_id"] = int(groups["broker"])
+    for group, name in (("partition", "partition"), ("broker", "broker_id")):
+        if groups.get(group) is not None:
+            # A number no record can carry is left out: the path still says which.
+            with contextlib.suppress(Unparseable):
+                fields[name] = decimal(groups[group], group)
     return fields
+
+
+def _int(match: re.Match[str], group: str) -> int:
+    """A number from the path: ZooKeeper lets anyone name a znode `.../partitions/99999999999`."""
+    return decimal(match[group], group)
 
 
 _ROUTES: list[tuple[str, Decoder | None]] = [
     (
-        r"/brokers/topics/(?P<topic>[^/]+)/partitions/(?P<partition>\d+)/state",
-        lambda m, b, a: partition_state.decode(m["topic"], int(m["partition"]), _data(b), _data(a)),
+        r"/brokers/topics/(?P<topic>[^/]+)/partitions/(?P<partition>[0-9]+)/state",
+        lambda m, b, a: partition_state.decode(
+            m["topic"], _int(m, "partition"), _data(b), _data(a)
+        ),
     ),
     (
         r"/brokers/topics/(?P<topic>[^/]+)",
         lambda m, b, a: topics.decode(m["topic"], _data(b), _data(a)),
     ),
-    (r"/brokers/ids/(?P<broker>\d+)", lambda m, b, a: brokers.decode(int(m["broker"]), b, a)),
+    (r"/brokers/ids/(?P<broker>[0-9]+)", lambda m, b, a: brokers.decode(_int(m, "broker"), b, a)),
     (r"/controller", lambda m, b, a: controller.decode_controller(_data(b), _data(a))),
     (r"/controller_epoch", lambda m, b, a: controller.decode_epoch(_data(b), _data(a))),
     (
@@ -82,15 +91,15 @@ _ROUTES: list[tuple[str, Decoder | None]] = [
         ),
     ),
     (
-        r"/consumers/(?P<group>[^/]+)/owners/(?P<topic>[^/]+)/(?P<partition>\d+)",
+        r"/consumers/(?P<group>[^/]+)/owners/(?P<topic>[^/]+)/(?P<partition>[0-9]+)",
         lambda m, b, a: consumers.decode_owner(
-            m["group"], m["topic"], int(m["partition"]), _data(b), _data(a)
+            m["group"], m["topic"], _int(m, "partition"), _data(b), _data(a)
         ),
     ),
     (
-        r"/consumers/(?P<group>[^/]+)/offsets/(?P<topic>[^/]+)/(?P<partition>\d+)",
+        r"/consumers/(?P<group>[^/]+)/offsets/(?P<topic>[^/]+)/(?P<partition>[0-9]+)",
         lambda m, b, a: consumers.decode_offset(
-            m["group"], m["topic"], int(m["partition"]), _data(b), _data(a)
+            m["group"], m["topic"], _int(m, "partition"), _data(b), _data(a)
         ),
     ),
     (
@@ -116,6 +125,11 @@ _ROUTES: list[tuple[str, Decoder | None]] = [
 _COMPILED = [(re.compile(pattern), decoder) for pattern, decoder in _ROUTES]
 
 
+def unparseable(reason: str, match: re.Match[str] | None = None) -> ClusterEvent:
+    entity = _entity(match) if match is not None else {}
+    return ClusterEvent(type=EventType.UNPARSEABLE, reason=reason, **entity)  # type: ignore[arg-type]
+
+
 def decode(path: str, before: Znode | None, after: Znode | None) -> list[ClusterEvent]:
     for pattern, decoder in _COMPILED:
         match = pattern.fullmatch(path)
@@ -126,5 +140,9 @@ def decode(path: str, before: Znode | None, after: Znode | None) -> list[Cluster
         try:
             return decoder(match, before, after)
         except Unparseable as exc:
-            return [ClusterEvent(type=EventType.UNPARSEABLE, reason=str(exc), **_entity(match))]  # type: ignore[arg-type]
+            return [unparseable(str(exc), match)]
+        except Exception as exc:
+            # Anyone can write /consumers: whatever the bytes make a decoder do, the daemon goes
+            # on and the record says why its events are missing.
+            return [unparseable(f"{type(exc).__name__}: {exc}"[:500], match)]
     return [ClusterEvent(type=EventType.UNKNOWN_ZNODE)]

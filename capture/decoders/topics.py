@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capture.decoders.json_data import Unparseable, integer, json_object, previous
+from capture.decoders.json_data import (
+    Unparseable,
+    decimal,
+    in_range,
+    integer,
+    json_object,
+    previous,
+)
 from capture.records import ClusterEvent, EventType, PartitionRef
 
 Assignment = dict[int, tuple[int, ...]]
@@ -48,11 +55,13 @@ def _assignment(obj: dict[str, Any], key: str, required: bool = False) -> Assign
         raise Unparseable(f"field {key!r} is not an object of partition -> replicas")
     result: Assignment = {}
     for partition, replicas in value.items():
-        if not partition.isdigit() or not isinstance(replicas, list):
+        if not (partition.isascii() and partition.isdigit()) or not isinstance(replicas, list):
             raise Unparseable(f"field {key!r} has a bad entry {partition!r}")
         if not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas):
             raise Unparseable(f"field {key!r}: replicas of {partition} are not integers")
-        result[int(partition)] = tuple(replicas)
+        for broker in replicas:
+            in_range(broker, f"field {key!r}: broker id")
+        result[decimal(partition, f"field {key!r}: partition")] = tuple(replicas)
     return result
 
 
