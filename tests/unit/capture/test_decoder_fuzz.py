@@ -5,6 +5,7 @@ The examples are bounded here (`make test`); `make fuzz` runs the same propertie
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from typing import Any
@@ -18,7 +19,7 @@ from capture.avro_codec import load_schema
 from capture.avro_encoder import compile_encoder
 from capture.decoders import router
 from capture.record_encoding import encode_records
-from capture.records import EventType, Znode
+from capture.records import ClusterEvent, EventType, Znode
 from capture.tracker import Tracker, TrackerState
 
 SCHEMA = load_schema()
@@ -99,8 +100,10 @@ SCALARS = st.one_of(
 )
 JSON = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=5)
-    | st.dictionaries(st.one_of(KEYS, st.text(max_size=8)), inner, max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.one_of(KEYS, st.text(max_size=8)), inner, max_size=6)
+    ),
     max_leaves=30,
 )
 
@@ -209,12 +212,9 @@ def test_events_that_do_not_fit_the_schema_become_unparseable_and_keep_the_raw_b
     tracker = Tracker(state, lambda: 1_000)
     records = tracker.read("/brokers/ids/1", _znode(b"x", 0, 1))
     # As if a decoder had let a too-large number through.
-    from capture.records import ClusterEvent
-
-    bad = records[0].__class__(
-        **{**records[0].__dict__, "events": (ClusterEvent(type=EventType.LEADER_CHANGED, leader=2**40),)}
-    )
-    values, bodies = encode_records(ENCODE, [bad])
+    event = ClusterEvent(type=EventType.LEADER_CHANGED, leader=2**40)
+    bad = dataclasses.replace(records[0], events=(event,))
+    _, bodies = encode_records(ENCODE, [bad])
     read = _read_back(bodies[0])
     assert [e["type"] for e in read["events"]] == ["UNPARSEABLE"]
     assert "out of the range of an int" in read["events"][0]["reason"]
