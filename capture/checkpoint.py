@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -16,10 +17,14 @@ from typing import Any
 
 import fastavro
 
+from capture import failpoints
 from capture.errors import CaptureError
-from capture.event_log import Damage, first_seq, log_files, read_records
+from capture.event_log import Damage, first_seq, fsync_directory, log_files, read_records
 from capture.records import Znode
 from capture.tracker import TrackerState, apply_records
+from zkcdc import logs
+
+log = logs.get("zkcdc.capture")
 
 TREE_SCHEMA = fastavro.parse_schema(
     {
@@ -44,13 +49,41 @@ class CheckpointError(CaptureError):
     """The daemon's saved state cannot be read or written."""
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+def _atomic_write(path: Path, write: Any, failpoint: str) -> None:
+    """The whole new file or the old one, also after a power loss (the rename made durable by
+    the folder's fsync). Raises CheckpointError; a failed write leaves no temporary file."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as stream:
-        write(stream)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(tmp, path)
+    try:
+        try:
+            with tmp.open("wb") as stream:
+                write(stream)
+                stream.flush()
+                os.fsync(stream.fileno())
+            failpoints.hit(failpoint)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        fsync_directory(path.parent)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def _in_background(path: Path, write: Any, failpoint: str) -> threading.Thread:
+    """A checkpoint written off the capture loop. A failure there is logged, not raised: the
+    previous checkpoint stays valid (the event log holds everything after it), and the next
+    one is tried at its time."""
+
+    def run() -> None:
+        try:
+            _atomic_write(path, write, failpoint)
+        except CheckpointError as exc:
+            log.warning("checkpoint not written", reason=str(exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 class CheckpointStore:
@@ -82,17 +115,13 @@ class CheckpointStore:
         """Background: off the capture loop (an fsync can take 100 ms beside a busy ZooKeeper);
         skipped while the previous one is still being written, the next call catches up."""
         body = json.dumps({"acked_through": acked_through}).encode()
+        point = "checkpoint.delivered"
         if not background:
-            _atomic_write(self._delivered_file, lambda s: s.write(body))
+            _atomic_write(self._delivered_file, lambda s: s.write(body), point)
             return
         if self._delivering is not None and self._delivering.is_alive():
             return
-        self._delivering = threading.Thread(
-            target=_atomic_write,
-            args=(self._delivered_file, lambda s: s.write(body)),
-            daemon=True,
-        )
-        self._delivering.start()
+        self._delivering = _in_background(self._delivered_file, lambda s: s.write(body), point)
 
     # -- tree ---------------------------------------------------------------------------
     def save_tree(self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0) -> None:
@@ -117,13 +146,10 @@ class CheckpointStore:
             writer.flush()
 
         if background:
-            self._writing = threading.Thread(
-                target=_atomic_write, args=(self._tree_file, write), daemon=True
-            )
-            self._writing.start()
+            self._writing = _in_background(self._tree_file, write, "checkpoint.tree")
         else:
             self.wait()
-            _atomic_write(self._tree_file, write)
+            _atomic_write(self._tree_file, write, "checkpoint.tree")
 
     def wait(self) -> None:
         for thread in (self._writing, self._delivering):

@@ -11,9 +11,11 @@ from typing import Any
 
 import click
 
+from capture import failpoints
 from capture.errors import CaptureError
 from capture.event_log import Damage, EventLogError, log_files, read_records
 from capture.record_filter import LogStats, RecordFilter, parse_time
+from capture.records import EventType, Op
 from capture.settings import load_settings
 from capture.zk_data_dir import LogDamage
 from zkcdc import logs
@@ -76,6 +78,7 @@ def capture(config_file: Path | None, **flags: Any) -> None:
     if config_file is not None and not config_file.is_file():
         raise click.BadParameter(f"{config_file} does not exist", param_hint="--config")
     settings = load_settings(config_file, **flags)
+    failpoints.arm_from_environment()
     logs.configure()
     daemon = (TxnlogCaptureDaemon if settings.source == "txnlog" else CaptureDaemon)(settings)
     daemon.install_signal_handlers()
@@ -152,6 +155,17 @@ def _times(ctx: click.Context, param: click.Parameter, value: str | None) -> int
         raise click.BadParameter(str(exc)) from exc
 
 
+def _types(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    known = {op.value for op in Op} | {t.value for t in EventType}
+    unknown = [t for t in value if t.upper() not in known]
+    if unknown:
+        raise click.BadParameter(
+            f"{', '.join(unknown)}: not an op or event type (e.g. UPDATE, ISR_SHRUNK; "
+            f"all: {', '.join(sorted(known))})"
+        )
+    return value
+
+
 source_options = option_group(
     click.argument("path", required=False, type=click.Path(exists=True, path_type=Path)),
     click.option("--from-txnlog", "txnlog", type=click.Path(exists=True, file_okay=False,
@@ -161,7 +175,7 @@ source_options = option_group(
 
 filter_options = option_group(
     click.option("--path-prefix", help="Only records of znodes under this path."),
-    click.option("--type", "types", multiple=True, metavar="TYPE",
+    click.option("--type", "types", multiple=True, metavar="TYPE", callback=_types,
                  help="Only records with this op (UPDATE) or event type (ISR_SHRUNK); "
                  "repeat for several."),
     click.option("--since", callback=_times, metavar="TIME",

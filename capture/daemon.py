@@ -237,13 +237,15 @@ class CaptureDaemon:
         self.metrics.session.set(1)
         tracker.begin_sync()
         generation = reader.sync()
+        failing = True
         try:
             with CollectorPacing() as collector:
                 self._loop(client, tracker, reader, generation, outlet, collector)
+            failing = False
         finally:
             reader.close()
             client.remove_listener(on_state)
-            outlet.close(tracker.state)
+            outlet.close(tracker.state, failing)
 
     def _loop(
         self,
@@ -271,6 +273,7 @@ class CaptureDaemon:
                         known_znodes=len(tracker.state.tree),
                         watches="recursive" if reader.recursive else "one-shot",
                     )
+                    warn_if_not_kafka(tracker.state.tree, s.connect_string())
                     collector.settle()  # the tree just read: long-lived, walked once
                 elif kind == "reconnected":
                     # kazoo re-arms no watches after a connection loss or a new session: walk
@@ -307,3 +310,14 @@ def excluded_paths(chroot: str, ha_path: str) -> Callable[[str], bool]:
     if chroot:
         return lambda path: False
     return lambda path: path == ha_path or path.startswith(ha_path + "/")
+
+
+def warn_if_not_kafka(tree: dict[str, Any], where: str) -> None:
+    """A wrong chroot is a silent capture of nothing: say so (not fatal, as capture may start
+    before Kafka has written its tree)."""
+    if "/brokers/ids" not in tree:
+        log.warning(
+            "no Kafka tree here: nothing at /brokers/ids; is the chroot right?",
+            zookeeper=where,
+            known_znodes=len(tree),
+        )

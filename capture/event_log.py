@@ -1,22 +1,23 @@
 """The event log: change records in Avro object container files, rotated by size and age.
 
 Files are named `<cluster>.<first seq, 20 digits>.avro`, so a folder lists each cluster's files
-in `seq` order. Each
-batch is flushed as one container block: a killed daemon leaves at most a torn last block,
-which readers report and skip."""
+in `seq` order. Each batch is written and fsynced as one container block: a killed daemon or a
+power loss leaves at most a torn last block, which readers report and skip."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import fastavro
 
+from capture import failpoints
 from capture.avro_codec import load_schema, schema_json
 from capture.avro_encoder import compile_encoder, write_long
 from capture.avro_spans import SpanError, compile_splitter
@@ -67,7 +68,10 @@ def log_files(path: Path, cluster: str | None = None) -> list[Path]:
 
 
 class EventLogWriter:
-    """Appends batches of records; a new file when the current one is too big or too old."""
+    """Appends batches of records, each one block, durable before `append` returns (fsync): the
+    daemon hands records to Kafka and moves its checkpoints only past what the log holds for
+    good. A block that cannot be written whole is cut off again, so a failed append leaves the
+    file as it was. A new file when the current one is too big or too old."""
 
     def __init__(
         self,
@@ -77,18 +81,21 @@ class EventLogWriter:
         max_bytes: int = 64 * 1024 * 1024,
         max_age_s: float = 3600.0,
         now: Callable[[], float],
+        fsync: bool = True,
     ) -> None:
         self.directory = directory
         self.cluster = cluster
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
+        self.fsync = fsync
         self._now = now
         self._encode = compile_encoder(load_schema(), sized_arrays=True)
         # The container header's metadata, an Avro map<bytes>: the same for every file.
         self._header_meta = compile_encoder({"type": "map", "values": "bytes"})(
             {"avro.schema": json.dumps(schema_json()).encode(), "avro.codec": b"null"}
         )
-        self._file: IO[bytes] | None = None
+        self._fd: int | None = None
+        self._path: Path | None = None
         self._sync = b""
         self._opened_at = 0.0
         self._size = 0  # of the current file: tell() on every append costs a system call
@@ -104,52 +111,92 @@ class EventLogWriter:
         return self._encode(record)
 
     def append(self, records: list[dict[str, Any]], encoded: list[bytes] | None = None) -> None:
-        """Appends one block; `encoded`, if given, is the records' bytes already (`encode`)."""
+        """Appends one block; `encoded`, if given, is the records' bytes already (`encode`).
+        Raises EventLogError with nothing of the block left in the file."""
         if not records:
             return
-        if self._file is None or self._due_for_rotation():
+        if self._fd is None or self._due_for_rotation():
             self._rotate(records[0]["seq"])
-        assert self._file is not None
+        assert self._fd is not None
         body = b"".join(encoded if encoded is not None else [self._encode(r) for r in records])
         block = bytearray()
         write_long(len(records), block)
         write_long(len(body), block)
-        data = block + body + self._sync
+        block += body
+        block += self._sync
         try:
-            self._file.write(data)
-            self._file.flush()
+            failpoints.hit("event_log.write")
+            _write_all(self._fd, block)
+            failpoints.hit("event_log.fsync")
+            if self.fsync:
+                os.fdatasync(self._fd)
         except OSError as exc:
-            raise EventLogError(f"cannot write the event log: {exc.strerror}") from exc
-        self._size += len(data)
+            self._cut_back()
+            raise EventLogError(f"cannot write the event log {self._path}: {exc.strerror}") from exc
+        self._size += len(block)
+
+    def _cut_back(self) -> None:
+        """Removes what a failed append left after the last whole block (a full disk writes
+        part of it; a failed fsync leaves its pages in doubt). If even that fails, the file is
+        closed: readers will name its torn end, and the next append starts a new file."""
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, self._size)
+            if self.fsync:
+                os.fdatasync(self._fd)
+        except OSError:
+            self.close()
 
     def _due_for_rotation(self) -> bool:
-        assert self._file is not None
         return self._size >= self.max_bytes or self._now() - self._opened_at >= self.max_age_s
 
     def _rotate(self, first_seq: int) -> None:
         self.close()
         path = self.directory / file_name(self.cluster, first_seq)
+        # A file of that name is what a crashed run left for the same seq: start it afresh
+        # under a suffix so nothing that was written is overwritten.
+        if path.exists():
+            path = path.with_name(path.name.replace(SUFFIX, f"-{os.getpid()}{SUFFIX}"))
+        header = MAGIC + self._header_meta + os.urandom(16)
         try:
-            # A file of that name is what a crashed run left for the same seq: start it afresh
-            # under a suffix so nothing that was written is overwritten.
-            if path.exists():
-                path = path.with_name(path.name.replace(SUFFIX, f"-{os.getpid()}{SUFFIX}"))
-            self._file = path.open("wb")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as exc:
             raise EventLogError(f"cannot create {path}: {exc.strerror}") from exc
-        self._sync = os.urandom(16)
-        header = MAGIC + self._header_meta + self._sync
         try:
-            self._file.write(header)
+            _write_all(fd, header)
+            if self.fsync:
+                os.fdatasync(fd)
+                fsync_directory(self.directory)  # the new name survives a power loss too
         except OSError as exc:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()  # a header alone holds nothing; a torn one would read as damage
             raise EventLogError(f"cannot write {path}: {exc.strerror}") from exc
+        self._fd, self._path, self._sync = fd, path, header[-16:]
         self._size = len(header)
         self._opened_at = self._now()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        self._file = None
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd = None
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_directory(directory: Path) -> None:
+    """Makes a new or renamed entry of `directory` durable (a file's own fsync does not)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # What reading a torn or corrupt container file raises (fastavro and the file system).

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from capture.errors import CaptureError
 from capture.records import ChangeRecord
 
 
@@ -82,6 +83,11 @@ def serve(
         def log_message(self, format: str, *args: object) -> None:
             pass  # scrapes every few seconds would drown the daemon's own log
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:
+        raise CaptureError(
+            f"cannot serve metrics on {host}:{port} (--metrics-port): {exc.strerror}"
+        ) from exc
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

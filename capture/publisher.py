@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from capture import failpoints
 from capture.errors import CaptureError
 
 SEQ_HEADER = "zkcdc.seq"
@@ -108,6 +109,7 @@ class Publisher:
         seq = record["seq"]
 
         def callback(error: KafkaError | None, message: Any) -> None:
+            failpoints.hit("kafka.ack")
             if error is not None:
                 self._error = f"{self.topic}: {error.str()}"
                 return
@@ -134,14 +136,29 @@ class Publisher:
         return self.backlog == 0
 
 
-def check_reachable(bootstrap: str, extra: dict[str, str], timeout: float) -> int:
-    """The number of brokers that answer, or DeliveryError with the reason."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **extra})
+def _probe_logger() -> logging.Logger:
+    """For short-lived admin clients whose failure is reported as one error of their own:
+    librdkafka's per-connection complaints (hundreds while a cluster is down) are dropped."""
+    quiet = logging.getLogger("zkcdc.librdkafka.probe")
+    quiet.setLevel(logging.CRITICAL)
+    quiet.propagate = False
+    return quiet
+
+
+def _admin(bootstrap: str, extra: dict[str, str]) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, **extra}, logger=_probe_logger())
+
+
+def _metadata(admin: AdminClient, bootstrap: str, timeout: float) -> Any:
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        return admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise DeliveryError(f"Kafka at {bootstrap} is unreachable: {exc.args[0].str()}") from exc
-    return len(metadata.brokers)
+
+
+def check_reachable(bootstrap: str, extra: dict[str, str], timeout: float) -> int:
+    """The number of brokers that answer, or DeliveryError with the reason."""
+    return len(_metadata(_admin(bootstrap, extra), bootstrap, timeout).brokers)
 
 
 def ensure_topic(
@@ -152,8 +169,8 @@ def ensure_topic(
     timeout: float,
     config: dict[str, str] | None = None,
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **extra})
-    metadata = admin.list_topics(timeout=timeout)
+    admin = _admin(bootstrap, extra)
+    metadata = _metadata(admin, bootstrap, timeout)
     if topic in metadata.topics and not metadata.topics[topic].error:
         return
     replication = min(3, len(metadata.brokers))

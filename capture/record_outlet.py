@@ -8,8 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from capture import failpoints
 from capture.avro_codec import SingleObjectCodec, registry_serializer
 from capture.checkpoint import CheckpointStore
+from capture.errors import CaptureError
 from capture.event_log import EventLogWriter
 from capture.metrics import CaptureMetrics
 from capture.publisher import Publisher, delivered_seqs
@@ -42,6 +44,10 @@ class RecordOutlet:
         self._writer: EventLogWriter | None = None
         self._next_delivered = now() + 1.0
         self._next_checkpoint = now() + settings.checkpoint_s
+        # The seq of the last record the event log holds for good. The tracker's state runs
+        # ahead of it within a turn; a checkpoint of the tree is taken only when they agree, so
+        # what a restart continues from never claims a record the log does not have.
+        self.logged_seq = 0
 
     def load(self, followed: TrackerState | None = None) -> TrackerState:
         """The state as of the last record given out: this host's checkpoint and event log, or
@@ -54,6 +60,7 @@ class RecordOutlet:
         if followed is not None and followed.seq > state.seq:
             log.info("taking over from the topic", seq=followed.seq, local_seq=state.seq)
             state = followed
+        self.logged_seq = state.seq
         return state
 
     def open(self) -> None:
@@ -67,6 +74,7 @@ class RecordOutlet:
             max_bytes=s.log_rotate_bytes,
             max_age_s=s.log_rotate_s,
             now=self._now,
+            fsync=s.event_log_fsync,
         )
 
     def give_out(self, records: list[ChangeRecord]) -> None:
@@ -74,7 +82,9 @@ class RecordOutlet:
         assert writer is not None, "open() first"
         values, bodies = encode_records(writer.encode, records)  # once, for log and Kafka
         writer.append(values, bodies)  # the log first: what is logged is never lost
+        self.logged_seq = records[-1].seq
         if self.publisher is not None:
+            failpoints.hit("kafka.produce")
             if self._single_object_header is None:
                 self.publisher.publish(values)  # the registry's own framing
             else:
@@ -96,22 +106,49 @@ class RecordOutlet:
             if now >= self._next_delivered:
                 self.store.save_delivered(self.publisher.acked_through, background=True)
                 self._next_delivered = now + 1.0
-        if now >= self._next_checkpoint:
+        if now >= self._next_checkpoint and state.seq == self.logged_seq:
             self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid)
             self._next_checkpoint = now + self.settings.checkpoint_s
 
-    def close(self, state: TrackerState) -> None:
+    def close(self, state: TrackerState, failing: bool = False) -> None:
+        """Flushes what it can and saves the state for the next run. `failing`: the run is
+        ending on an error, which must not be hidden: problems here are logged, not raised.
+        Otherwise the first problem is raised (CheckpointError) after everything was tried."""
+        problems: list[CaptureError] = []
         if self._writer is not None:
             self._writer.close()
         if self.publisher is not None:
-            if not self.publisher.flush(10.0):
-                log.warning(
-                    "stopping with records not yet on Kafka", backlog=self.publisher.backlog
-                )
+            try:
+                if not self.publisher.flush(10.0):
+                    log.warning(
+                        "stopping with records not yet on Kafka", backlog=self.publisher.backlog
+                    )
+            except CaptureError as exc:
+                problems.append(exc)
             self.store.wait()
-            self.store.save_delivered(self.publisher.acked_through)
-        self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid)
-        log.info("stopped", seq=state.seq)
+            try:
+                self.store.save_delivered(self.publisher.acked_through)
+            except CaptureError as exc:
+                problems.append(exc)
+        if state.seq == self.logged_seq:
+            try:
+                self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid)
+            except CaptureError as exc:
+                problems.append(exc)
+        else:
+            # Records were made that the log does not hold (its write failed, or the turn
+            # did): the tree of the last checkpoint plus the log's tail is the true state.
+            log.warning(
+                "the known tree is ahead of the event log: not saved; the next run continues "
+                "from the last logged record",
+                logged_seq=self.logged_seq,
+                seq=state.seq,
+            )
+        for problem in problems:
+            log.error("while stopping", reason=str(problem))
+        log.info("stopped", seq=self.logged_seq)
+        if problems and not failing:
+            raise problems[0]
 
     # -- Kafka ----------------------------------------------------------------------------
     def _publisher(self) -> Publisher:

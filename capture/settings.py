@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -23,7 +24,7 @@ def default_state_root() -> Path:
 
 
 class CaptureSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="forbid")
 
     zookeeper: str | None = Field(
         default=None, description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree"
@@ -55,6 +56,9 @@ class CaptureSettings(BaseSettings):
     log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     log_rotate_s: float = Field(default=3600.0, gt=0)
     checkpoint_s: float = Field(default=30.0, gt=0)
+    # Each event-log block is fsynced before its records go to Kafka or into a checkpoint: off
+    # only where losing the log's last second in a power cut is acceptable.
+    event_log_fsync: bool = True
     # recursive: one persistent recursive watch (ZooKeeper 3.6+, falls back to one-shot on older
     # servers); one-shot: a data and a child watch per znode, re-armed by each read.
     watch_mode: Literal["recursive", "one-shot"] = "recursive"
@@ -152,6 +156,14 @@ def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
     try:
         return CaptureSettings(**given)
     except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] == "extra_forbidden":
+            # A misspelt key must not quietly run capture without it (say, without Kafka).
+            key = ".".join(str(p) for p in first["loc"])
+            close = difflib.get_close_matches(key, CaptureSettings.model_fields, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            where = f" in {config_file}" if config_file is not None else ""
+            raise CaptureError(f"unknown setting {key}{where}{hint}") from exc
         raise CaptureError(invalid_setting(exc)) from exc
     finally:
         _config_file = None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from capture import failpoints
 from capture.decoders import router
 from capture.records import ChangeRecord, Op, Source, Znode
 
@@ -147,6 +148,7 @@ def change_record(
 ) -> ChangeRecord:
     """The next record of `state`'s cluster (its seq), with the typed events of the change."""
     state.seq += 1
+    failpoints.hit("tracker.record")
     return ChangeRecord(
         cluster=state.cluster,
         seq=state.seq,

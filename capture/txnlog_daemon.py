@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from capture.collector_pacing import CollectorPacing
-from capture.daemon import CaptureDaemon, excluded_paths
+from capture.daemon import CaptureDaemon, excluded_paths, warn_if_not_kafka
 from capture.dir_wakeup import DirectoryWakeup
 from capture.metrics import serve
 from capture.publisher import ensure_topic
@@ -70,8 +70,10 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         wakeup = DirectoryWakeup(directory, s.poll_interval_s)
         collector = CollectorPacing()
         collector.open()
+        failing = True
         try:
             records, reader = self._start(directory, tracker)
+            warn_if_not_kafka(state.tree, f"{reader.directory} {chroot or '/'}")
             collector.settle()  # the snapshot's tree: long-lived, walked once, not every pause
             log.info(
                 "capturing",
@@ -122,12 +124,13 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                     # the ack). Otherwise until ZooKeeper writes, or the next heartbeat is due.
                     due = next_heartbeat - self._now()
                     wakeup.wait(s.poll_interval_s if outlet.in_flight else min(due, _IDLE_S))
+            failing = False
         finally:
             collector.close()
             wakeup.close()
             if reader is not None:
                 reader.close()
-            outlet.close(state)
+            outlet.close(state, failing)
 
     def _start(self, directory: Path, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
         """Where the log takes over: after the last zxid given out, or after a snapshot."""

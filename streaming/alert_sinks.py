@@ -9,6 +9,7 @@ sends only what is not there yet."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import urllib.error
 import urllib.request
@@ -175,6 +176,8 @@ class AlertSinks:
                     "bootstrap.servers": options.bootstrap_servers,
                     "enable.idempotence": True,
                     "acks": "all",
+                    # librdkafka's complaints as log records, not raw lines on stderr
+                    "logger": logging.getLogger("zkcdc.librdkafka"),
                 }
             )
 

@@ -32,7 +32,7 @@ def decode(value: bytes) -> dict[str, Any]:
 class CaptureProcess:
     """One `zkcdc capture` process; its log is kept in a file and shown when a test fails."""
 
-    def __init__(self, args: list[str], log_file: Path) -> None:
+    def __init__(self, args: list[str], log_file: Path, env: dict[str, str] | None = None) -> None:
         self.args = args
         self.log_file = log_file
         self._log = log_file.open("ab")
@@ -40,7 +40,7 @@ class CaptureProcess:
             [sys.executable, "-m", "zkcdc", "capture", *args],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
 
     def log_lines(self) -> list[dict[str, Any]]:

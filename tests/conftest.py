@@ -176,6 +176,7 @@ def start_capture(
         *args: str,
         state_dir: Path | None = None,
         publish_to: ChangesTopic | None = None,
+        env: dict[str, str] | None = None,
     ) -> CaptureProcess:
         state = state_dir or base / f"state-{len(processes)}"
         kafka = ["--bootstrap-servers", cluster.bootstrap_servers] if publish_to else []
@@ -184,6 +185,7 @@ def start_capture(
         process = CaptureProcess(
             [*common, *kafka, *topic, *args],
             base / f"capture-{len(processes)}.log",
+            env,
         )
         processes.append(process)
         return process

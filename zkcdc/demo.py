@@ -9,6 +9,7 @@ to have run."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -63,6 +64,7 @@ class Alerts:
                 "bootstrap.servers": bootstrap,
                 "group.id": f"{topic}-demo",
                 "enable.auto.commit": False,
+                "logger": logging.getLogger("zkcdc.librdkafka"),
             }
         )
         self._assigned = False
@@ -132,7 +134,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zkcdc-demo-"))
     run = f"zkcdc.demo-{int(time.time())}"
     changes, alerts_topic, state_topic = f"{run}.changes", f"{run}.alerts", f"{run}.state"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap}, logger=logging.getLogger("zkcdc.librdkafka")
+    )
     print(f"demo: topics {run}.*, logs and event log in {work}", flush=True)
 
     capture = Job("capture", ["capture", "--zookeeper", info.zookeeper_connect,

@@ -10,6 +10,7 @@ import contextlib
 import re
 from collections.abc import Callable
 
+from capture import failpoints
 from capture.decoders import (
     admin,
     brokers,
@@ -138,6 +139,7 @@ def decode(path: str, before: Znode | None, after: Znode | None) -> list[Cluster
         if decoder is None:
             return []
         try:
+            failpoints.hit("decoder")
             return decoder(match, before, after)
         except Unparseable as exc:
             return [unparseable(str(exc), match)]

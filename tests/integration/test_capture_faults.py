@@ -1,0 +1,241 @@
+"""Nothing lost when a turn fails: `zkcdc capture` made to fail (a raised error or SIGKILL) at each
+step of a turn through its named failpoints, while a writer keeps changing znodes, then started
+again. The event log must hold a contiguous `seq`, every version of every znode recorded or
+counted as skipped, and the topic each logged record exactly once. Watch and txnlog modes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import wait_until
+from kazoo.client import KazooClient
+from log_accounting import account, assert_each_once
+from zookeeper_servers import zookeeper_server
+
+from capture.event_log import read_records
+
+pytestmark = pytest.mark.integration
+
+PATHS = [f"/brokers/topics/t/partitions/{p}/state" for p in range(6)]
+
+
+def _state(n: int) -> bytes:
+    isr = [1, 2, 3] if n % 3 else [1, 2]
+    return (
+        f'{{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":{n},"isr":{isr}}}'.encode()
+    )
+
+
+class Writer:
+    """Changes the znodes round robin until stopped; a new znode now and then."""
+
+    def __init__(self, client: KazooClient, root: str) -> None:
+        self.client, self.root = client, root
+        self.writes = 0
+        self.created: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            self.client.set(self.root + PATHS[n % len(PATHS)], _state(n))
+            if n % 97 == 0:
+                path = f"/brokers/topics/t{n}/partitions/0/state"
+                self.client.create(self.root + path, _state(0), makepath=True)
+                self.created.append(path)
+            self.writes = n
+            time.sleep(0.003)
+
+    def stop(self) -> dict[str, int | None]:
+        self._stop.set()
+        self._thread.join(30)
+        return {p: self.client.exists(self.root + p).version for p in PATHS + self.created}
+
+
+def _logged(event_log: Path) -> list[dict[str, Any]]:
+    return list(read_records(event_log, lambda damage: None))
+
+
+def _holds(event_log: Path, final: dict[str, int | None]) -> bool:
+    last: dict[str, int] = {}
+    for r in _logged(event_log):
+        if r["after"] is not None:
+            last[r["path"]] = r["after"]["version"]
+    return all(last.get(p) == v for p, v in final.items())
+
+
+def _wait_on_topic(topic: Any, logged: list[dict[str, Any]]) -> None:
+    """Until every logged record is on the topic; then a second more, so anything published
+    twice would be there too."""
+    wanted = {r["seq"] for r in logged}
+
+    def complete() -> bool:
+        topic.poll()
+        return wanted <= {r["seq"] for r in topic.records}
+
+    wait_until(complete, 60, what="every logged record on the topic")
+    time.sleep(1)
+    topic.poll()
+
+
+@contextmanager
+def _watch_target(
+    cluster: Any, zk_chroot: KazooClient
+) -> Iterator[tuple[KazooClient, str, list[str]]]:
+    yield zk_chroot, "", [cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "c1"]
+
+
+@contextmanager
+def _txnlog_target(tmp_path: Path) -> Iterator[tuple[KazooClient, str, list[str]]]:
+    with zookeeper_server("kafka-3.8.4", tmp_path / "zk", snap_count=2000) as server:
+        client = KazooClient(server.hosts)
+        client.start(30)
+        client.create("/kafka/cluster/id", b'{"version":"1","id":"faults"}', makepath=True)
+        args = ["--source", "txnlog", "--zk-data-dir", str(server.data_dir)]
+        try:
+            yield client, "/kafka", [server.hosts + "/kafka", *args]
+        finally:
+            client.stop()
+            client.close()
+
+
+# (failpoint, action): each step of a turn, in the order a turn reaches them.
+FAULTS = [
+    ("tracker.record", "raise"),  # records made, state advanced, nothing logged
+    ("event_log.write", "raise"),  # the log write fails (EIO)
+    ("event_log.write", "enospc"),  # ... as on a full disk
+    ("event_log.fsync", "raise"),  # written, the fsync fails
+    ("event_log.fsync", "kill"),  # written, killed before the fsync
+    ("kafka.produce", "kill"),  # logged, killed before the records reach the producer
+    ("kafka.ack", "kill"),  # on Kafka, killed before the daemon notes the ack
+    ("checkpoint.tree", "kill"),  # killed while the tree checkpoint replaces the last one
+    ("checkpoint.delivered", "kill"),  # ... the delivered checkpoint
+]
+
+
+@pytest.mark.parametrize("mode", ["watch", "txnlog"])
+@pytest.mark.parametrize(("point", "action"), FAULTS, ids=[f"{p}-{a}" for p, a in FAULTS])
+def test_a_failed_turn_then_a_restart_loses_nothing(
+    mode: str,
+    point: str,
+    action: str,
+    cluster: Any,
+    request: pytest.FixtureRequest,
+    start_capture: Callable[..., Any],
+    changes_topic: Any,
+    tmp_path: Path,
+) -> None:
+    if mode == "watch":
+        target = _watch_target(cluster, request.getfixturevalue("zk_chroot"))
+    else:
+        target = _txnlog_target(tmp_path)
+    with target as (client, root, args):
+        for path in PATHS:
+            client.create(root + path, _state(0), makepath=True)
+        event_log = tmp_path / "events"
+        common: dict[str, Any] = {"state_dir": tmp_path / "state", "publish_to": changes_topic}
+        args = [*args, "--event-log", str(event_log), "--heartbeat-s", "0.2"]
+        # Checkpoints every half second, so their failpoints are reached within the test.
+        faulty = start_capture(
+            *args, env={"ZKCDC_FAILPOINTS": f"{point}=40:{action}", "ZKCDC_CHECKPOINT_S": "0.5"},
+            **common,
+        )  # fmt: skip
+        writer = Writer(client, root)
+        writer.start()
+        code = faulty.process.wait(90)
+        if action == "kill":
+            assert code == -signal.SIGKILL, faulty.tail()
+        else:
+            assert code == 1, faulty.tail()
+            assert "Traceback" not in faulty.tail() or point == "tracker.record", faulty.tail()
+        time.sleep(1)  # changes while no capture runs
+        again = start_capture(*args, **common)
+        again.wait_logged("in sync" if mode == "watch" else "capturing")
+        time.sleep(1)
+        final = writer.stop()
+        wait_until(lambda: _holds(event_log, final), 60, what="the log to hold every last version")
+        assert again.stop() == 0, again.tail()
+    logged = _logged(event_log)
+    _wait_on_topic(changes_topic, logged)
+    counts = account(logged, final)
+    assert counts["versions_seen"] > len(PATHS), counts
+    assert_each_once(changes_topic.records, logged)
+
+
+@contextmanager
+def _tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A real small file system (root works on these machines): a real full disk."""
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    assert mounted.returncode == 0, f"cannot mount a tmpfs (needs root): {mounted.stderr}"
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_stops_capture_with_one_line_and_once_freed_nothing_is_lost(
+    cluster: Any,
+    zk_chroot: KazooClient,
+    start_capture: Callable[..., Any],
+    changes_topic: Any,
+    tmp_path: Path,
+) -> None:
+    big = b"x" * 20_000  # each record holds two images: the 1 MiB disk fills in a few dozen
+    for path in PATHS:
+        zk_chroot.create(path, _state(0), makepath=True)
+    with _tmpfs(tmp_path / "disk", "1m") as disk:
+        args = [cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "c1",
+                "--event-log", str(disk / "events")]  # fmt: skip
+        common: dict[str, Any] = {"state_dir": disk / "state", "publish_to": changes_topic}
+        first = start_capture(*args, **common)
+        first.wait_logged("in sync")
+        writer = Writer(zk_chroot, "")
+        writer.start()
+        for n in range(2_000):
+            if first.process.poll() is not None:
+                break
+            path = f"/big/{n % 4}"
+            if zk_chroot.exists(path):
+                zk_chroot.set(path, big)
+            else:
+                zk_chroot.create(path, big, makepath=True)
+        else:
+            pytest.fail("capture never hit the full disk")
+        assert first.process.wait(30) == 1
+        lines = first.tail(200).splitlines()
+        assert not any("Traceback" in line for line in lines), first.tail()
+        assert "zkcdc: error: cannot write the event log" in lines[-1], lines[-1]
+        assert "No space left on device" in lines[-1], lines[-1]
+
+        # Freed: the same folder with room again, and capture started again.
+        subprocess.run(["mount", "-o", "remount,size=256m", str(disk)], check=True)
+        again = start_capture(*args, **common)
+        again.wait_logged("in sync")
+        time.sleep(1)
+        final = writer.stop()
+        final.update({f"/big/{i}": zk_chroot.exists(f"/big/{i}").version for i in range(4)})
+        event_log = disk / "events"
+        wait_until(lambda: _holds(event_log, final), 60, what="the log to hold every last version")
+        assert again.stop() == 0, again.tail()
+        logged = _logged(event_log)
+    _wait_on_topic(changes_topic, logged)
+    account(logged, final)
+    assert_each_once(changes_topic.records, logged)
