@@ -15,16 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import fastavro
-
-from capture import failpoints
+from capture import failpoints, log_blocks
 from capture.avro_codec import load_schema, schema_json
 from capture.avro_encoder import compile_encoder, write_long
-from capture.avro_spans import SpanError, compile_splitter
+from capture.avro_spans import compile_splitter
 from capture.errors import CaptureError
+from capture.log_blocks import Damage as Damage
+from capture.log_blocks import reason_of
 
 SUFFIX = ".avro"
 MAGIC = b"Obj\x01"
+# Each block a zstd frame with its content checksum: damage inside a record is found, not read
+# as another record. Standard Avro: fastavro, Spark (avro-java with zstd-jni) read it.
+CODEC = b"zstandard"
 
 
 class EventLogError(CaptureError):
@@ -92,7 +95,7 @@ class EventLogWriter:
         self._encode = compile_encoder(load_schema(), sized_arrays=True)
         # The container header's metadata, an Avro map<bytes>: the same for every file.
         self._header_meta = compile_encoder({"type": "map", "values": "bytes"})(
-            {"avro.schema": json.dumps(schema_json()).encode(), "avro.codec": b"null"}
+            log_blocks.header_metadata(json.dumps(schema_json()).encode(), CODEC)
         )
         self._fd: int | None = None
         self._path: Path | None = None
@@ -118,7 +121,9 @@ class EventLogWriter:
         if self._fd is None or self._due_for_rotation():
             self._rotate(records[0]["seq"])
         assert self._fd is not None
-        body = b"".join(encoded if encoded is not None else [self._encode(r) for r in records])
+        body = log_blocks.compress(
+            b"".join(encoded if encoded is not None else [self._encode(r) for r in records])
+        )
         block = bytearray()
         write_long(len(records), block)
         write_long(len(body), block)
@@ -199,61 +204,59 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-# What reading a torn or corrupt container file raises (fastavro and the file system).
-DAMAGE_ERRORS = (EOFError, ValueError, StopIteration, OSError, SpanError)
-
-
-@dataclass(frozen=True)
-class Damage:
-    file: Path
-    block: int
-    reason: str
-
-    def describe(self) -> str:
-        return f"{self.file}: damaged at block {self.block}: {self.reason}"
-
-
 @dataclass(frozen=True)
 class BlockScan:
     records: int  # in the readable blocks
-    damaged: list[Damage]  # each damaged file's first unreadable block
+    damaged: list[Damage]  # each damaged stretch of each file
 
 
 def scan_blocks(path: Path) -> BlockScan:
-    """Reads a log's blocks without decoding their records: how many records the readable
-    blocks hold, and where files are damaged."""
-    records, damaged = 0, []
+    """Reads a log's blocks without decoding every field of their records: how many records
+    the readable blocks hold, and where files are damaged. A block of the current schema is
+    split into its records (what replay reads), so one that does not hold what its header
+    counts is found here too."""
+    records, damaged = 0, list[Damage]()
+    split = compile_splitter(schema_json(), ("seq",))
+    current = json.dumps(schema_json())
     for file in log_files(path):
-        readable = 0
-        try:
-            with file.open("rb") as stream:
-                for block in fastavro.block_reader(stream):
-                    records += block.num_records
-                    readable += 1
-        except DAMAGE_ERRORS as exc:
-            damaged.append(Damage(file, readable, str(exc) or type(exc).__name__))
+        for number, block, metadata in log_blocks.blocks(file, damaged.append):
+            if _same_schema(metadata, current):
+                try:
+                    split(block.bytes_.getvalue(), block.num_records)
+                except Exception as exc:
+                    damaged.append(Damage(file, number, reason_of(exc)))
+                    continue
+            records += block.num_records
     return BlockScan(records, damaged)
+
+
+def _same_schema(metadata: dict[str, Any], current: str) -> bool:
+    try:
+        return json.dumps(json.loads(metadata["avro.schema"])) == current
+    except (KeyError, ValueError):
+        return False
 
 
 def read_records(
     path: Path, on_damage: Callable[[Damage], None] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Every readable record of a log file or folder, in order. A torn or corrupt block ends
-    that file's records: `on_damage` hears which file and block, then the next file is read."""
+    """Every readable record of a log file or folder, in order. A damaged block is left out,
+    `on_damage` hears which file and block, and reading goes on after it; without `on_damage`
+    the first damage raises EventLogError."""
+
+    def damaged(damage: Damage) -> None:
+        if on_damage is None:
+            raise EventLogError(damage.describe())
+        on_damage(damage)
+
     for file in log_files(path):
-        block = 0
-        try:
-            with file.open("rb") as stream:
-                for block_no, container in enumerate(fastavro.block_reader(stream)):
-                    block = block_no
-                    for record in container:
-                        assert isinstance(record, dict)
-                        yield record
-        except DAMAGE_ERRORS as exc:
-            damage = Damage(file, block, str(exc) or type(exc).__name__)
-            if on_damage is None:
-                raise EventLogError(damage.describe()) from exc
-            on_damage(damage)
+        for number, block, _ in log_blocks.blocks(file, damaged):
+            try:
+                records = log_blocks.block_records(block)
+            except Exception as exc:
+                damaged(Damage(file, number, reason_of(exc)))
+                continue
+            yield from records
 
 
 class Span(NamedTuple):
@@ -277,24 +280,22 @@ def read_spans(path: Path, on_damage: Callable[[Damage], None]) -> Iterator[list
     sized blocks, and walks those of older files); a file of another schema version is decoded
     into the current one and encoded again."""
     schema, parsed = schema_json(), load_schema()
+    current = json.dumps(schema)
     split = compile_splitter(schema, _SPAN_FIELDS)
     encode = compile_encoder(parsed, sized_arrays=True)
     for file in log_files(path):
-        block = 0
-        try:
-            with file.open("rb") as stream:
-                blocks = fastavro.block_reader(stream, reader_schema=parsed)
-                same = json.loads(blocks.metadata["avro.schema"]) == schema
-                container: Any  # fastavro's Block: its data is bytes_, undeclared in its stubs
-                for block_no, container in enumerate(blocks):
-                    block = block_no
-                    if same:
-                        data = container.bytes_.getvalue()
-                        yield [Span._make(t) for t in split(data, container.num_records)]
-                    else:
-                        yield [
-                            Span._make((*(r[f] for f in _SPAN_FIELDS), encode(r)))
-                            for r in container
-                        ]
-        except DAMAGE_ERRORS as exc:
-            on_damage(Damage(file, block, str(exc) or type(exc).__name__))
+        for number, block, metadata in log_blocks.blocks(file, on_damage, parsed):
+            try:
+                if _same_schema(metadata, current):
+                    spans = [
+                        Span._make(t) for t in split(block.bytes_.getvalue(), block.num_records)
+                    ]
+                else:
+                    spans = [
+                        Span._make((*(r[f] for f in _SPAN_FIELDS), encode(r)))
+                        for r in log_blocks.block_records(block)
+                    ]
+            except Exception as exc:
+                on_damage(Damage(file, number, reason_of(exc)))
+                continue
+            yield spans
