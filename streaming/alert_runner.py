@@ -50,7 +50,7 @@ class AlertJobOptions:
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
     # Sinks first: a Kafka that cannot take alerts is a one-line error before Spark starts.
-    sinks = AlertSinks(options.sinks)
+    sinks = AlertSinks(options.sinks, options.checkpoint)
     state_sink = (
         StateTopicSink(options.state_bootstrap, options.state_topic)
         if options.state_bootstrap

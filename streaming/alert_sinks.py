@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from streaming.alertmanager_notifier import AlertmanagerNotifier, NotifierThread
 from streaming.errors import StreamingError
 
 
@@ -37,6 +35,7 @@ class SinkOptions:
     alerts_out: Path | None = None
     console: bool = False
     alertmanager: str | None = None
+    alertmanager_resend_s: float = 60.0
 
     @property
     def files_only(self) -> bool:
@@ -88,38 +87,12 @@ def alert_key(line: str) -> tuple[str, str] | None:
         return None
 
 
-def alertmanager_payload(alert: dict[str, Any]) -> dict[str, Any]:
-    """One alert in Alertmanager's API v2 shape: labels identify it, annotations describe it."""
-    labels = {
-        "alertname": alert["rule"],
-        "severity": alert["severity"],
-        "cluster": alert["cluster"],
-        "entity": alert["entity"],
-        "alert_id": alert["alert_id"],
-    }
-    payload: dict[str, Any] = {
-        "labels": labels,
-        "annotations": {"summary": alert["summary"], **alert.get("details", {})},
-        "startsAt": _iso(alert["started_ms"]),
-    }
-    if alert["status"] == "RESOLVED" and alert.get("ended_ms") is not None:
-        payload["endsAt"] = _iso(alert["ended_ms"])
-    return payload
-
-
 def _ends_unfinished(path: Path) -> bool:
     with path.open("rb") as file:
         if file.seek(0, 2) == 0:
             return False
         file.seek(-1, 2)
         return file.read(1) != b"\n"
-
-
-def _iso(ms: int) -> str:
-    import datetime
-
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class BatchLedger:
@@ -163,9 +136,19 @@ class BatchLedger:
 
 
 class AlertSinks:
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, checkpoint: Path | None = None) -> None:
+        """`checkpoint`: the job's checkpoint folder, where what Alertmanager is still due is
+        kept between runs."""
         self.options = options
         self._producer: Any = None
+        self._alertmanager: NotifierThread | None = None
+        if options.alertmanager:
+            notifier = AlertmanagerNotifier(
+                options.alertmanager,
+                resend_s=options.alertmanager_resend_s,
+                state_file=None if checkpoint is None else checkpoint / "alertmanager.json",
+            )
+            self._alertmanager = NotifierThread(notifier)
         if options.bootstrap_servers:
             from confluent_kafka import Producer
 
@@ -229,8 +212,8 @@ class AlertSinks:
         if self.options.console:
             for line in lines:
                 print(line, flush=True)
-        if self.options.alertmanager and alerts:
-            self._post_alertmanager([alertmanager_payload(json.loads(a.text)) for a in alerts])
+        if self._alertmanager is not None and alerts:
+            self._alertmanager.notifier.update([json.loads(a.text) for a in alerts])
 
     @staticmethod
     def start_line(path: Path) -> None:
@@ -239,21 +222,8 @@ class AlertSinks:
             with path.open("a") as out:
                 out.write("\n")
 
-    def _post_alertmanager(self, payload: list[dict[str, Any]]) -> None:
-        url = self.options.alertmanager.rstrip("/") + "/api/v2/alerts"  # type: ignore[union-attr]
-        request = urllib.request.Request(
-            url,
-            data=json.dumps(payload).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
-        except (urllib.error.URLError, OSError) as exc:
-            # Alertmanager down must not stop alerting: Kafka and the log still get them.
-            print(f"zkcdc: alertmanager {url} unreachable: {exc}", file=sys.stderr)
-
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(30)
+        if self._alertmanager is not None:
+            self._alertmanager.close()

@@ -108,6 +108,9 @@ def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
               help="Append alerts as JSON lines to this file.")  # fmt: skip
 @click.option("--console", is_flag=True, help="Print alerts as JSON lines.")
 @click.option("--alertmanager", metavar="URL", help="Forward to Alertmanager's API v2.")
+@click.option("--alertmanager-resend-s", type=click.FloatRange(min=0.1), default=60.0,
+              show_default=True, help="Firing alerts are sent again this often (endsAt 4 "
+              "resends ahead), as Prometheus does.")  # fmt: skip
 def alerts_command(
     alerts_topic: str,
     no_publish: bool,
@@ -115,12 +118,15 @@ def alerts_command(
     alerts_out: Path | None,
     console: bool,
     alertmanager: str | None,
+    alertmanager_resend_s: float,
     **kw: Any,
 ) -> None:
     """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records, and keep
     the live state on the state topic."""
     publish = kw["bootstrap_servers"] if kw["bootstrap_servers"] and not no_publish else None
-    sinks = SinkOptions(publish, alerts_topic, alerts_out, console, alertmanager)
+    sinks = SinkOptions(
+        publish, alerts_topic, alerts_out, console, alertmanager, alertmanager_resend_s
+    )
     run_job("alerts", sinks, bool(publish) and not no_state, **kw)
 
 

@@ -14,6 +14,8 @@ from zkcdc.stack.errors import StackError
 
 PACKAGE = "prometheus-alertmanager"
 CONFIG = """\
+global:
+  resolve_timeout: {resolve_timeout}
 route:
   receiver: "null"
   group_wait: 0s
@@ -45,10 +47,10 @@ def alertmanager_binary() -> Path:
 class Alertmanager:
     """One Alertmanager process on 127.0.0.1:`port`, its data in `work`; `stop()` ends it."""
 
-    def __init__(self, binary: Path, work: Path, port: int) -> None:
+    def __init__(self, binary: Path, work: Path, port: int, resolve_timeout: str = "5m") -> None:
         self.url = f"http://127.0.0.1:{port}"
         work.mkdir(parents=True, exist_ok=True)
-        (work / "alertmanager.yml").write_text(CONFIG)
+        (work / "alertmanager.yml").write_text(CONFIG.format(resolve_timeout=resolve_timeout))
         self.log_file = work / "alertmanager.log"
         self.process = subprocess.Popen(
             [

@@ -1,0 +1,81 @@
+"""Alerts in a real Prometheus Alertmanager (Debian's package) as the alert job's sinks send
+them: a firing alert stays active for many times Alertmanager's `resolve_timeout` while it
+holds, and resolves when it ends; an Alertmanager down for a minute loses no alert."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import wait_until
+
+from streaming.alert_sinks import AlertSinks, AlertText, SinkOptions
+from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
+
+pytestmark = pytest.mark.integration
+
+RESOLVE_TIMEOUT_S = 3
+DOWN_S = 60
+
+
+def _alert(alert_id: str, status: str, started_ms: int, ended_ms: int | None = None) -> AlertText:
+    alert = {
+        "alert_id": alert_id, "rule": "broker_down", "severity": "critical", "status": status,
+        "cluster": "am-test", "entity": alert_id, "started_ms": started_ms, "ended_ms": ended_ms,
+        "summary": f"{alert_id} is down", "details": {"broker": "3"},
+    }  # fmt: skip
+    return AlertText(alert_id, status, ended_ms or started_ms, json.dumps(alert))
+
+
+def _active(manager: Alertmanager) -> set[str]:
+    try:
+        with urllib.request.urlopen(manager.url + "/api/v2/alerts?active=true", timeout=5) as r:
+            alerts: list[dict[str, Any]] = json.loads(r.read())
+    except OSError:
+        return set()
+    return {a["labels"]["alert_id"] for a in alerts if a["status"]["state"] == "active"}
+
+
+def test_alerts_stay_active_while_they_hold_resolve_when_they_end_and_survive_an_outage(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    binary = alertmanager_binary()
+    timeout = f"{RESOLVE_TIMEOUT_S}s"
+    manager = Alertmanager(binary, tmp_path / "am", port, resolve_timeout=timeout)
+    options = SinkOptions(alertmanager=manager.url, alertmanager_resend_s=1.0)
+    sinks = AlertSinks(options, checkpoint=tmp_path / "checkpoint")
+    now_ms = int(time.time() * 1000)
+    try:
+        sinks.deliver([_alert("a", "FIRING", now_ms)])
+        wait_until(lambda: "a" in _active(manager), 10, what="alert a active")
+        # Three times the resolve timeout and more: still active, every second of it.
+        deadline = time.monotonic() + 3 * RESOLVE_TIMEOUT_S + 2
+        while time.monotonic() < deadline:
+            assert "a" in _active(manager), "a firing alert was resolved by Alertmanager itself"
+            time.sleep(0.5)
+
+        # Alertmanager down for a minute: a new alert fires and the first one ends meanwhile.
+        manager.stop()
+        sinks.deliver([_alert("b", "FIRING", now_ms + 1), _alert("a", "RESOLVED", now_ms,
+                                                                  int(time.time() * 1000))])  # fmt: skip
+        time.sleep(DOWN_S)
+        manager = Alertmanager(binary, tmp_path / "am", port, resolve_timeout=timeout)
+        wait_until(lambda: _active(manager) == {"b"}, 40, what="b active, a resolved")
+        deadline = time.monotonic() + 2 * RESOLVE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert _active(manager) == {"b"}
+            time.sleep(0.5)
+
+        sinks.deliver([_alert("b", "RESOLVED", now_ms + 1, int(time.time() * 1000))])
+        wait_until(lambda: not _active(manager), 10, what="b resolved")
+    finally:
+        sinks.close()
+        manager.stop()
