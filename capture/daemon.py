@@ -25,8 +25,8 @@ from capture.avro_codec import SingleObjectCodec
 from capture.collector_pacing import CollectorPacing
 from capture.errors import CaptureError
 from capture.metrics import CaptureMetrics, serve
-from capture.publisher import check_reachable, ensure_topic
-from capture.record_outlet import RecordOutlet
+from capture.publisher import check_reachable
+from capture.record_outlet import RecordOutlet, prepare_topic
 from capture.records import ChangeRecord
 from capture.settings import CaptureSettings
 from capture.topic_follower import TopicFollower
@@ -105,12 +105,9 @@ class CaptureDaemon:
         server = None
         try:
             cluster = s.cluster or zookeeper.cluster_id(client, connect_string)
-            kafka = s.kafka_extra()
             if s.bootstrap_servers:
-                self._check_kafka(s.bootstrap_servers, kafka, retries)
-                ensure_topic(
-                    s.bootstrap_servers, kafka, s.topic, s.topic_partitions, s.connect_timeout_s
-                )
+                self._check_kafka(s.bootstrap_servers, s.kafka_extra(), retries)
+                prepare_topic(s)
             if s.metrics_port is not None:
                 server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
             hosts, _ = zookeeper.split_hosts(connect_string)

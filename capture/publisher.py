@@ -13,10 +13,21 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from capture import failpoints
 from capture.errors import CaptureError
+from capture.oversize import (
+    DEFAULT_MAX_RECORD_BYTES,
+    MESSAGE_OVERHEAD,
+    OMITTED_HEADER,
+    fitted,
+)
 
 SEQ_HEADER = "zkcdc.seq"
 CLUSTER_HEADER = "zkcdc.cluster"
@@ -28,9 +39,13 @@ class DeliveryError(CaptureError):
     """Kafka refused records for good (not a broker being away)."""
 
 
-def producer_config(bootstrap: str, extra: dict[str, str]) -> dict[str, Any]:
+def producer_config(
+    bootstrap: str, extra: dict[str, str], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap,
+        # Room for a record of a znode as large as ZooKeeper allows (see `capture.oversize`).
+        "message.max.bytes": max_record_bytes + MESSAGE_OVERHEAD,
         "enable.idempotence": True,
         "acks": "all",
         "message.timeout.ms": 0,  # never give up on a record: the brokers will come back
@@ -59,10 +74,16 @@ class Publisher:
         serialize: Serialize,
         extra_config: dict[str, str] | None = None,
         producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
+        max_value_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
+        """`max_value_bytes`: the largest value the topic takes; a larger record goes out
+        without its images' bytes, flagged (`capture.oversize`)."""
         self.topic = topic
+        self.max_value_bytes = max_value_bytes
+        self.oversize_count = 0
         self._serialize = serialize
-        self._producer = producer_factory(producer_config(bootstrap, extra_config or {}))
+        config = producer_config(bootstrap, extra_config or {}, max_value_bytes)
+        self._producer = producer_factory(config)
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
         self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order
@@ -89,13 +110,20 @@ class Publisher:
     def _hand_over(self) -> None:
         while self._waiting:
             record, value = self._waiting[0]
+            if value is None:
+                value = self._serialize(record)
+            headers = headers_for(record["cluster"], record["seq"])
+            if len(value) > self.max_value_bytes:
+                value, omitted = fitted(record, self._serialize, self.max_value_bytes)
+                headers.append((OMITTED_HEADER, omitted))
+                self.oversize_count += 1
             try:
                 self._producer.produce(
                     self.topic,
                     key=key_for(record["cluster"], record["path"]),
-                    value=value if value is not None else self._serialize(record),
+                    value=value,
                     timestamp=record["captured_ms"],
-                    headers=headers_for(record["cluster"], record["seq"]),
+                    headers=headers,
                     on_delivery=self._delivered(record),
                 )
             except BufferError:
@@ -181,6 +209,20 @@ def ensure_topic(
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise DeliveryError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
+
+
+def topic_max_message_bytes(
+    bootstrap: str, extra: dict[str, str], topic: str, timeout: float
+) -> int | None:
+    """The topic's `max.message.bytes` (its own or the broker's default), None if unknown
+    (not allowed to describe it, say)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = _admin(bootstrap, extra)  # referenced until answered
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout)
+        return int(configs["max.message.bytes"].value)
+    except (KafkaException, TimeoutError, KeyError, ValueError, TypeError):
+        return None
 
 
 def read_back(

@@ -14,7 +14,13 @@ from capture.checkpoint import CheckpointStore
 from capture.errors import CaptureError
 from capture.event_log import EventLogWriter
 from capture.metrics import CaptureMetrics
-from capture.publisher import Publisher, delivered_seqs
+from capture.oversize import MESSAGE_OVERHEAD
+from capture.publisher import (
+    Publisher,
+    delivered_seqs,
+    ensure_topic,
+    topic_max_message_bytes,
+)
 from capture.record_encoding import encode_records
 from capture.records import ChangeRecord
 from capture.settings import CaptureSettings
@@ -162,7 +168,21 @@ class RecordOutlet:
         )
         # Single-object values are the log's record bytes behind this header: encoded once.
         self._single_object_header = None if s.schema_registry else codec.header
-        publisher = Publisher(s.bootstrap_servers, s.topic, serialize, s.kafka_extra())
+        takes = topic_max_message_bytes(
+            s.bootstrap_servers, s.kafka_extra(), s.topic, s.connect_timeout_s
+        )
+        limit = min(s.max_record_bytes, takes - MESSAGE_OVERHEAD if takes else s.max_record_bytes)
+        if limit < s.max_record_bytes:
+            log.warning(
+                "the changes topic takes smaller records than a znode may need: larger ones go "
+                "out without their images' bytes (header zkcdc.omitted); the event log has them",
+                topic=s.topic,
+                max_message_bytes=takes,
+                wanted=s.max_record_bytes + MESSAGE_OVERHEAD,
+            )
+        publisher = Publisher(
+            s.bootstrap_servers, s.topic, serialize, s.kafka_extra(), max_value_bytes=limit
+        )
 
         def on_ack(record: dict[str, Any]) -> None:
             if record["op"] in ("CREATE", "UPDATE", "DELETE"):
@@ -190,3 +210,18 @@ class RecordOutlet:
         )
         publisher.publish(missing)
         publisher.poll(0)
+
+
+def prepare_topic(s: CaptureSettings) -> None:
+    """The changes topic, created if missing with room for the largest record a znode can
+    make (`capture.oversize`)."""
+    assert s.bootstrap_servers is not None
+    room = {"max.message.bytes": str(s.max_record_bytes + MESSAGE_OVERHEAD)}
+    ensure_topic(
+        s.bootstrap_servers,
+        s.kafka_extra(),
+        s.topic,
+        s.topic_partitions,
+        s.connect_timeout_s,
+        room,
+    )

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from capture.errors import CaptureError
+from capture.oversize import DEFAULT_MAX_RECORD_BYTES
 from zkcdc.cli_options import invalid_setting
 
 SECRET_MARKERS = ("password", "secret", "key", "token")
@@ -59,6 +60,9 @@ class CaptureSettings(BaseSettings):
     # Each event-log block is fsynced before its records go to Kafka or into a checkpoint: off
     # only where losing the log's last second in a power cut is acceptable.
     event_log_fsync: bool = True
+    # The largest record that goes to Kafka whole: the topic is created with room for it (two
+    # images of a 1 MiB znode, ZooKeeper's default jute.maxbuffer, and their events).
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=64 * 1024)
     # recursive: one persistent recursive watch (ZooKeeper 3.6+, falls back to one-shot on older
     # servers); one-shot: a data and a child watch per znode, re-armed by each read.
     watch_mode: Literal["recursive", "one-shot"] = "recursive"

@@ -15,8 +15,7 @@ from capture.collector_pacing import CollectorPacing
 from capture.daemon import CaptureDaemon, excluded_paths, warn_if_not_kafka
 from capture.dir_wakeup import DirectoryWakeup
 from capture.metrics import serve
-from capture.publisher import ensure_topic
-from capture.record_outlet import RecordOutlet
+from capture.record_outlet import RecordOutlet, prepare_topic
 from capture.records import ChangeRecord
 from capture.txn_tracker import TxnTracker
 from capture.txnlog_source import cluster_id_in
@@ -42,13 +41,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
             if s.bootstrap_servers:
                 retries = 1_000_000 if s.wait else 0
                 self._check_kafka(s.bootstrap_servers, s.kafka_extra(), retries)
-                ensure_topic(
-                    s.bootstrap_servers,
-                    s.kafka_extra(),
-                    s.topic,
-                    s.topic_partitions,
-                    s.connect_timeout_s,
-                )
+                prepare_topic(s)
             if s.metrics_port is not None:
                 server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
             self._connected = self._active = True

@@ -1,0 +1,111 @@
+"""Large znodes never stop capture: a znode of 1 MB (near ZooKeeper's default jute.maxbuffer)
+changed again and again reaches Kafka whole and in order on the topic capture creates; on a
+topic that takes less, the records go out without their images' bytes, flagged in a header,
+and the event log keeps them whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capture_harness import ChangesTopic, decode
+from conftest import wait_until
+
+from capture.event_log import read_records
+
+pytestmark = pytest.mark.integration
+
+PATH = "/big/znode"
+
+
+def _versions(changes: ChangesTopic) -> list[int]:
+    changes.poll()
+    return [r["after"]["version"] for r in changes.records if r["path"] == PATH and r["after"]]
+
+
+class OmittedTopic(ChangesTopic):
+    """Also keeps each record's zkcdc.omitted header."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic)
+        self.omitted: dict[int, dict[str, Any]] = {}
+
+    def take(self, message: Any) -> None:
+        record = decode(message.value())
+        self.records.append(record)
+        headers = dict(message.headers() or [])
+        if "zkcdc.omitted" in headers:
+            self.omitted[record["seq"]] = json.loads(headers["zkcdc.omitted"])
+
+
+def _write_big(zk: Any, changes: int, size: int) -> list[bytes]:
+    written = []
+    for n in range(changes):
+        data = os.urandom(size)
+        if n == 0:
+            zk.create(PATH, data, makepath=True)
+        else:
+            zk.set(PATH, data)
+        written.append(data)
+        zk.set("/small", str(n).encode()) if zk.exists("/small") else zk.create("/small", b"0")
+    return written
+
+
+def _logged_images(event_log: Path) -> list[bytes]:
+    return [r["after"]["data"] for r in read_records(event_log) if r["path"] == PATH and r["after"]]
+
+
+def test_a_1_mb_znode_changed_repeatedly_reaches_kafka_whole_and_in_order(
+    cluster: Any, zk_chroot: Any, start_capture: Any, changes_topic: ChangesTopic, tmp_path: Path
+) -> None:
+    event_log = tmp_path / "events"
+    daemon = start_capture(cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "c1",
+                           "--event-log", str(event_log), publish_to=changes_topic)  # fmt: skip
+    daemon.wait_logged("in sync")
+    written = _write_big(zk_chroot, 6, 1_000_000)
+    wait_until(lambda: len(_versions(changes_topic)) >= 6, 90, what="six 1 MB changes on Kafka")
+    records = [r for r in changes_topic.records if r["path"] == PATH]
+    assert [r["after"]["version"] for r in records] == list(range(6))
+    assert [r["after"]["data"] for r in records] == written
+    assert [r["before"]["data"] for r in records[1:]] == written[:-1]
+    assert daemon.stop() == 0, daemon.tail()
+    assert _logged_images(event_log) == written
+
+
+def test_records_over_what_the_topic_takes_go_out_flagged_and_the_log_keeps_them_whole(
+    cluster: Any, zk_chroot: Any, start_capture: Any, new_topic: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=3, **{"max.message.bytes": "200000"})  # made elsewhere, small
+    changes = OmittedTopic(cluster.bootstrap_servers, topic)
+    event_log = tmp_path / "events"
+    daemon = start_capture(cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "c1",
+                           "--event-log", str(event_log), publish_to=changes)  # fmt: skip
+    try:
+        daemon.wait_logged("in sync")
+        written = _write_big(zk_chroot, 5, 300_000)
+        wait_until(lambda: len(_versions(changes)) >= 5, 90, what="five large changes on Kafka")
+
+        # Capture went on: the small znode's changes after the large ones got there too.
+        def last_small_change() -> bool:
+            changes.poll()
+            return any(
+                r["path"] == "/small" and r["after"]["data"] == b"4" for r in changes.records
+            )
+
+        wait_until(last_small_change, 60, what="the last small change")
+        records = [r for r in changes.records if r["path"] == PATH]
+        assert [r["after"]["version"] for r in records] == list(range(5))
+        for record, data in zip(records, written, strict=True):
+            assert record["after"]["data"] is None
+            flag = changes.omitted[record["seq"]]
+            assert flag["after"] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        warned = "the changes topic takes smaller records than a znode may need"
+        assert any(str(line.get("event")).startswith(warned) for line in daemon.log_lines())
+        assert daemon.stop() == 0, daemon.tail()
+        assert _logged_images(event_log) == written
+    finally:
+        changes.close()
