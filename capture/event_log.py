@@ -158,10 +158,15 @@ class EventLogWriter:
     def _rotate(self, first_seq: int) -> None:
         self.close()
         path = self.directory / file_name(self.cluster, first_seq)
-        # A file of that name is what a crashed run left for the same seq: start it afresh
-        # under a suffix so nothing that was written is overwritten.
+        # A file of that name is what a run that failed or crashed left for the same seq, none
+        # of whose records counted (or the state would be past them): kept aside for a look,
+        # out of the log (a name of its own would sort before it and be read as older).
         if path.exists():
-            path = path.with_name(path.name.replace(SUFFIX, f"-{os.getpid()}{SUFFIX}"))
+            aside = path.with_name(f"{path.name}.replaced-{os.getpid()}")
+            try:
+                path.rename(aside)
+            except OSError as exc:
+                raise EventLogError(f"cannot move {path} aside: {exc.strerror}") from exc
         header = MAGIC + self._header_meta + os.urandom(16)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

@@ -49,6 +49,11 @@ def producer_config(
         "enable.idempotence": True,
         "acks": "all",
         "message.timeout.ms": 0,  # never give up on a record: the brokers will come back
+        # librdkafka's own queue while the brokers are away, bounded: what does not fit waits
+        # in the event log (`capture.kafka_feed`), not in memory (its default is 1 GiB).
+        "queue.buffering.max.kbytes": max(
+            64 * 1024, 2 * (max_record_bytes + MESSAGE_OVERHEAD) // 1024
+        ),
         "linger.ms": 5,
         "compression.type": "lz4",
         "logger": logging.getLogger("zkcdc.librdkafka"),
@@ -75,11 +80,13 @@ class Publisher:
         extra_config: dict[str, str] | None = None,
         producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
         max_value_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_waiting: int = 10_000,
     ) -> None:
         """`max_value_bytes`: the largest value the topic takes; a larger record goes out
         without its images' bytes, flagged (`capture.oversize`)."""
         self.topic = topic
         self.max_value_bytes = max_value_bytes
+        self.max_waiting = max_waiting
         self.oversize_count = 0
         self._serialize = serialize
         config = producer_config(bootstrap, extra_config or {}, max_value_bytes)
@@ -96,6 +103,11 @@ class Publisher:
     @property
     def backlog(self) -> int:
         return len(self._waiting) + len(self._unacked)
+
+    @property
+    def room(self) -> int:
+        """How many more records it takes into memory (beyond librdkafka's bounded queue)."""
+        return self.max_waiting - len(self._waiting)
 
     def publish(
         self, records: Iterable[dict[str, Any]], values: Iterable[bytes] | None = None
@@ -134,7 +146,10 @@ class Publisher:
             self._unacked.append(record["seq"])
 
     def _delivered(self, record: dict[str, Any]) -> Callable[[KafkaError | None, Any], None]:
+        # Held by librdkafka until the ack, up to its queue's 100,000 messages: a few fields,
+        # not the record with its images.
         seq = record["seq"]
+        record = {"seq": seq, "op": record.get("op"), "ts_ms": record.get("ts_ms")}
 
         def callback(error: KafkaError | None, message: Any) -> None:
             failpoints.hit("kafka.ack")

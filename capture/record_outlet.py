@@ -12,7 +12,8 @@ from capture import failpoints
 from capture.avro_codec import SingleObjectCodec, registry_serializer
 from capture.checkpoint import CheckpointStore
 from capture.errors import CaptureError
-from capture.event_log import EventLogWriter
+from capture.event_log import Damage, EventLogWriter
+from capture.kafka_feed import KafkaFeed
 from capture.metrics import CaptureMetrics
 from capture.oversize import MESSAGE_OVERHEAD
 from capture.publisher import (
@@ -47,6 +48,11 @@ class RecordOutlet:
         )
         self._single_object_header: bytes | None = None
         self.publisher = self._publisher() if settings.bootstrap_servers else None
+        self.feed = (
+            None
+            if self.publisher is None
+            else KafkaFeed(self.publisher, lambda seq: self.store.records_after(seq, _log_damage))
+        )
         self._writer: EventLogWriter | None = None
         self._next_delivered = now() + 1.0
         self._next_checkpoint = now() + settings.checkpoint_s
@@ -58,11 +64,7 @@ class RecordOutlet:
     def load(self, followed: TrackerState | None = None) -> TrackerState:
         """The state as of the last record given out: this host's checkpoint and event log, or
         what a standby followed on the topic when that is further on."""
-        state = self.store.load(
-            on_damage=lambda d: log.warning(
-                "event log damaged", file=str(d.file), block=d.block, reason=d.reason
-            )
-        )
+        state = self.store.load(on_damage=_log_damage)
         if followed is not None and followed.seq > state.seq:
             log.info("taking over from the topic", seq=followed.seq, local_seq=state.seq)
             state = followed
@@ -70,10 +72,10 @@ class RecordOutlet:
         return state
 
     def open(self) -> None:
-        """Publishes what an earlier run logged but Kafka may not hold, then opens the log."""
+        """Opens the log; what an earlier run logged but Kafka may not hold goes out first."""
         s = self.settings
-        if self.publisher is not None:
-            self._publish_backlog(self.publisher)
+        if self.feed is not None:
+            self._resume_backlog(self.feed)
         self._writer = EventLogWriter(
             s.event_log_path(self.cluster),
             self.cluster,
@@ -89,25 +91,29 @@ class RecordOutlet:
         values, bodies = encode_records(writer.encode, records)  # once, for log and Kafka
         writer.append(values, bodies)  # the log first: what is logged is never lost
         self.logged_seq = records[-1].seq
-        if self.publisher is not None:
+        if self.feed is not None:
             failpoints.hit("kafka.produce")
             if self._single_object_header is None:
-                self.publisher.publish(values)  # the registry's own framing
+                self.feed.give(values, None)  # the registry's own framing
             else:
                 header = self._single_object_header
-                self.publisher.publish(values, [header + body for body in bodies])
+                self.feed.give(values, [header + body for body in bodies])
         self.metrics.given_out(records)
 
     @property
     def in_flight(self) -> bool:
-        """Records handed to Kafka and not yet acknowledged (or waiting for queue room)."""
-        return self.publisher is not None and self.publisher.backlog > 0
+        """Records handed to Kafka and not yet acknowledged, or waiting in the log for it."""
+        return self.feed is not None and (
+            self.feed.publisher.backlog > 0 or self.feed.waiting_in_log
+        )
 
     def tick(self, state: TrackerState) -> None:
         """Each turn of the daemon's loop: delivery reports, and now and then the checkpoint."""
         now = self._now()
         if self.publisher is not None:
             self.publisher.poll(0)
+            if self.feed is not None and self.feed.waiting_in_log:
+                self.feed.refill(self.logged_seq)
             self.metrics.backlog.set(self.publisher.backlog)
             if now >= self._next_delivered:
                 self.store.save_delivered(self.publisher.acked_through, background=True)
@@ -192,24 +198,33 @@ class RecordOutlet:
         publisher.on_ack = on_ack
         return publisher
 
-    def _publish_backlog(self, publisher: Publisher) -> None:
-        """Records logged by an earlier run but maybe never acknowledged: publish those the
-        topic does not already hold, in log order."""
+    def _resume_backlog(self, feed: KafkaFeed) -> None:
+        """Records logged by an earlier run but maybe never acknowledged go out first, read
+        from the log as Kafka takes them (never all in memory), those the topic already
+        holds left out."""
         s = self.settings
         assert s.bootstrap_servers is not None
-        backlog = list(self.store.records_after(self.store.delivered()))
-        if not backlog:
+        delivered = self.store.delivered()
+        first = next(iter(self.store.records_after(delivered, _log_damage)), None)
+        if first is None:
             return
-        since = min(r["captured_ms"] for r in backlog) - 60_000
         present = delivered_seqs(
-            s.bootstrap_servers, s.kafka_extra(), s.topic, self.cluster, since, s.connect_timeout_s
+            s.bootstrap_servers,
+            s.kafka_extra(),
+            s.topic,
+            self.cluster,
+            first["captured_ms"] - 60_000,
+            s.connect_timeout_s,
         )
-        missing = [r for r in backlog if r["seq"] not in present]
-        log.info(
-            "publishing backlog", logged=len(backlog), already_on_kafka=len(backlog) - len(missing)
-        )
-        publisher.publish(missing)
-        publisher.poll(0)
+        log.info("publishing backlog", from_seq=first["seq"], already_on_kafka=len(present))
+        feed.resume(delivered, present)
+        feed.refill(self.logged_seq)
+
+
+def _log_damage(damage: Damage) -> None:
+    log.warning(
+        "event log damaged", file=str(damage.file), block=damage.block, reason=damage.reason
+    )
 
 
 def prepare_topic(s: CaptureSettings) -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,16 @@ def zkcdc(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str
                           timeout=timeout_s)  # fmt: skip
 
 
-def alerts_of(file: Path) -> set[tuple[str, str, int, int | None]]:
+Alerts = Counter[tuple[str, str, int, int | None]]
+
+
+def alerts_of(file: Path) -> Alerts:
+    """Each alert line as a multiset: one delivered twice makes the live-vs-replay compare fail."""
     rows = [json.loads(line) for line in file.read_text().splitlines()]
-    return {(a["alert_id"], a["status"], a["started_ms"], a["ended_ms"]) for a in rows}
+    return Counter((a["alert_id"], a["status"], a["started_ms"], a["ended_ms"]) for a in rows)
 
 
-def job_over_topic(bootstrap: str, topic: str, work: Path) -> set[tuple[str, str, int, int | None]]:
+def job_over_topic(bootstrap: str, topic: str, work: Path) -> Alerts:
     out = work / f"{topic}.jsonl"
     job = zkcdc("stream", "alerts", "--bootstrap-servers", bootstrap, "--topic", topic,
                 "--no-publish", "--alerts-out", str(out), "--available-now",
@@ -86,7 +91,7 @@ def incident(cluster, tmp_path_factory) -> dict[str, Any]:
         # The live job drains the last records, then stops.
         deadline = time.monotonic() + 120
         while not any(a[1] == "FIRING" and ":controller_failover:" in a[0]
-                      for a in (alerts_of(live_out) if live_out.exists() else set())):  # fmt: skip
+                      for a in (alerts_of(live_out) if live_out.exists() else ())):  # fmt: skip
             assert live.poll() is None, (work / "live.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the live job raised no controller_failover"
             time.sleep(1)
