@@ -24,6 +24,7 @@ BENCHMARKS = (
     "b3_alert_job",
     "b4_replay",
     "b5_txnlog",
+    "b6_soak",
 )
 
 

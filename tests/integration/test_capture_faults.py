@@ -5,6 +5,7 @@ counted as skipped, and the topic each logged record exactly once. Watch and txn
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -198,7 +199,7 @@ def test_a_full_disk_stops_capture_with_one_line_and_once_freed_nothing_is_lost(
     changes_topic: Any,
     tmp_path: Path,
 ) -> None:
-    big = b"x" * 20_000  # each record holds two images: the 1 MiB disk fills in a few dozen
+    big = os.urandom(20_000)  # two images a record, incompressible: 1 MiB fills in a few dozen
     for path in PATHS:
         zk_chroot.create(path, _state(0), makepath=True)
     with _tmpfs(tmp_path / "disk", "1m") as disk:

@@ -67,7 +67,7 @@ def test_a_1_mb_znode_changed_repeatedly_reaches_kafka_whole_and_in_order(
                            "--event-log", str(event_log), publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
     written = _write_big(zk_chroot, 6, 1_000_000)
-    wait_until(lambda: len(_versions(changes_topic)) >= 6, 90, what="six 1 MB changes on Kafka")
+    wait_until(lambda: len(_versions(changes_topic)) >= 6, 180, what="six 1 MB changes on Kafka")
     records = [r for r in changes_topic.records if r["path"] == PATH]
     assert [r["after"]["version"] for r in records] == list(range(6))
     assert [r["after"]["data"] for r in records] == written

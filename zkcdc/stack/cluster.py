@@ -283,6 +283,27 @@ class LocalStack:
         self._start(name)
         self._wait_for_brokers({broker_id})
 
+    def zookeeper_names(self) -> list[str]:
+        return [n for n in self._records if n.startswith("zookeeper-")]
+
+    def stop_zookeeper(self, name: str, sig: int = signal.SIGTERM) -> None:
+        """Stop one ZooKeeper server (`zookeeper-N`) and wait until its process is gone."""
+        terminate([self._records[name]], self.settings.stop_timeout_s, sig, self._sleep, self._now)
+
+    def start_zookeeper(self, name: str) -> None:
+        """Start a stopped ZooKeeper server again and wait until it serves (as leader,
+        follower or standalone)."""
+        if is_running(self._records[name]):
+            raise StackError(f"{name} is already running")
+        self._start(name)
+        node = self.layout.zookeepers[int(name.partition("-")[2]) - 1]
+        deadline = self._deadline()
+        while probes.zookeeper_mode("127.0.0.1", node.client_port) is None:
+            self._fail_if_exited([name])
+            if self._now() > deadline:
+                raise self._not_up(name, self._timed_out())
+            self._sleep(0.2)
+
     # ---- status and down ----------------------------------------------------------------
     def cluster_view(self) -> ClusterView:
         with probes.zookeeper_client(self.layout.zookeeper_hosts, timeout_s=5.0) as zk:
