@@ -157,7 +157,7 @@ class Storm(threading.Thread):
         super().__init__(daemon=True)
         from kazoo.client import KazooClient
 
-        self.client = KazooClient(hosts=hosts, timeout=10.0)
+        self.client = KazooClient(hosts=hosts, timeout=10.0, logger=_quiet())
         self.client.start(30)
         for path in STORM_PATHS:
             self.client.ensure_path(path)

@@ -56,6 +56,7 @@ class CaptureDaemon:
         self._active = False
         self._lost_election = False
         self.zk_client: KazooClient | None = None
+        self._election: tuple[KazooClient, Any] | None = None  # (client, lock) while active
 
     def now_ms(self) -> int:
         return int(self._now() * 1000)
@@ -190,6 +191,7 @@ class CaptureDaemon:
             else:
                 return None
             self._active = True
+            self._election = (client, lock)
             self.metrics.active.set(1)
             if follower is None:
                 return TrackerState(cluster=cluster)
@@ -198,6 +200,27 @@ class CaptureDaemon:
         finally:
             if follower is not None:
                 follower.close()
+
+    def _confirm_still_active(self) -> None:
+        """After a stall (a stopped or frozen process, a long pause) the session may have
+        expired and a standby taken over while this daemon was not looking; kazoo tells only
+        once its own thread runs. Before giving out anything more, ask ZooKeeper whether this
+        daemon's lock node is still there: two actives would give out the same seqs."""
+        if self._election is None:
+            return
+        client, lock = self._election
+        try:
+            held = client.exists_async(f"{lock.path}/{lock.node}").get(
+                timeout=self.settings.session_timeout_s
+            )
+        except Exception:  # expired, closed, or no answer within a session: not provably held
+            held = None
+        if held is None:
+            self._lost_election = True
+            raise CaptureError(
+                "lost the election after a stall past the session timeout; another daemon may "
+                "be active now (nothing of the stalled turn was given out)"
+            )
 
     # -- capture ------------------------------------------------------------------------
     def _capture(self, client: KazooClient, cluster: str, followed: TrackerState) -> None:
@@ -255,6 +278,7 @@ class CaptureDaemon:
     ) -> None:
         s = self.settings
         next_heartbeat = self._now() + s.heartbeat_s
+        last_out = time.monotonic()
         while not self._stop.is_set():
             records: list[ChangeRecord] = []
             timeout = max(0.0, min(next_heartbeat - self._now(), 0.05))
@@ -284,7 +308,10 @@ class CaptureDaemon:
                 records.append(tracker.heartbeat())
                 next_heartbeat = now + s.heartbeat_s
             if records:
+                if time.monotonic() - last_out > s.session_timeout_s / 3:
+                    self._confirm_still_active()
                 outlet.give_out(records)
+                last_out = time.monotonic()
             outlet.tick(tracker.state)
             collector.tick()
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -240,3 +241,64 @@ def test_a_full_disk_stops_capture_with_one_line_and_once_freed_nothing_is_lost(
     _wait_on_topic(changes_topic, logged)
     account(logged, final)
     assert_each_once(changes_topic.records, logged)
+
+
+def test_an_active_daemon_stalled_past_its_session_steps_down_without_giving_out_a_record(
+    cluster: Any,
+    zk_chroot: KazooClient,
+    start_capture: Callable[..., Any],
+    changes_topic: Any,
+    tmp_path: Path,
+) -> None:
+    """A frozen active (its session expired, the standby took over) that wakes up must give
+    out nothing more: before the fence it logged and published a heartbeat at once, under a seq
+    the new active had used. What it handed to the producer before it froze can still land late
+    (only Kafka transactions would fence that, see the README's high-availability note): any
+    late record on the topic must be one it logged before the stall."""
+    for path in PATHS:
+        zk_chroot.create(path, _state(0), makepath=True)
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    args = [connect, "--cluster", "c1", "--session-timeout-s", "4", "--heartbeat-s", "0.2"]
+    first = start_capture(*args, "--event-log", str(tmp_path / "a"), state_dir=tmp_path / "sa",
+                          publish_to=changes_topic)  # fmt: skip
+    first.wait_logged("in sync")
+    second = start_capture(*args, "--event-log", str(tmp_path / "b"), state_dir=tmp_path / "sb",
+                           publish_to=changes_topic)  # fmt: skip
+    second.wait_logged("standby")
+    writer = Writer(zk_chroot, "")
+    writer.start()
+    time.sleep(2)
+    first.process.send_signal(signal.SIGSTOP)  # frozen: its session expires, the standby takes over
+    second.wait_logged("capturing", timeout_s=60)
+    time.sleep(2)
+    resumed_ms = int(time.time() * 1000)
+    first.process.send_signal(signal.SIGCONT)  # back, with a heartbeat due at once
+    assert first.process.wait(60) == 1, first.tail()
+    assert "lost the election" in first.tail(), first.tail()
+    time.sleep(1)
+    final = writer.stop()
+
+    def new_active_caught_up() -> bool:
+        last = {r["path"]: r["after"]["version"] for r in _logged(tmp_path / "b") if r["after"]}
+        return all(last.get(p, v) == v for p, v in final.items()) and bool(last)
+
+    wait_until(new_active_caught_up, 60, what="the new active to record the last versions")
+    assert second.stop() == 0, second.tail()
+    new_log = _logged(tmp_path / "b")
+    _wait_on_topic(changes_topic, new_log)
+
+    old_log = _logged(tmp_path / "a")
+    went_on = [(r["seq"], r["op"], r["captured_ms"] - resumed_ms) for r in old_log
+               if r["captured_ms"] >= resumed_ms]  # fmt: skip
+    assert not went_on, f"the frozen daemon went on: {went_on[:5]}\n{first.tail(30)}"
+    took_over = min(r["seq"] for r in new_log) - 1
+    ours = {r["seq"]: r for r in new_log}
+    late = [r for r in changes_topic.records if r["seq"] > took_over and r != ours.get(r["seq"])]
+    old_seqs = {r["seq"]: r for r in old_log}
+    assert all(old_seqs.get(r["seq"]) == r for r in late), "a late record the old one never logged"
+    # The new active's own records: contiguous, each once on the topic.
+    seqs = sorted(ours)
+    assert seqs == list(range(took_over + 1, took_over + 1 + len(seqs)))
+    assert Counter(r["seq"] for r in changes_topic.records if r == ours.get(r["seq"])) == Counter(
+        seqs
+    )
