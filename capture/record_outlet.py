@@ -206,6 +206,12 @@ class RecordOutlet:
         assert s.bootstrap_servers is not None
         delivered = self.store.delivered()
         first = next(iter(self.store.records_after(delivered, _log_damage)), None)
+        # What the last run had on Kafka (all of it, if nothing is logged after it): the saved
+        # checkpoint must never go back to 0 before this run's first ack.
+        publisher = feed.publisher
+        publisher.acked_through = max(
+            publisher.acked_through, delivered if first is not None else self.logged_seq
+        )
         if first is None:
             return
         present = delivered_seqs(
