@@ -235,12 +235,9 @@ class TopicWatcher(threading.Thread):
 
 
 def _quiet() -> Any:
-    import logging
+    from zkcdc import logs
 
-    quiet = logging.getLogger("b6.librdkafka")
-    quiet.setLevel(logging.CRITICAL)
-    quiet.propagate = False
-    return quiet
+    return logs.quiet("b6.clients")
 
 
 def change_of(schema: Any) -> Callable[[Any], dict[str, Any]]:

@@ -28,6 +28,7 @@ from capture.oversize import (
     OMITTED_HEADER,
     fitted,
 )
+from zkcdc import logs
 
 SEQ_HEADER = "zkcdc.seq"
 CLUSTER_HEADER = "zkcdc.cluster"
@@ -87,7 +88,6 @@ class Publisher:
         self.topic = topic
         self.max_value_bytes = max_value_bytes
         self.max_waiting = max_waiting
-        self.oversize_count = 0
         self._serialize = serialize
         config = producer_config(bootstrap, extra_config or {}, max_value_bytes)
         self._producer = producer_factory(config)
@@ -128,7 +128,6 @@ class Publisher:
             if len(value) > self.max_value_bytes:
                 value, omitted = fitted(record, self._serialize, self.max_value_bytes)
                 headers.append((OMITTED_HEADER, omitted))
-                self.oversize_count += 1
             try:
                 self._producer.produce(
                     self.topic,
@@ -179,17 +178,12 @@ class Publisher:
         return self.backlog == 0
 
 
-def _probe_logger() -> logging.Logger:
-    """For short-lived admin clients whose failure is reported as one error of their own:
-    librdkafka's per-connection complaints (hundreds while a cluster is down) are dropped."""
-    quiet = logging.getLogger("zkcdc.librdkafka.probe")
-    quiet.setLevel(logging.CRITICAL)
-    quiet.propagate = False
-    return quiet
-
-
 def _admin(bootstrap: str, extra: dict[str, str]) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, **extra}, logger=_probe_logger())
+    """A short-lived admin client whose failure is reported as one error of its own:
+    librdkafka's complaints (hundreds while a cluster is down) are dropped."""
+    return AdminClient(
+        {"bootstrap.servers": bootstrap, **extra}, logger=logs.quiet("zkcdc.librdkafka.probe")
+    )
 
 
 def _metadata(admin: AdminClient, bootstrap: str, timeout: float) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from capture.event_log import EventLogWriter
+from capture.record_encoding import encode_records
 from capture.records import ChangeRecord
 from capture.tracker import TrackerState
 from capture.txn_tracker import TxnTracker
@@ -85,8 +86,7 @@ def write_event_log(records: Iterator[ChangeRecord], folder: Path, batch: int = 
         nonlocal writer
         if writer is None:
             writer = EventLogWriter(folder, chunk[0].cluster, now=time.time)
-        values = [r.to_avro() for r in chunk]
-        writer.append(values, [writer.encode(v) for v in values])
+        writer.append(*encode_records(writer.encode, chunk))
         chunk.clear()
 
     try:

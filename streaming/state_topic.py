@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from streaming.alert_sinks import ensure_topics, produce_all
 from streaming.errors import StreamingError
+from zkcdc import logs
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 
@@ -43,8 +43,7 @@ def read_state(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[str,
     the read began."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-    quiet = logging.getLogger("zkcdc.state.librdkafka")
-    quiet.setLevel(logging.CRITICAL)  # a broker down is no news here: the read goes on
+    quiet = logs.quiet("zkcdc.state.librdkafka")  # a broker down is no news here: the read goes on
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,

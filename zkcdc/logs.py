@@ -39,5 +39,14 @@ def configure(level: str = "INFO") -> None:
     )
 
 
+def quiet(name: str) -> logging.Logger:
+    """A logger that drops everything: for a client library's per-connection complaints
+    (librdkafka, kazoo) where zkcdc reports the failure itself, in one line."""
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.CRITICAL)
+    logger.propagate = False
+    return logger
+
+
 def get(name: str) -> structlog.stdlib.BoundLogger:
     return structlog.stdlib.get_logger(name)

@@ -6,7 +6,6 @@ with one line naming the znode: the simulator must never leave a tree half-writt
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from kazoo.exceptions import KazooException, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from capture.kazoo_pipeline import Pipeline
+from zkcdc import logs
 from zkcdc.simulate.errors import SimulateError
 
 
@@ -53,9 +53,7 @@ Op = Create | SetData | Check | Delete
 def connect(hosts: str, timeout_s: float = 15.0, session_timeout_s: float = 10.0) -> KazooClient:
     """A started kazoo client on `host:port[,..][/chroot]`, or a one-line SimulateError."""
     # kazoo's complaints per connection try would print raw on stderr before the one line below.
-    quiet = logging.getLogger("zkcdc.simulate.kazoo")
-    quiet.setLevel(logging.CRITICAL)
-    quiet.propagate = False
+    quiet = logs.quiet("zkcdc.simulate.kazoo")
     try:
         client = KazooClient(hosts=hosts, timeout=session_timeout_s, logger=quiet)
     except ValueError as exc:
