@@ -67,13 +67,19 @@ def test_a_1_mb_znode_changed_repeatedly_reaches_kafka_whole_and_in_order(
                            "--event-log", str(event_log), publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
     written = _write_big(zk_chroot, 6, 1_000_000)
-    wait_until(lambda: len(_versions(changes_topic)) >= 6, 180, what="six 1 MB changes on Kafka")
-    records = [r for r in changes_topic.records if r["path"] == PATH]
-    assert [r["after"]["version"] for r in records] == list(range(6))
-    assert [r["after"]["data"] for r in records] == written
-    assert [r["before"]["data"] for r in records[1:]] == written[:-1]
+    # Watch mode reads a znode after its watch fires, so under load a version overwritten before
+    # the read is reported skipped rather than recorded; the last one always arrives.
+    wait_until(lambda: 5 in _versions(changes_topic), 180, what="the last 1 MB change on Kafka")
+    records = [r for r in changes_topic.records if r["path"] == PATH and r["after"]]
+    versions = [r["after"]["version"] for r in records]
+    assert versions == sorted(set(versions)), versions
+    assert [r["after"]["data"] for r in records] == [written[v] for v in versions]
+    assert [r["before"]["data"] for r in records[1:]] == [written[v] for v in versions[:-1]]
     assert daemon.stop() == 0, daemon.tail()
-    assert _logged_images(event_log) == written
+    logged = [r for r in read_records(event_log) if r["path"] == PATH and r["after"]]
+    assert [(r["after"]["version"], r["after"]["data"]) for r in logged] == [
+        (v, written[v]) for v in versions
+    ]
 
 
 def test_records_over_what_the_topic_takes_go_out_flagged_and_the_log_keeps_them_whole(
@@ -87,7 +93,7 @@ def test_records_over_what_the_topic_takes_go_out_flagged_and_the_log_keeps_them
     try:
         daemon.wait_logged("in sync")
         written = _write_big(zk_chroot, 5, 300_000)
-        wait_until(lambda: len(_versions(changes)) >= 5, 90, what="five large changes on Kafka")
+        wait_until(lambda: 4 in _versions(changes), 90, what="the last large change on Kafka")
 
         # Capture went on: the small znode's changes after the large ones got there too.
         def last_small_change() -> bool:
@@ -98,14 +104,15 @@ def test_records_over_what_the_topic_takes_go_out_flagged_and_the_log_keeps_them
 
         wait_until(last_small_change, 60, what="the last small change")
         records = [r for r in changes.records if r["path"] == PATH]
-        assert [r["after"]["version"] for r in records] == list(range(5))
-        for record, data in zip(records, written, strict=True):
+        versions = [r["after"]["version"] for r in records]
+        assert versions == sorted(set(versions)), versions  # a skipped version is allowed (watch)
+        for record, data in zip(records, [written[v] for v in versions], strict=True):
             assert record["after"]["data"] is None
             flag = changes.omitted[record["seq"]]
             assert flag["after"] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         warned = "the changes topic takes smaller records than a znode may need"
         assert any(str(line.get("event")).startswith(warned) for line in daemon.log_lines())
         assert daemon.stop() == 0, daemon.tail()
-        assert _logged_images(event_log) == written
+        assert _logged_images(event_log) == [written[v] for v in versions]
     finally:
         changes.close()
