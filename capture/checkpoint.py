@@ -7,9 +7,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +17,11 @@ import fastavro
 
 from capture import failpoints
 from capture.errors import CaptureError
-from capture.event_log import Damage, first_seq, fsync_directory, log_files, read_records
+from capture.event_log import Damage, first_seq, log_files, read_records
 from capture.records import Znode
 from capture.tracker import TrackerState, apply_records
 from zkcdc import logs
+from zkcdc.private_files import atomic_write
 
 log = logs.get("zkcdc.capture")
 
@@ -50,22 +49,10 @@ class CheckpointError(CaptureError):
 
 
 def _atomic_write(path: Path, write: Any, failpoint: str) -> None:
-    """The whole new file or the old one, also after a power loss (the rename made durable by
-    the folder's fsync). Raises CheckpointError; a failed write leaves no temporary file."""
-    tmp = path.with_name(path.name + ".tmp")
+    """The whole new file or the old one, also after a power loss. Raises CheckpointError; a
+    failed write leaves no temporary file."""
     try:
-        try:
-            with tmp.open("wb") as stream:
-                write(stream)
-                stream.flush()
-                os.fsync(stream.fileno())
-            failpoints.hit(failpoint)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        fsync_directory(path.parent)
+        atomic_write(path, write, before_rename=lambda: failpoints.hit(failpoint))
     except OSError as exc:
         raise CheckpointError(f"cannot write {path}: {exc.strerror}") from exc
 

@@ -22,6 +22,7 @@ from capture.avro_spans import compile_splitter
 from capture.errors import CaptureError
 from capture.log_blocks import Damage as Damage
 from capture.log_blocks import reason_of
+from zkcdc.private_files import fsync_directory
 
 SUFFIX = ".avro"
 MAGIC = b"Obj\x01"
@@ -169,7 +170,7 @@ class EventLogWriter:
                 raise EventLogError(f"cannot move {path} aside: {exc.strerror}") from exc
         header = MAGIC + self._header_meta + os.urandom(16)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
         except OSError as exc:
             raise EventLogError(f"cannot create {path}: {exc.strerror}") from exc
         try:
@@ -198,15 +199,6 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def fsync_directory(directory: Path) -> None:
-    """Makes a new or renamed entry of `directory` durable (a file's own fsync does not)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

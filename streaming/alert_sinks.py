@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from streaming.alertmanager_notifier import AlertmanagerNotifier, NotifierThread
 from streaming.errors import StreamingError
+from zkcdc.private_files import atomic_write
 
 
 class AlertText(NamedTuple):
@@ -129,10 +130,7 @@ class BatchLedger:
         return self.path.with_name(self.path.name + ".pending")
 
     def _write(self, path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        atomic_write(path, text)
 
 
 class AlertSinks:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from zkcdc import logs
+from zkcdc.private_files import atomic_write
 
 log = logs.get("zkcdc.alertmanager")
 
@@ -159,11 +160,8 @@ class AlertmanagerNotifier:
         if self._state_file is None:
             return
         body = json.dumps({"firing": self._firing, "resolved": self._resolved})
-        tmp = self._state_file.with_name(self._state_file.name + ".tmp")
         try:
-            self._state_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(body)
-            tmp.replace(self._state_file)
+            atomic_write(self._state_file, body)
         except OSError as exc:
             log.warning("alertmanager state not saved", file=str(self._state_file), reason=str(exc))
 

@@ -15,7 +15,7 @@ from streaming.change_source import KafkaInput, LogInput
 from streaming.errors import StreamingError
 from streaming.rule_settings import RuleSettings
 from zkcdc import logs
-from zkcdc.cli_options import key_values, option_group
+from zkcdc.cli_options import key_values, option_group, output_file
 
 
 def default_checkpoint(job: str) -> Path:
@@ -104,7 +104,7 @@ def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
 @click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
 @click.option("--no-publish", is_flag=True, help="Publish neither alerts nor state to Kafka.")
 @click.option("--no-state", is_flag=True, help="Do not publish the state topic.")
-@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
               help="Append alerts as JSON lines to this file.")  # fmt: skip
 @click.option("--console", is_flag=True, help="Print alerts as JSON lines.")
 @click.option("--alertmanager", metavar="URL", help="Forward to Alertmanager's API v2.")

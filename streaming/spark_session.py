@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -27,9 +29,12 @@ def spark_jars() -> list[Path]:
 
 
 def package_zip() -> Path:
-    """zkcdc's own Python packages as one zip, for executors on other machines."""
+    """zkcdc's own Python packages as one zip, for executors on other machines: in a folder
+    only this user can enter, removed when the process ends."""
     root = Path(__file__).resolve().parents[1]
-    out = Path(tempfile.gettempdir()) / f"zkcdc-py-{os.getpid()}.zip"
+    folder = Path(tempfile.mkdtemp(prefix="zkcdc-py-"))
+    atexit.register(shutil.rmtree, folder, True)
+    out = folder / "zkcdc-py.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in ("capture", "streaming", "zkcdc"):
             for file in sorted((root / package).rglob("*.py")):
@@ -65,6 +70,8 @@ def session(master: str, app: str, shuffle_partitions: int = 1, **conf: str) -> 
         # A commit writes a changelog instead of a snapshot each micro-batch: ~90 ms, not ~350.
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
+        # Hadoop applies its own umask (022) to checkpoint files: keep them from other users.
+        .config("spark.hadoop.fs.permissions.umask-mode", "027")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "512m")
         .config("spark.executor.memory", "512m")

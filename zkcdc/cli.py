@@ -10,6 +10,7 @@ import click
 from capture.cli import capture, events
 from streaming.cli import state_group, stream
 from zkcdc.errors import ZkcdcError
+from zkcdc.private_files import restrict_umask
 from zkcdc.replay.cli import replay
 from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
@@ -31,6 +32,7 @@ class _Group(click.Group):
 @click.version_option(package_name="zkcdc")
 def main() -> None:
     """Change-data-capture for Kafka's ZooKeeper control plane."""
+    restrict_umask()  # event logs, checkpoints, alert files: never world-readable
 
 
 main.add_command(stack)

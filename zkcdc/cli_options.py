@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -37,3 +39,20 @@ def invalid_setting(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
     return f"invalid setting {where}: {message}" if where else f"invalid setting {message}"
+
+
+def output_file(_: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback for a file the command writes: its folder is made if missing, and a path
+    that cannot be written is refused at once, before any work, in one line."""
+    if value is None:
+        return value
+    path = Path(value)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot make {path.parent}: {exc.strerror}") from exc
+    if path.is_dir():
+        raise click.BadParameter(f"{path} is a folder")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise click.BadParameter(f"{path} cannot be written (permissions)")
+    return path

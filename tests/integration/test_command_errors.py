@@ -161,6 +161,16 @@ def test_replay_of_a_missing_log(tmp_path: Path) -> None:
     _assert_one_clear_line(result, "does not exist")
 
 
+@pytest.mark.parametrize("command", ["replay", "stream"])
+def test_an_alerts_file_that_cannot_be_written(event_log: Path, command: str) -> None:
+    blocked = event_log / "a-file" / "alerts.jsonl"  # a folder that is a file
+    (event_log / "a-file").write_text("")
+    args = ["replay", str(event_log)] if command == "replay" else [
+        "stream", "alerts", "--event-log", str(event_log), "--available-now"]  # fmt: skip
+    result = _zkcdc(*args, "--alerts-out", str(blocked))
+    _assert_one_clear_line(result, "--alerts-out", "cannot make")
+
+
 def test_state_show_with_kafka_unreachable(free_port: int) -> None:
     result = _zkcdc("state", "show", "--bootstrap-servers", f"127.0.0.1:{free_port}")
     _assert_one_clear_line(result, "zkcdc: error:", f"127.0.0.1:{free_port}")

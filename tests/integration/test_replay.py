@@ -106,7 +106,33 @@ def incident(cluster, tmp_path_factory) -> dict[str, Any]:
         root.delete(chroot, recursive=True)
         root.stop()
         root.close()
-    return {"log": log, "live": alerts_of(live_out), "work": work}
+    return {"log": log, "live": alerts_of(live_out), "work": work,
+            "bootstrap": cluster.bootstrap_servers}  # fmt: skip
+
+
+def _world_readable(folder: Path, skip: set[str]) -> list[str]:
+    return [f"{oct(p.stat().st_mode & 0o777)} {p}" for p in folder.rglob("*")
+            if p.name not in skip and p.stat().st_mode & 0o007]  # fmt: skip
+
+
+def test_no_file_or_folder_zkcdc_writes_is_open_to_other_users(incident, tmp_path):
+    """Event log, tree.avro, checkpoints (capture's and Spark's), alert and state files, the
+    replay checkpoint: none readable by others, though the test's own umask is 022."""
+    out = tmp_path / "out"
+    run = zkcdc("replay", str(incident["log"]), "--alerts-out", str(out / "alerts.jsonl"),
+                "--state-out", str(out / "state.jsonl"), *RULES)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    topic = f"zkcdc.replayed.{os.getpid()}.modes"
+    run = zkcdc("replay", str(incident["log"]), "--bootstrap-servers", incident["bootstrap"],
+                "--topic", topic, "--checkpoint", str(out / "replay.json"))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    work = incident["work"]
+    written = [work / "events", work / "state", work / "live-checkpoint", work / "live.jsonl"]
+    assert all(p.exists() for p in written) and (out / "replay.json").exists()
+    assert len(list(work.rglob("*.avro"))) >= 2  # the event log and tree.avro at least
+    # capture.log and live.log are the test's own (its stdout redirections).
+    assert _world_readable(work, {"capture.log", "live.log"}) == []
+    assert _world_readable(out, set()) == []
 
 
 def test_replaying_the_log_through_the_rules_gives_the_live_jobs_alerts(incident, tmp_path):

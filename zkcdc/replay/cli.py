@@ -15,7 +15,7 @@ import click
 from capture.event_log import Damage, log_files, scan_blocks
 from capture.zk_data_dir import LogDamage
 from streaming.rule_settings import RuleSettings
-from zkcdc.cli_options import key_values
+from zkcdc.cli_options import key_values, output_file
 from zkcdc.replay.errors import ReplayError
 
 
@@ -44,9 +44,9 @@ def _report(damage: Damage) -> None:
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path),
               help="Resume file [default: per log, Kafka and topic, in zkcdc's state dir].")  # fmt: skip
 @click.option("--from-start", is_flag=True, help="Forget a previous replay's progress.")
-@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
               help="Run the alert rules over the log; write the alerts as JSON lines.")  # fmt: skip
-@click.option("--state-out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--state-out", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
               help="With --alerts-out: write the final cluster state as JSON lines.")  # fmt: skip
 @click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
               help="Override a rule setting (with --alerts-out).")  # fmt: skip

@@ -29,6 +29,7 @@ from capture.publisher import (
     key_for,
     producer_config,
 )
+from zkcdc.private_files import atomic_write
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.pacing import Pacer, merged
 
@@ -54,12 +55,9 @@ class Checkpoint:
         return cls(path, acked, bool(obj.get("started")), bool(obj.get("done")))
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(
-            json.dumps({"acked": self.acked, "started": self.started, "done": self.done})
+        atomic_write(
+            self.path, json.dumps({"acked": self.acked, "started": self.started, "done": self.done})
         )
-        tmp.replace(self.path)
 
 
 def _by_cluster(log: Path) -> list[list[Path]]:

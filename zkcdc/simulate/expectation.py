@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.rule_settings import RuleSettings
+from zkcdc.private_files import atomic_write
 from zkcdc.simulate.alert_forecast import AlertForecast
 
 # A broker failure on a big cluster touches ~100k partitions: list a sample, count them all.
@@ -65,9 +66,7 @@ class Expectation:
         }
 
     def write(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.as_json(), indent=2) + "\n")
-        tmp.replace(path)  # readers never see half a file
+        atomic_write(path, json.dumps(self.as_json(), indent=2) + "\n")
 
     def summary(self) -> list[str]:
         lines = [f"scenario {self.scenario}:"]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from zkcdc.private_files import atomic_write
 from zkcdc.stack import configs, probes
 from zkcdc.stack.artifacts import ArtifactCache, kafka_jars, spark_jars
 from zkcdc.stack.cluster_view import ClusterView, read_cluster_view
@@ -107,9 +108,7 @@ class LocalStack:
             "spark_jars": [str(p) for p in self._spark_jars],
             "processes": {n: r.to_json() for n, r in self._records.items()},
         }
-        tmp = self.layout.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.layout.state_file)
+        atomic_write(self.layout.state_file, json.dumps(state, indent=1))
 
     # ---- up -----------------------------------------------------------------------------
     def fetch(self) -> StackInfo:
