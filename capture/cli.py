@@ -65,6 +65,13 @@ from zkcdc.cli_options import key_values, option_group
     help="librdkafka property (SASL/SSL...), repeatable.",
 )
 @click.option(
+    "--keep-secrets",
+    is_flag=True,
+    default=None,
+    help="Record SCRAM credentials and password configs as ZooKeeper holds them (forensics; "
+    "by default they are replaced by digests).",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -80,6 +87,11 @@ def capture(config_file: Path | None, **flags: Any) -> None:
     settings = load_settings(config_file, **flags)
     failpoints.arm_from_environment()
     logs.configure()
+    if settings.keep_secrets:
+        logs.get("zkcdc.capture").warning(
+            "--keep-secrets: SCRAM credentials and password configs go into the records, the "
+            "event log and Kafka as they are; guard those as secrets"
+        )
     daemon = (TxnlogCaptureDaemon if settings.source == "txnlog" else CaptureDaemon)(settings)
     daemon.install_signal_handlers()
     daemon.run()

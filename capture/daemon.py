@@ -228,7 +228,7 @@ class CaptureDaemon:
         outlet = RecordOutlet(s, cluster, self.metrics, self._now)
         state = outlet.load(followed)
         outlet.open()
-        tracker = Tracker(state, self.now_ms)
+        tracker = Tracker(state, self.now_ms, redact=s.redact())
         tracker.session_id = client.client_id[0] if client.client_id else None
         log.info(
             "capturing",

@@ -14,9 +14,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from capture.errors import CaptureError
 from capture.oversize import DEFAULT_MAX_RECORD_BYTES
+from capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
 from zkcdc.cli_options import invalid_setting
-
-SECRET_MARKERS = ("password", "secret", "key", "token")
 
 
 def default_state_root() -> Path:
@@ -53,6 +52,10 @@ class CaptureSettings(BaseSettings):
     session_timeout_s: float = Field(default=10.0, ge=2)
     connect_timeout_s: float = Field(default=15.0, gt=0)
     zookeeper_auth: SecretStr | None = Field(default=None, description="digest user:password")
+    # Secrets of Kafka's tree (SCRAM credentials, password configs) are recorded as keyed
+    # digests; `keep_secrets` records them as they are (forensics, with the files guarded).
+    keep_secrets: bool = False
+    redaction_key: SecretStr | None = None  # the same on every daemon of a cluster
     kafka_config: dict[str, SecretStr] = Field(default_factory=dict)
     log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     log_rotate_s: float = Field(default=3600.0, gt=0)
@@ -123,6 +126,14 @@ class CaptureSettings(BaseSettings):
     def kafka_extra(self) -> dict[str, str]:
         """librdkafka properties passed through (SASL/SSL...), secrets revealed only here."""
         return {k: v.get_secret_value() for k, v in self.kafka_config.items()}
+
+    def redact(self) -> Redact:
+        """How znode data is cleaned of secrets before anything records it."""
+        if self.keep_secrets:
+            return keep_all
+        if self.redaction_key is None:
+            return DEFAULT_REDACTOR.data
+        return Redactor(self.redaction_key.get_secret_value().encode()).data
 
     def state_path(self, cluster: str) -> Path:
         from capture.event_log import safe_name

@@ -7,6 +7,7 @@ and the known paths that were not read are the deletes that happened while zkcdc
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from capture import failpoints
 from capture.decoders import router
 from capture.records import ChangeRecord, Op, Source, Znode
+from capture.secret_redaction import DEFAULT_REDACTOR, Redact
 
 
 @dataclass
@@ -27,8 +29,15 @@ class TrackerState:
 
 
 class Tracker:
-    def __init__(self, state: TrackerState, now_ms: Callable[[], int], mode: str = "watch") -> None:
+    def __init__(
+        self,
+        state: TrackerState,
+        now_ms: Callable[[], int],
+        mode: str = "watch",
+        redact: Redact = DEFAULT_REDACTOR.data,
+    ) -> None:
         self.state = state
+        self._redact = redact
         self._now_ms = now_ms
         self.mode = mode
         self.session_id: int | None = None
@@ -64,6 +73,9 @@ class Tracker:
         """A read of `path` returned `znode` (None: no such znode) at `observed_ms`;
         `announced_created`: the read followed ZooKeeper's notice that `path` was created."""
         self._observed_ms = observed_ms
+        if znode is not None and znode.data:
+            kept = self._redact(path, znode.data)
+            znode = znode if kept is znode.data else dataclasses.replace(znode, data=kept)
         known = self.state.tree.get(path)
         if znode is not None and self._seen is not None:
             self._seen.add(path)

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 
 from capture.records import ChangeRecord, Op, Source, Znode
+from capture.secret_redaction import DEFAULT_REDACTOR, Redact
 from capture.tracker import Tracker, TrackerState, change_record
 from capture.txnlog import (
     CLOSE_SESSION,
@@ -62,11 +63,14 @@ class TxnTracker:
         now_ms: Callable[[], int],
         chroot: str = "",
         excluded: Callable[[str], bool] = lambda p: False,
+        redact: Redact = DEFAULT_REDACTOR.data,
     ) -> None:
         self.state = state
         self._now_ms = now_ms
         self._local = chroot_filter(chroot, excluded)
-        self._watch_like = Tracker(state, now_ms, mode=MODE)  # snapshot loads, heartbeats
+        self._redact = redact
+        # Snapshot loads and heartbeats; it redacts the snapshot's znodes.
+        self._watch_like = Tracker(state, now_ms, mode=MODE, redact=redact)
         self._touched: set[str] = set()  # paths the current transaction changed so far
 
     def load_snapshot(self, snapshot: Snapshot) -> list[ChangeRecord]:
@@ -138,6 +142,7 @@ class TxnTracker:
             return  # the snapshot already holds it
         if known is not None:
             out.append(self._record(Op.DELETE, path, known, None, txn))
+        data = self._redact(path, data)
         after = Znode(data, 0, txn.zxid, txn.zxid, txn.time_ms, txn.time_ms, owner)
         self.state.tree[path] = after
         self._touched.add(path)
@@ -150,7 +155,13 @@ class TxnTracker:
         if known is None or self._applied(known.mzxid, txn.zxid, path):
             return  # deleted later in a fuzzy snapshot, or already applied
         after = Znode(
-            data, version, known.czxid, txn.zxid, known.ctime_ms, txn.time_ms, known.ephemeral_owner
+            self._redact(path, data),
+            version,
+            known.czxid,
+            txn.zxid,
+            known.ctime_ms,
+            txn.time_ms,
+            known.ephemeral_owner,
         )
         self.state.tree[path] = after
         self._touched.add(path)

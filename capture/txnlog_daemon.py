@@ -58,7 +58,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         state = outlet.load()
         outlet.open()
         excluded = excluded_paths(chroot, s.ha_path)
-        tracker = TxnTracker(state, self.now_ms, chroot, excluded)
+        tracker = TxnTracker(state, self.now_ms, chroot, excluded, s.redact())
         reader: LogReader | None = None
         wakeup = DirectoryWakeup(directory, s.poll_interval_s)
         collector = CollectorPacing()
