@@ -30,6 +30,8 @@ from typing import Any
 
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
 
+from zkcdc.kafka_connection import KafkaConnection
+
 NAME = "b3_alert_job"
 
 
@@ -82,7 +84,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
     from capture.publisher import ensure_topic
 
-    ensure_topic(bootstrap, {}, topic, 3, 30)
+    ensure_topic(KafkaConnection(bootstrap_servers=bootstrap), topic, 3, 30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})  # fmt: skip
     for i, value in enumerate(values):
@@ -113,7 +115,10 @@ def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) ->
 
     started = time.monotonic()
     records_df, _ = read_changes(
-        spark, KafkaInput(bootstrap, topic, max_records_per_batch=per_batch)
+        spark,
+        KafkaInput(
+            KafkaConnection(bootstrap_servers=bootstrap), topic, max_records_per_batch=per_batch
+        ),
     )
     query = (
         alerts_stream(records_df, RuleSettings())

@@ -19,7 +19,8 @@ from capture.records import EventType, Op
 from capture.settings import load_settings
 from capture.zk_data_dir import LogDamage
 from zkcdc import logs
-from zkcdc.cli_options import key_values, option_group
+from zkcdc.cli_options import option_group
+from zkcdc.kafka_options import kafka_config_options
 
 
 @click.command()
@@ -47,6 +48,12 @@ from zkcdc.cli_options import key_values, option_group
 @click.option("--cluster", help="Cluster name [default: Kafka's /cluster/id].")
 @click.option("--schema-registry", help="Confluent Schema Registry URL: Confluent wire format.")
 @click.option("--metrics-port", type=int, help="Serve /metrics and /healthz on this port.")
+@click.option("--metrics-host", help="Address the metrics port binds [default 127.0.0.1].")
+@click.option(
+    "--metrics-web-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TLS and basic auth of the metrics port (Prometheus exporters' web-config YAML).",
+)
 @click.option("--heartbeat-s", type=float, help="Seconds between HEARTBEAT records [default 1].")
 @click.option("--ha-path", help="ZooKeeper path of the active/standby election [/zkcdc/capture].")
 @click.option(
@@ -57,13 +64,7 @@ from zkcdc.cli_options import key_values, option_group
 )
 @click.option("--session-timeout-s", type=float, help="ZooKeeper session timeout [default 10].")
 @click.option("--wait", is_flag=True, default=None, help="Retry unreachable servers with backoff.")
-@click.option(
-    "--kafka-config",
-    multiple=True,
-    callback=key_values,
-    metavar="KEY=VALUE",
-    help="librdkafka property (SASL/SSL...), repeatable.",
-)
+@kafka_config_options
 @click.option(
     "--keep-secrets",
     is_flag=True,

@@ -19,12 +19,13 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import LockTimeout
+from kazoo.recipe.watchers import DataWatch
 
 from capture import zookeeper
 from capture.avro_codec import SingleObjectCodec
 from capture.collector_pacing import CollectorPacing
 from capture.errors import CaptureError
-from capture.metrics import CaptureMetrics, serve
+from capture.metrics import CaptureMetrics
 from capture.publisher import check_reachable
 from capture.record_outlet import RecordOutlet, prepare_topic
 from capture.records import ChangeRecord
@@ -32,7 +33,8 @@ from capture.settings import CaptureSettings
 from capture.topic_follower import TopicFollower
 from capture.tracker import Tracker, TrackerState
 from capture.tree_reader import TreeReader
-from zkcdc import logs
+from zkcdc import logs, systemd_notify
+from zkcdc.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
 
@@ -49,6 +51,7 @@ class CaptureDaemon:
         self._now = now
         self._sleep = sleep
         self._stop = threading.Event()
+        self._last_turn = time.monotonic()
         self._finished = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.metrics = CaptureMetrics()
@@ -62,6 +65,8 @@ class CaptureDaemon:
         return int(self._now() * 1000)
 
     def stop(self, *_: Any) -> None:
+        if not self._stop.is_set():
+            systemd_notify.notify("STOPPING=1")
         self._stop.set()
         # Wakes the main loop's inbox.get: on CPython 3.11 a SimpleQueue.get(timeout) whose
         # deadline passes while a signal handler runs blocks until the next put, forever on
@@ -87,6 +92,7 @@ class CaptureDaemon:
         # Started here, not in the handler: a handler starting a thread can deadlock on
         # threading's own locks when it interrupts the main thread's Thread.start.
         threading.Thread(target=self._watchdog, name="shutdown-watchdog", daemon=True).start()
+        systemd_notify.keep_alive(lambda: self._health()[0], self._stop)
 
     # -- start-up -----------------------------------------------------------------------
     def run(self) -> None:
@@ -106,11 +112,17 @@ class CaptureDaemon:
         server = None
         try:
             cluster = s.cluster or zookeeper.cluster_id(client, connect_string)
-            if s.bootstrap_servers:
-                self._check_kafka(s.bootstrap_servers, s.kafka_extra(), retries)
+            if s.kafka() is not None:
+                self._check_kafka(retries)
                 prepare_topic(s)
             if s.metrics_port is not None:
-                server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
+                server = serve(
+                    self.metrics.registry,
+                    s.metrics_host,
+                    s.metrics_port,
+                    self._health,
+                    s.metrics_web_config,
+                )
             hosts, _ = zookeeper.split_hosts(connect_string)
             election_client = zookeeper.connect(
                 hosts,
@@ -119,6 +131,7 @@ class CaptureDaemon:
                 s.zookeeper_auth,
                 retries,
                 self._sleep,
+                own_nodes=True,
             )
             follower_state = self._wait_for_election(election_client, cluster)
             if follower_state is None:
@@ -136,11 +149,13 @@ class CaptureDaemon:
         if self._lost_election:
             raise CaptureError("lost the election session; another daemon may be active now")
 
-    def _check_kafka(self, bootstrap: str, extra: dict[str, str], retries: int) -> None:
+    def _check_kafka(self, retries: int) -> None:
+        kafka = self.settings.kafka()
+        assert kafka is not None
         delay = 1.0
         for attempt in range(retries + 1):
             try:
-                check_reachable(bootstrap, extra, self.settings.connect_timeout_s)
+                check_reachable(kafka, self.settings.connect_timeout_s)
                 return
             except CaptureError:
                 if attempt == retries or self._stop.is_set():
@@ -148,9 +163,16 @@ class CaptureDaemon:
             self._sleep(delay)
             delay = min(delay * 2, 30.0)
 
+    def turned(self) -> None:
+        """The main loop went round: what systemd's watchdog (and /healthz) take as alive."""
+        self._last_turn = time.monotonic()
+
     def _health(self) -> tuple[bool, str]:
         if not self._connected:
             return False, "zookeeper: not connected"
+        stalled = time.monotonic() - self._last_turn
+        if stalled > self.settings.session_timeout_s:
+            return False, f"main loop stalled for {stalled:.0f} s"
         return True, "active" if self._active else "standby"
 
     # -- high availability --------------------------------------------------------------
@@ -171,10 +193,9 @@ class CaptureDaemon:
 
         client.add_listener(on_state)
         follower = None
-        if s.bootstrap_servers:
-            follower = TopicFollower(
-                s.bootstrap_servers, s.kafka_extra(), s.topic, cluster, SingleObjectCodec()
-            )
+        kafka = s.kafka()
+        if kafka is not None:
+            follower = TopicFollower(kafka, s.topic, cluster, SingleObjectCodec())
         announced = False
         try:
             while not self._stop.is_set():
@@ -183,7 +204,9 @@ class CaptureDaemon:
                         break
                 except LockTimeout:
                     pass
+                self.turned()
                 if not announced:
+                    systemd_notify.notify("READY=1\nSTATUS=standby")
                     log.info("standby", cluster=cluster, election=f"{s.ha_path}/{cluster}")
                     announced = True
                 if follower is not None:
@@ -192,14 +215,30 @@ class CaptureDaemon:
                 return None
             self._active = True
             self._election = (client, lock)
+            self._watch_own_lock(client, f"{lock.path}/{lock.node}")
             self.metrics.active.set(1)
             if follower is None:
                 return TrackerState(cluster=cluster)
-            follower.catch_up(s.connect_timeout_s)
+            follower.catch_up(s.connect_timeout_s, self.turned)
             return follower.state()
         finally:
             if follower is not None:
                 follower.close()
+
+    def _watch_own_lock(self, client: KazooClient, node: str) -> None:
+        """Someone deleting this daemon's lock node (an operator, a tool, a standby's lock
+        recipe after a session mix-up) hands the election on: step down at once, so that two
+        actives never run."""
+
+        def changed(data: bytes | None, stat: Any, event: Any = None) -> bool:
+            if stat is None and not self._stop.is_set():
+                log.error("this daemon's lock node is gone: stepping down", node=node)
+                self._lost_election = True
+                self.stop()
+                return False  # no further calls
+            return True
+
+        DataWatch(client, node, changed)
 
     def _confirm_still_active(self) -> None:
         """After a stall (a stopped or frozen process, a long pause) the session may have
@@ -280,6 +319,7 @@ class CaptureDaemon:
         next_heartbeat = self._now() + s.heartbeat_s
         last_out = time.monotonic()
         while not self._stop.is_set():
+            self.turned()
             records: list[ChangeRecord] = []
             timeout = max(0.0, min(next_heartbeat - self._now(), 0.05))
             for item in _drain(self._inbox, timeout):
@@ -288,6 +328,7 @@ class CaptureDaemon:
                     records.extend(tracker.read(item[1], item[2], item[3], item[4]))
                 elif kind == "synced" and item[1] == generation:
                     records.extend(tracker.end_sync())
+                    systemd_notify.notify("READY=1\nSTATUS=active, in sync")
                     log.info(
                         "in sync",
                         seq=tracker.state.seq,

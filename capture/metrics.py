@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import collections
-import threading
-from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from capture.errors import CaptureError
 from capture.records import ChangeRecord
 
 
@@ -60,34 +56,3 @@ class CaptureMetrics:
             self.versions_skipped.inc(skipped)
         if records:
             self.seq.set(records[-1].seq)
-
-
-def serve(
-    metrics: CaptureMetrics, host: str, port: int, healthy: Callable[[], tuple[bool, str]]
-) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                body, status, kind = generate_latest(metrics.registry), 200, CONTENT_TYPE_LATEST
-            elif self.path == "/healthz":
-                ok, reason = healthy()
-                body, status, kind = reason.encode() + b"\n", 200 if ok else 503, "text/plain"
-            else:
-                body, status, kind = b"not found\n", 404, "text/plain"
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # scrapes every few seconds would drown the daemon's own log
-
-    try:
-        server = ThreadingHTTPServer((host, port), Handler)
-    except OSError as exc:
-        raise CaptureError(
-            f"cannot serve metrics on {host}:{port} (--metrics-port): {exc.strerror}"
-        ) from exc
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    return server

@@ -7,14 +7,12 @@ published again by the next run (see `delivered_seqs`)."""
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
     ConfigResource,
     NewTopic,
     ResourceType,
@@ -28,7 +26,7 @@ from capture.oversize import (
     OMITTED_HEADER,
     fitted,
 )
-from zkcdc import logs
+from zkcdc.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 
 SEQ_HEADER = "zkcdc.seq"
 CLUSTER_HEADER = "zkcdc.cluster"
@@ -40,11 +38,9 @@ class DeliveryError(CaptureError):
     """Kafka refused records for good (not a broker being away)."""
 
 
-def producer_config(
-    bootstrap: str, extra: dict[str, str], max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
-) -> dict[str, Any]:
+def producer_config(max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> dict[str, Any]:
+    """Capture's producer settings, over the connection's."""
     return {
-        "bootstrap.servers": bootstrap,
         # Room for a record of a znode as large as ZooKeeper allows (see `capture.oversize`).
         "message.max.bytes": max_record_bytes + MESSAGE_OVERHEAD,
         "enable.idempotence": True,
@@ -57,8 +53,6 @@ def producer_config(
         ),
         "linger.ms": 5,
         "compression.type": "lz4",
-        "logger": logging.getLogger("zkcdc.librdkafka"),
-        **extra,
     }
 
 
@@ -75,11 +69,10 @@ def headers_for(cluster: str, seq: int) -> list[tuple[str, str | bytes | None]]:
 class Publisher:
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaConnection,
         topic: str,
         serialize: Serialize,
-        extra_config: dict[str, str] | None = None,
-        producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
+        producer_factory: Callable[..., Any] | None = None,
         max_value_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         max_waiting: int = 10_000,
     ) -> None:
@@ -89,8 +82,8 @@ class Publisher:
         self.max_value_bytes = max_value_bytes
         self.max_waiting = max_waiting
         self._serialize = serialize
-        config = producer_config(bootstrap, extra_config or {}, max_value_bytes)
-        self._producer = producer_factory(config)
+        make = producer_factory or kafka.producer
+        self._producer = make(producer_config(max_value_bytes))
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
         self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order
@@ -178,36 +171,29 @@ class Publisher:
         return self.backlog == 0
 
 
-def _admin(bootstrap: str, extra: dict[str, str]) -> AdminClient:
-    """A short-lived admin client whose failure is reported as one error of its own:
-    librdkafka's complaints (hundreds while a cluster is down) are dropped."""
-    return AdminClient(
-        {"bootstrap.servers": bootstrap, **extra}, logger=logs.quiet("zkcdc.librdkafka.probe")
-    )
-
-
-def _metadata(admin: AdminClient, bootstrap: str, timeout: float) -> Any:
+def _metadata(admin: Any, kafka: KafkaConnection, timeout: float) -> Any:
     try:
         return admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise DeliveryError(f"Kafka at {bootstrap} is unreachable: {exc.args[0].str()}") from exc
+        raise DeliveryError(
+            f"Kafka at {kafka.describe()} is unreachable: {exc.args[0].str()}"
+        ) from exc
 
 
-def check_reachable(bootstrap: str, extra: dict[str, str], timeout: float) -> int:
+def check_reachable(kafka: KafkaConnection, timeout: float) -> int:
     """The number of brokers that answer, or DeliveryError with the reason."""
-    return len(_metadata(_admin(bootstrap, extra), bootstrap, timeout).brokers)
+    return len(_metadata(kafka.admin(), kafka, timeout).brokers)
 
 
 def ensure_topic(
-    bootstrap: str,
-    extra: dict[str, str],
+    kafka: KafkaConnection,
     topic: str,
     partitions: int,
     timeout: float,
     config: dict[str, str] | None = None,
 ) -> None:
-    admin = _admin(bootstrap, extra)
-    metadata = _metadata(admin, bootstrap, timeout)
+    admin = kafka.admin()
+    metadata = _metadata(admin, kafka, timeout)
     if topic in metadata.topics and not metadata.topics[topic].error:
         return
     replication = min(3, len(metadata.brokers))
@@ -220,13 +206,11 @@ def ensure_topic(
             raise DeliveryError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
 
 
-def topic_max_message_bytes(
-    bootstrap: str, extra: dict[str, str], topic: str, timeout: float
-) -> int | None:
+def topic_max_message_bytes(kafka: KafkaConnection, topic: str, timeout: float) -> int | None:
     """The topic's `max.message.bytes` (its own or the broker's default), None if unknown
     (not allowed to describe it, say)."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    admin = _admin(bootstrap, extra)  # referenced until answered
+    admin = kafka.admin()  # referenced until answered
     try:
         configs = admin.describe_configs([resource])[resource].result(timeout)
         return int(configs["max.message.bytes"].value)
@@ -234,53 +218,8 @@ def topic_max_message_bytes(
         return None
 
 
-def read_back(
-    bootstrap: str,
-    extra: dict[str, str],
-    topic: str,
-    since_ms: int,
-    timeout: float,
-    take: Callable[[Any], None],
-) -> None:
-    """Every message of the topic from `since_ms` on (by timestamp) up to its current end,
-    handed to `take`: what an earlier run got onto the topic before it died."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "zkcdc-reconcile",
-            "enable.auto.commit": False,
-            "logger": logging.getLogger("zkcdc.librdkafka"),
-            **extra,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout)
-        partitions = [TopicPartition(topic, p, since_ms) for p in metadata.topics[topic].partitions]
-        starts = consumer.offsets_for_times(partitions, timeout=timeout)
-        ends = {}
-        for tp in starts:
-            _, high = consumer.get_watermark_offsets(tp, timeout=timeout)
-            if tp.offset >= 0 and tp.offset < high:
-                ends[tp.partition] = high
-        consumer.assign([tp for tp in starts if tp.partition in ends])
-        while ends:
-            message = consumer.poll(timeout)
-            if message is None:
-                raise DeliveryError(f"reading back {topic} timed out")
-            if message.error():
-                continue
-            take(message)
-            partition, offset = message.partition() or 0, message.offset() or 0
-            if offset + 1 >= ends.get(partition, 0):
-                ends.pop(partition, None)
-    except KafkaException as exc:
-        raise DeliveryError(f"cannot read back {topic}: {exc}") from exc
-    finally:
-        consumer.close()
-
-
 def delivered_seqs(
-    bootstrap: str, extra: dict[str, str], topic: str, cluster: str, since_ms: int, timeout: float
+    kafka: KafkaConnection, topic: str, cluster: str, since_ms: int, timeout: float
 ) -> set[int]:
     """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
     what a previous run got acknowledged, or produced without hearing the ack, before it died."""
@@ -292,5 +231,10 @@ def delivered_seqs(
         if headers.get(CLUSTER_HEADER) == cluster.encode() and isinstance(seq, bytes):
             seen.add(int(seq))
 
-    read_back(bootstrap, extra, topic, since_ms, timeout, take)
+    try:
+        kafka.read_to_end(topic, take, since_ms, timeout, group="zkcdc-reconcile")
+    except NoSuchTopic:
+        return seen
+    except KafkaConnectionError as exc:
+        raise DeliveryError(str(exc)) from exc
     return seen

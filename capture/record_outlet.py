@@ -27,6 +27,7 @@ from capture.records import ChangeRecord
 from capture.settings import CaptureSettings
 from capture.tracker import TrackerState
 from zkcdc import logs
+from zkcdc.kafka_connection import KafkaConnection
 
 log = logs.get("zkcdc.capture")
 
@@ -47,7 +48,8 @@ class RecordOutlet:
             settings.state_path(cluster), settings.event_log_path(cluster), cluster
         )
         self._single_object_header: bytes | None = None
-        self.publisher = self._publisher() if settings.bootstrap_servers else None
+        kafka = settings.kafka()
+        self.publisher = None if kafka is None else self._publisher(kafka)
         self.feed = (
             None
             if self.publisher is None
@@ -163,9 +165,8 @@ class RecordOutlet:
             raise problems[0]
 
     # -- Kafka ----------------------------------------------------------------------------
-    def _publisher(self) -> Publisher:
+    def _publisher(self, kafka: KafkaConnection) -> Publisher:
         s = self.settings
-        assert s.bootstrap_servers is not None
         codec = SingleObjectCodec()
         serialize = (
             registry_serializer(s.schema_registry, codec.schema, s.topic)
@@ -174,9 +175,7 @@ class RecordOutlet:
         )
         # Single-object values are the log's record bytes behind this header: encoded once.
         self._single_object_header = None if s.schema_registry else codec.header
-        takes = topic_max_message_bytes(
-            s.bootstrap_servers, s.kafka_extra(), s.topic, s.connect_timeout_s
-        )
+        takes = topic_max_message_bytes(kafka, s.topic, s.connect_timeout_s)
         limit = min(s.max_record_bytes, takes - MESSAGE_OVERHEAD if takes else s.max_record_bytes)
         if limit < s.max_record_bytes:
             log.warning(
@@ -186,9 +185,7 @@ class RecordOutlet:
                 max_message_bytes=takes,
                 wanted=s.max_record_bytes + MESSAGE_OVERHEAD,
             )
-        publisher = Publisher(
-            s.bootstrap_servers, s.topic, serialize, s.kafka_extra(), max_value_bytes=limit
-        )
+        publisher = Publisher(kafka, s.topic, serialize, max_value_bytes=limit)
 
         def on_ack(record: dict[str, Any]) -> None:
             if record["op"] in ("CREATE", "UPDATE", "DELETE"):
@@ -203,7 +200,8 @@ class RecordOutlet:
         from the log as Kafka takes them (never all in memory), those the topic already
         holds left out."""
         s = self.settings
-        assert s.bootstrap_servers is not None
+        kafka = s.kafka()
+        assert kafka is not None
         delivered = self.store.delivered()
         first = next(iter(self.store.records_after(delivered, _log_damage)), None)
         # What the last run had on Kafka (all of it, if nothing is logged after it): the saved
@@ -215,8 +213,7 @@ class RecordOutlet:
         if first is None:
             return
         present = delivered_seqs(
-            s.bootstrap_servers,
-            s.kafka_extra(),
+            kafka,
             s.topic,
             self.cluster,
             first["captured_ms"] - 60_000,
@@ -236,11 +233,11 @@ def _log_damage(damage: Damage) -> None:
 def prepare_topic(s: CaptureSettings) -> None:
     """The changes topic, created if missing with room for the largest record a znode can
     make (`capture.oversize`)."""
-    assert s.bootstrap_servers is not None
+    kafka = s.kafka()
+    assert kafka is not None
     room = {"max.message.bytes": str(s.max_record_bytes + MESSAGE_OVERHEAD)}
     ensure_topic(
-        s.bootstrap_servers,
-        s.kafka_extra(),
+        kafka,
         s.topic,
         s.topic_partitions,
         s.connect_timeout_s,

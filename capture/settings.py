@@ -9,13 +9,22 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from capture.errors import CaptureError
 from capture.oversize import DEFAULT_MAX_RECORD_BYTES
 from capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
+from zkcdc import kafka_connection
 from zkcdc.cli_options import invalid_setting
+from zkcdc.kafka_connection import KafkaConnection
 
 
 def default_state_root() -> Path:
@@ -25,6 +34,7 @@ def default_state_root() -> Path:
 
 class CaptureSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="forbid")
+    _kafka: KafkaConnection | None = PrivateAttr(default=None)
 
     zookeeper: str | None = Field(
         default=None, description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree"
@@ -46,7 +56,8 @@ class CaptureSettings(BaseSettings):
     heartbeat_s: float = Field(default=1.0, gt=0)
     schema_registry: str | None = None
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = "127.0.0.1"  # loopback unless told otherwise
+    metrics_web_config: Path | None = None  # TLS and basic auth (Prometheus's web-config)
     wait: bool = False
     ha_path: str = "/zkcdc/capture"
     session_timeout_s: float = Field(default=10.0, ge=2)
@@ -57,6 +68,7 @@ class CaptureSettings(BaseSettings):
     keep_secrets: bool = False
     redaction_key: SecretStr | None = None  # the same on every daemon of a cluster
     kafka_config: dict[str, SecretStr] = Field(default_factory=dict)
+    kafka_config_file: Path | None = None  # librdkafka properties; secrets belong here
     log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     log_rotate_s: float = Field(default=3600.0, gt=0)
     checkpoint_s: float = Field(default=30.0, gt=0)
@@ -123,9 +135,18 @@ class CaptureSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _ConfigFileSource(settings_cls))
 
-    def kafka_extra(self) -> dict[str, str]:
-        """librdkafka properties passed through (SASL/SSL...), secrets revealed only here."""
-        return {k: v.get_secret_value() for k, v in self.kafka_config.items()}
+    def model_post_init(self, context: Any) -> None:
+        pairs = {k: v.get_secret_value() for k, v in self.kafka_config.items()}
+        try:
+            self._kafka = kafka_connection.load(
+                self.bootstrap_servers, self.kafka_config_file, pairs
+            )
+        except kafka_connection.KafkaConnectionError as exc:
+            raise CaptureError(str(exc)) from exc
+
+    def kafka(self) -> KafkaConnection | None:
+        """Where records are published, and how to connect (None: the event log only)."""
+        return self._kafka
 
     def redact(self) -> Redact:
         """How znode data is cleaned of secrets before anything records it."""

@@ -6,37 +6,29 @@ second snapshot."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from capture.avro_codec import CodecError, SingleObjectCodec, decode_value
 from capture.publisher import CLUSTER_HEADER, DeliveryError
 from capture.records import Znode
 from capture.tracker import TrackerState, znode_from_avro
+from zkcdc.kafka_connection import KafkaConnection
 
 
 class TopicFollower:
     def __init__(
         self,
-        bootstrap: str,
-        extra: dict[str, str],
+        kafka: KafkaConnection,
         topic: str,
         cluster: str,
         codec: SingleObjectCodec,
     ) -> None:
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "zkcdc-capture-standby",
-                "enable.auto.commit": False,
-                "logger": logging.getLogger("zkcdc.librdkafka"),
-                **extra,
-            }
-        )
+        self._consumer = kafka.consumer("zkcdc-capture-standby")
         self._topic = topic
         self._cluster = cluster
         self._codec = codec
@@ -94,8 +86,8 @@ class TopicFollower:
             if path not in self._latest or self._latest[path][0] < seq:
                 self._latest[path] = (seq, znode_from_avro(record["after"]))
 
-    def catch_up(self, timeout: float) -> None:
-        """Reads to the end of every partition as it is now."""
+    def catch_up(self, timeout: float, progress: Callable[[], None] = lambda: None) -> None:
+        """Reads to the end of every partition as it is now; `progress` after each poll."""
         self._assign(timeout)
         if not self._assigned:
             return
@@ -122,6 +114,7 @@ class TopicFollower:
             if time.monotonic() > deadline:
                 raise DeliveryError(f"standby could not read {self._topic} to its end")
             self.poll(1.0)
+            progress()
 
     def state(self) -> TrackerState:
         with self._lock:

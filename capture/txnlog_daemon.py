@@ -14,13 +14,13 @@ from pathlib import Path
 from capture.collector_pacing import CollectorPacing
 from capture.daemon import CaptureDaemon, excluded_paths, warn_if_not_kafka
 from capture.dir_wakeup import DirectoryWakeup
-from capture.metrics import serve
 from capture.record_outlet import RecordOutlet, prepare_topic
 from capture.records import ChangeRecord
 from capture.txn_tracker import TxnTracker
 from capture.txnlog_source import cluster_id_in
 from capture.zk_data_dir import HistoryGap, LogDamage, LogReader, start_snapshot, version_dir
-from zkcdc import logs
+from zkcdc import logs, systemd_notify
+from zkcdc.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
 
@@ -38,12 +38,18 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         cluster = s.cluster or cluster_id_in(directory, chroot)
         server = None
         try:
-            if s.bootstrap_servers:
+            if s.kafka() is not None:
                 retries = 1_000_000 if s.wait else 0
-                self._check_kafka(s.bootstrap_servers, s.kafka_extra(), retries)
+                self._check_kafka(retries)
                 prepare_topic(s)
             if s.metrics_port is not None:
-                server = serve(self.metrics, s.metrics_host, s.metrics_port, self._health)
+                server = serve(
+                    self.metrics.registry,
+                    s.metrics_host,
+                    s.metrics_port,
+                    self._health,
+                    s.metrics_web_config,
+                )
             self._connected = self._active = True
             self.metrics.active.set(1)
             self._follow(directory, chroot, cluster)
@@ -81,7 +87,9 @@ class TxnlogCaptureDaemon(CaptureDaemon):
                 event_log=str(s.event_log_path(cluster)),
             )
             next_heartbeat = self._now() + s.heartbeat_s
+            systemd_notify.notify("READY=1\nSTATUS=following ZooKeeper's transaction log")
             while not self._stop.is_set():
+                self.turned()
                 started, cpu = time.perf_counter(), time.thread_time()
                 batch = reader.poll(_BATCH)
                 read = time.perf_counter()

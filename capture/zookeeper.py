@@ -9,6 +9,7 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.security import ACL, make_acl, make_digest_acl
 from pydantic import SecretStr
 
 from capture.errors import CaptureError
@@ -31,8 +32,10 @@ def connect(
     auth: SecretStr | None,
     retries: int,
     sleep: Callable[[float], None],
+    own_nodes: bool = False,
 ) -> KazooClient:
-    """A started client; with `retries` > 0 it tries again with backoff (`--wait`)."""
+    """A started client; with `retries` > 0 it tries again with backoff (`--wait`).
+    `own_nodes`: what it creates (the election's znodes) gets `election_acl(auth)`."""
     delay = 1.0
     for attempt in range(retries + 1):
         try:
@@ -40,6 +43,7 @@ def connect(
                 hosts=connect_string,
                 timeout=session_timeout_s,
                 auth_data=[("digest", auth.get_secret_value())] if auth else None,
+                default_acl=election_acl(auth) if own_nodes else None,
             )
         except ValueError as exc:
             raise CaptureError(f"bad ZooKeeper connect string {connect_string!r}: {exc}") from exc
@@ -56,6 +60,15 @@ def connect(
         sleep(delay)
         delay = min(delay * 2, 30.0)
     raise AssertionError("unreachable")
+
+
+def election_acl(auth: SecretStr | None) -> list[ACL] | None:
+    """With ZooKeeper auth, the election's znodes may be changed or deleted by the daemons'
+    own identity only (anyone may look); without it, ZooKeeper's open default."""
+    if auth is None:
+        return None
+    user, _, password = auth.get_secret_value().partition(":")
+    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
 
 
 def cluster_id(client: KazooClient, connect_string: str) -> str:

@@ -22,11 +22,14 @@ from streaming.alert_sinks import (
     alert_key,
     ensure_topics,
 )
-from streaming.change_source import KafkaInput, LogInput, read_changes
+from streaming.change_source import KafkaInput, LogInput, read_changes, spark_kafka_options
 from streaming.file_delivery import append_alerts, state_upserts, write_batch
+from streaming.job_metrics import JobMetrics
 from streaming.rule_settings import RuleSettings
 from streaming.spark_session import session
 from streaming.state_topic import StateTopicSink
+from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.metrics_server import serve
 
 log = structlog.get_logger("zkcdc.stream")
 DEAD_LETTER_TRIGGER_MS = 5_000
@@ -43,20 +46,33 @@ class AlertJobOptions:
     available_now: bool = False  # process what is there, then stop (replays, tests)
     dead_letter_topic: str | None = None
     reorder_ms: int = REORDER_MS
-    state_bootstrap: str | None = None  # publish state upserts to this Kafka ...
+    state_kafka: KafkaConnection | None = None  # publish state upserts to this Kafka ...
     state_topic: str = "zkcdc.state"  # ... on this compacted topic
     state_out: Path | None = None  # write the final state here (JSON lines, one per entity)
+    metrics_port: int | None = None  # serve /metrics and /healthz ...
+    metrics_host: str = "127.0.0.1"
+    metrics_web_config: Path | None = None  # ... with TLS and basic auth
 
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
     # Sinks first: a Kafka that cannot take alerts is a one-line error before Spark starts.
     sinks = AlertSinks(options.sinks, options.checkpoint)
     state_sink = (
-        StateTopicSink(options.state_bootstrap, options.state_topic)
-        if options.state_bootstrap
-        else None
+        StateTopicSink(options.state_kafka, options.state_topic) if options.state_kafka else None
     )
     ledger = BatchLedger(options.checkpoint / "sink-ledger")
+    metrics = JobMetrics()
+    server = (
+        None
+        if options.metrics_port is None
+        else serve(
+            metrics.registry,
+            options.metrics_host,
+            options.metrics_port,
+            metrics.health,
+            options.metrics_web_config,
+        )
+    )
     spark = session(options.master, "zkcdc-alerts")
     queries = []
     try:
@@ -94,6 +110,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
                 state_sink.deliver(upserts)
             final_state.update(upserts)
             ledger.mark(batch_id)
+            metrics.delivered(a.status for a in alerts)
 
         def deliver_files(batch: Any, batch_id: int) -> None:
             folder = options.checkpoint / "batch-out" / str(batch_id)
@@ -106,6 +123,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             append_alerts(folder, options.sinks.alerts_out, skip)
             final_state.update(state_upserts(folder))
             ledger.mark(batch_id)
+            metrics.delivered(())
             shutil.rmtree(folder, ignore_errors=True)
 
         writer = (
@@ -124,7 +142,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             and options.dead_letter_topic
             and isinstance(options.source, KafkaInput)
         ):
-            ensure_topics(options.source.bootstrap_servers, [options.dead_letter_topic])
+            ensure_topics(options.source.kafka, [options.dead_letter_topic])
             queries.append(
                 dead.selectExpr(
                     "concat(topic, '/', partition, '/', offset) AS key",
@@ -132,7 +150,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
                     "offset, 'reason', reason, 'value_base64', base64(value))) AS value",
                 )
                 .writeStream.format("kafka")
-                .option("kafka.bootstrap.servers", options.source.bootstrap_servers)
+                .options(**spark_kafka_options(options.source.kafka))
                 .option("topic", options.dead_letter_topic)
                 .option("checkpointLocation", str(options.checkpoint / "dead-letters"))
                 # Rare and not urgent: a slow trigger keeps this second query off the cores
@@ -140,6 +158,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
                 .trigger(**dead_letter_trigger(options))
                 .start()
             )
+        metrics.started(True)
         reported = -1
         while not stop.is_set():
             if options.available_now and not queries[0].isActive:
@@ -160,6 +179,10 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         if state_sink is not None:
             state_sink.close()
         spark.stop()
+        metrics.started(False)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
     for query in queries:
         if query.exception() is not None:
             raise_query_error(query)

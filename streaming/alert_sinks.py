@@ -9,13 +9,13 @@ sends only what is not there yet."""
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from streaming.alertmanager_notifier import AlertmanagerNotifier, NotifierThread
 from streaming.errors import StreamingError
+from zkcdc.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.private_files import atomic_write
 
 
@@ -31,7 +31,7 @@ class AlertText(NamedTuple):
 
 @dataclass(frozen=True)
 class SinkOptions:
-    bootstrap_servers: str | None = None
+    kafka: KafkaConnection | None = None  # publish alerts there
     alerts_topic: str = "zkcdc.alerts"
     alerts_out: Path | None = None
     console: bool = False
@@ -43,7 +43,7 @@ class SinkOptions:
         """Alerts go to the JSON-lines file alone (Spark can write them itself)."""
         return (
             self.alerts_out is not None
-            and not self.bootstrap_servers
+            and not self.kafka
             and not self.console
             and not self.alertmanager
         )
@@ -64,7 +64,9 @@ def produce_all(producer: Any, topic: str, records: list[tuple[str, str | None]]
         raise StreamingError(f"records not delivered to {topic} within 60 s")
 
 
-def ensure_topics(bootstrap: str, topics: list[str], config: dict[str, str] | None = None) -> None:
+def ensure_topics(
+    kafka: KafkaConnection, topics: list[str], config: dict[str, str] | None = None
+) -> None:
     """Creates missing topics up front (replication min(3, brokers)): auto-creation at the
     first alert would fail exactly when a broker is down, which is when alerts come."""
     from confluent_kafka import KafkaException
@@ -74,9 +76,9 @@ def ensure_topics(bootstrap: str, topics: list[str], config: dict[str, str] | No
 
     for topic in topics:
         try:
-            ensure_topic(bootstrap, {}, topic, 3, 30.0, config)
+            ensure_topic(kafka, topic, 3, 30.0, config)
         except (CaptureError, KafkaException) as exc:
-            raise StreamingError(f"cannot use topic {topic} on {bootstrap}: {exc}") from exc
+            raise StreamingError(f"cannot use topic {topic} on {kafka.describe()}: {exc}") from exc
 
 
 def alert_key(line: str) -> tuple[str, str] | None:
@@ -147,25 +149,14 @@ class AlertSinks:
                 state_file=None if checkpoint is None else checkpoint / "alertmanager.json",
             )
             self._alertmanager = NotifierThread(notifier)
-        if options.bootstrap_servers:
-            from confluent_kafka import Producer
-
-            ensure_topics(options.bootstrap_servers, [options.alerts_topic])
-
-            self._producer = Producer(
-                {
-                    "bootstrap.servers": options.bootstrap_servers,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    # librdkafka's complaints as log records, not raw lines on stderr
-                    "logger": logging.getLogger("zkcdc.librdkafka"),
-                }
-            )
+        if options.kafka:
+            ensure_topics(options.kafka, [options.alerts_topic])
+            self._producer = options.kafka.producer({"enable.idempotence": True, "acks": "all"})
 
     def delivered(self, since_ms: int) -> set[tuple[str, str]]:
         """(alert_id, status) of the alerts already in the sinks that can be read back: the
         alerts topic (from `since_ms` on) and the JSON-lines file."""
-        found = self._on_topic(since_ms) if self.options.bootstrap_servers else set()
+        found = self._on_topic(since_ms) if self.options.kafka else set()
         out = self.options.alerts_out
         if out is not None and out.exists():
             with out.open() as lines:
@@ -174,10 +165,7 @@ class AlertSinks:
         return found
 
     def _on_topic(self, since_ms: int) -> set[tuple[str, str]]:
-        assert self.options.bootstrap_servers is not None
-        from capture.errors import CaptureError
-        from capture.publisher import read_back
-
+        assert self.options.kafka is not None
         found: set[tuple[str, str]] = set()
 
         def take(message: Any) -> None:
@@ -188,9 +176,10 @@ class AlertSinks:
                 pass  # not one of ours
 
         try:
-            read_back(self.options.bootstrap_servers, {}, self.options.alerts_topic, since_ms,
-                      30.0, take)  # fmt: skip
-        except CaptureError as exc:
+            self.options.kafka.read_to_end(self.options.alerts_topic, take, since_ms, 30.0)
+        except NoSuchTopic:
+            pass
+        except KafkaConnectionError as exc:
             raise StreamingError(str(exc)) from exc
         return found
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
+from zkcdc.kafka_connection import KafkaConnection
+
 
 def schema_json() -> str:
     from capture.avro_codec import schema_dir
@@ -27,7 +29,7 @@ def single_object_header() -> bytes:
 
 @dataclass(frozen=True)
 class KafkaInput:
-    bootstrap_servers: str
+    kafka: KafkaConnection
     topic: str = "zkcdc.changes"
     starting_offsets: str = "earliest"
     registry: bool = False  # Confluent framing: magic 0 + 4-byte schema id
@@ -37,6 +39,11 @@ class KafkaInput:
 @dataclass(frozen=True)
 class LogInput:
     folder: Path
+
+
+def spark_kafka_options(kafka: KafkaConnection) -> dict[str, str]:
+    """The connection as Spark's Kafka source and sink take it: Java client names, `kafka.`."""
+    return {f"kafka.{name}": value for name, value in kafka.java().items()}
 
 
 def _columns(decoded: Any) -> list[Any]:
@@ -79,7 +86,7 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
 
     raw = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", source.bootstrap_servers)
+        .options(**spark_kafka_options(source.kafka))
         .option("subscribe", source.topic)
         .option("startingOffsets", source.starting_offsets)
         .option("failOnDataLoss", "false")

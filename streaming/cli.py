@@ -16,6 +16,8 @@ from streaming.errors import StreamingError
 from streaming.rule_settings import RuleSettings
 from zkcdc import logs
 from zkcdc.cli_options import key_values, option_group, output_file
+from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.kafka_options import connection, kafka_config_options
 
 
 def default_checkpoint(job: str) -> Path:
@@ -32,6 +34,7 @@ def stream() -> None:
 # The options `stream alerts` and `stream state` share: input, rules, where Spark runs.
 job_options = option_group(
     click.option("--bootstrap-servers", help="Kafka: read the changes topic, publish there."),
+    kafka_config_options,
     click.option("--topic", default="zkcdc.changes", show_default=True,
                  help="The changes topic."),
     click.option("--event-log", type=click.Path(file_okay=False, path_type=Path),
@@ -51,12 +54,25 @@ job_options = option_group(
     click.option("--starting-offsets", default="earliest", show_default=True),
     click.option("--max-records-per-batch", default=100_000, show_default=True,
                  help="Kafka input: at most this many records per micro-batch."),
+    click.option("--metrics-port", type=int, help="Serve /metrics and /healthz on this port."),
+    click.option("--metrics-host", default="127.0.0.1", show_default=True,
+                 help="Address the metrics port binds."),
+    click.option("--metrics-web-config", type=click.Path(exists=True, dir_okay=False,
+                 path_type=Path), help="TLS and basic auth (Prometheus exporters' web-config)."),
     click.option("--dead-letter-topic", default=None,
                  help="Kafka topic for undecodable records [default: <topic>.deadletter]."),
 )  # fmt: skip
 
 
-def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
+def _kafka(kw: dict[str, Any]) -> KafkaConnection | None:
+    return connection(
+        kw.pop("bootstrap_servers"), kw.pop("kafka_config_file"), kw.pop("kafka_config")
+    )
+
+
+def run_job(
+    job: str, sinks: SinkOptions, state: bool, kafka: KafkaConnection | None, **kw: Any
+) -> None:
     source: KafkaInput | LogInput
     if kw["event_log"] is not None:
         if not kw["available_now"]:
@@ -67,9 +83,9 @@ def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
                 "(to follow a live capture, read its topic with --bootstrap-servers)"
             )
         source = LogInput(kw["event_log"])
-    elif kw["bootstrap_servers"]:
+    elif kafka is not None:
         source = KafkaInput(
-            kw["bootstrap_servers"],
+            kafka,
             kw["topic"],
             kw["starting_offsets"],
             max_records_per_batch=kw["max_records_per_batch"],
@@ -85,8 +101,11 @@ def run_job(job: str, sinks: SinkOptions, state: bool, **kw: Any) -> None:
         trigger_ms=kw["trigger_ms"],
         available_now=kw["available_now"],
         dead_letter_topic=kw["dead_letter_topic"] or f"{kw['topic']}.deadletter",
-        state_bootstrap=kw["bootstrap_servers"] if state else None,
+        state_kafka=kafka if state else None,
         state_topic=kw["state_topic"],
+        metrics_port=kw["metrics_port"],
+        metrics_host=kw["metrics_host"],
+        metrics_web_config=kw["metrics_web_config"],
     )
     logs.configure()
     stop = threading.Event()
@@ -123,20 +142,22 @@ def alerts_command(
 ) -> None:
     """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records, and keep
     the live state on the state topic."""
-    publish = kw["bootstrap_servers"] if kw["bootstrap_servers"] and not no_publish else None
+    kafka = _kafka(kw)
+    publish = kafka if kafka and not no_publish else None
     sinks = SinkOptions(
         publish, alerts_topic, alerts_out, console, alertmanager, alertmanager_resend_s
     )
-    run_job("alerts", sinks, bool(publish) and not no_state, **kw)
+    run_job("alerts", sinks, bool(publish) and not no_state, kafka, **kw)
 
 
 @stream.command("state")
 @job_options
 def state_command(**kw: Any) -> None:
     """Keep only the live state on the state topic (the alert job does this too)."""
-    if not kw["bootstrap_servers"]:
+    kafka = _kafka(kw)
+    if kafka is None:
         raise StreamingError("the state topic needs --bootstrap-servers")
-    run_job("state", SinkOptions(), True, **kw)
+    run_job("state", SinkOptions(), True, kafka, **kw)
 
 
 @click.group("state")
@@ -145,13 +166,20 @@ def state_group() -> None:
 
 
 @state_group.command("show")
-@click.option("--bootstrap-servers", required=True, help="Kafka holding the state topic.")
+@click.option("--bootstrap-servers", help="Kafka holding the state topic.")
+@kafka_config_options
 @click.option("--state-topic", default="zkcdc.state", show_default=True)
 @click.option("--cluster", help="Which cluster (needed when the topic holds several).")
 @click.option("--json", "as_json", is_flag=True, help="Print the entities as JSON lines.")
 @click.option("--limit", default=50, show_default=True, help="Partitions listed per table.")
 def show_command(
-    bootstrap_servers: str, state_topic: str, cluster: str | None, as_json: bool, limit: int
+    bootstrap_servers: str | None,
+    kafka_config_file: Path | None,
+    kafka_config: dict[str, str],
+    state_topic: str,
+    cluster: str | None,
+    as_json: bool,
+    limit: int,
 ) -> None:
     """Render a cluster's current state: brokers, controller, under-replicated and offline
     partitions, preferred-leader share per broker, consumer groups."""
@@ -162,7 +190,10 @@ def show_command(
     from streaming.state_topic import read_state
     from streaming.state_view import ClusterView, choose_cluster
 
-    latest = read_state(bootstrap_servers, state_topic)
+    kafka = connection(bootstrap_servers, kafka_config_file, kafka_config)
+    if kafka is None:
+        raise StreamingError("give --bootstrap-servers (or --kafka-config-file with it)")
+    latest = read_state(kafka, state_topic)
     name = choose_cluster(latest, cluster)
     if as_json:
         for key, value in sorted(latest.items()):

@@ -28,12 +28,13 @@ def spark_jars() -> list[Path]:
         raise StreamingError(str(exc)) from exc
 
 
-def package_zip() -> Path:
-    """zkcdc's own Python packages as one zip, for executors on other machines: in a folder
-    only this user can enter, removed when the process ends."""
+def package_zip(folder: Path | None = None) -> Path:
+    """zkcdc's own Python packages as one zip, for executors on other machines: in `folder`,
+    or else in one only this user can enter, removed when the process ends."""
     root = Path(__file__).resolve().parents[1]
-    folder = Path(tempfile.mkdtemp(prefix="zkcdc-py-"))
-    atexit.register(shutil.rmtree, folder, True)
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="zkcdc-py-"))
+        atexit.register(shutil.rmtree, folder, True)
     out = folder / "zkcdc-py.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in ("capture", "streaming", "zkcdc"):

@@ -9,7 +9,6 @@ to have run."""
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import subprocess
 import sys
@@ -19,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from zkcdc.kafka_connection import KafkaConnection
 from zkcdc.stack import LocalStack, StackSettings
 
 
@@ -54,19 +54,12 @@ class Job:
 class Alerts:
     """The run's alerts topic, read from its start; prints each alert as it comes."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, kafka: KafkaConnection, topic: str) -> None:
         self.topic = topic
         self.seen: list[dict[str, Any]] = []
         # which alerts to print (the rest are counted)
         self.shown: Callable[[dict[str, Any]], bool] = lambda alert: True
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"{topic}-demo",
-                "enable.auto.commit": False,
-                "logger": logging.getLogger("zkcdc.librdkafka"),
-            }
-        )
+        self._consumer = kafka.consumer(f"{topic}-demo")
         self._assigned = False
 
     def poll(self) -> None:
@@ -134,9 +127,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zkcdc-demo-"))
     run = f"zkcdc.demo-{int(time.time())}"
     changes, alerts_topic, state_topic = f"{run}.changes", f"{run}.alerts", f"{run}.state"
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap}, logger=logging.getLogger("zkcdc.librdkafka")
-    )
+    kafka = KafkaConnection(bootstrap_servers=bootstrap)
+    admin = kafka.admin()
     print(f"demo: topics {run}.*, logs and event log in {work}", flush=True)
 
     capture = Job("capture", ["capture", "--zookeeper", info.zookeeper_connect,
@@ -149,14 +141,14 @@ def main() -> None:
                             "--state-topic", state_topic, "--checkpoint", str(work / "checkpoint")],
               work / "alerts.log")  # fmt: skip
     jobs = [capture, job]
-    alerts = Alerts(bootstrap, alerts_topic)
+    alerts = Alerts(kafka, alerts_topic)
     try:
         from streaming.errors import StreamingError
         from streaming.state_topic import read_state
 
         def state() -> dict[str, dict[str, Any]]:
             try:
-                return read_state(bootstrap, state_topic, timeout_s=10)
+                return read_state(kafka, state_topic, timeout_s=10)
             except StreamingError:
                 return {}
 

@@ -13,7 +13,10 @@ master=$1
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYSPARK_PYTHON:-python3}
-read -r spark_home jars zip schemas < <("$python" - <<'PY'
+# zkcdc's code zip: in a folder only this user can enter, removed when the job ends.
+work=$(mktemp -d -t zkcdc-submit-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+read -r spark_home jars zip schemas < <(ZKCDC_ZIP_DIR=$work "$python" - <<'PY'
 import os
 from pathlib import Path
 
@@ -23,14 +26,23 @@ from capture.avro_codec import schema_dir
 from streaming.spark_session import package_zip, spark_jars
 
 home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
-print(home, ",".join(str(p) for p in spark_jars()), package_zip(), schema_dir())
+zip_file = package_zip(Path(os.environ["ZKCDC_ZIP_DIR"]))
+print(home, ",".join(str(p) for p in spark_jars()), zip_file, schema_dir())
 PY
 )
 # The driver imports zkcdc from the zip, which holds no .avsc: point it at the schemas.
 export PYSPARK_PYTHON=$python PYSPARK_DRIVER_PYTHON=$python ZKCDC_SCHEMA_DIR=$schemas
-exec "$spark_home/bin/spark-submit" \
+"$spark_home/bin/spark-submit" \
   --master "$master" \
   --properties-file "$here/spark-defaults.conf" \
   --jars "$jars" \
   --py-files "$zip" \
-  "$here/zkcdc_job.py" "$@"
+  "$here/zkcdc_job.py" "$@" &
+job=$!
+# Not exec: the zip's folder is removed when the job ends, so signals are passed on instead.
+trap 'kill -TERM "$job" 2>/dev/null' TERM INT
+status=0
+while kill -0 "$job" 2>/dev/null; do
+  wait "$job" || status=$?
+done
+exit "$status"

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -148,6 +149,8 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
             probe.bind(("127.0.0.1", 0))
             ports.append(probe.getsockname()[1])
     spark = SparkStandalone(tmp_path / "spark", ports[0], ports[1])
+    temp = Path(tempfile.gettempdir())
+    zips_before = set(temp.glob("zkcdc-py-*")) | set(temp.glob("zkcdc-submit-*"))
     try:
         alerts_file = tmp_path / "alerts.jsonl"
         job = subprocess.run(
@@ -173,6 +176,9 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
         )  # fmt: skip
         assert submitted.returncode == 0, submitted.stderr[-3000:]
         assert len(list((tmp_path / "spark" / "worker").glob("app-*"))) == 2
+        # zkcdc's code zip went to a private folder, removed when each job ended.
+        zips_after = set(temp.glob("zkcdc-py-*")) | set(temp.glob("zkcdc-submit-*"))
+        assert zips_after <= zips_before, zips_after - zips_before
     finally:
         spark.stop()
     alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]

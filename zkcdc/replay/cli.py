@@ -16,6 +16,8 @@ from capture.event_log import Damage, log_files, scan_blocks
 from capture.zk_data_dir import LogDamage
 from streaming.rule_settings import RuleSettings
 from zkcdc.cli_options import key_values, output_file
+from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.kafka_options import connection, kafka_config_options
 from zkcdc.replay.errors import ReplayError
 
 
@@ -38,6 +40,7 @@ def _report(damage: Damage) -> None:
 @click.option("--chroot", default="", help="With --from-txnlog: Kafka's chroot, e.g. /kafka.")
 @click.option("--cluster", help="With --from-txnlog: the cluster's name [default: /cluster/id].")
 @click.option("--bootstrap-servers", help="Re-publish the records to this Kafka.")
+@kafka_config_options
 @click.option("--topic", default="zkcdc.changes", show_default=True)
 @click.option("--speed", type=float, default=0.0, show_default=True,
               help="Original pacing times this factor; 0 = as fast as possible.")  # fmt: skip
@@ -57,6 +60,8 @@ def replay(
     chroot: str,
     cluster: str | None,
     bootstrap_servers: str | None,
+    kafka_config_file: Path | None,
+    kafka_config: dict[str, str],
     topic: str,
     speed: float,
     checkpoint: Path | None,
@@ -69,7 +74,8 @@ def replay(
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
     if (path is None) == (txnlog is None):
         raise ReplayError("give an event log PATH or --from-txnlog DIR (one of them)")
-    if bool(bootstrap_servers) == bool(alerts_out):
+    kafka = connection(bootstrap_servers, kafka_config_file, kafka_config)
+    if bool(kafka) == bool(alerts_out):
         raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
     if speed < 0:
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
@@ -88,9 +94,9 @@ def replay(
             lines = alerts_out.read_text().count("\n")
             click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
         else:
-            assert bootstrap_servers is not None
-            file = checkpoint or default_checkpoint(identity, bootstrap_servers, topic)
-            damaged = _into_kafka(log, bootstrap_servers, topic, speed, file, from_start)
+            assert kafka is not None
+            file = checkpoint or default_checkpoint(identity, kafka.bootstrap_servers, topic)
+            damaged = _into_kafka(log, kafka, topic, speed, file, from_start)
     if damaged:
         click.echo(
             f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
@@ -127,7 +133,7 @@ def _event_log(
 
 def _into_kafka(
     path: Path,
-    bootstrap: str,
+    kafka: KafkaConnection,
     topic: str,
     speed: float,
     file: Path,
@@ -143,7 +149,7 @@ def _into_kafka(
     damaged: list[Damage] = []
     total = scan_blocks(path).records
     with click.progressbar(length=total, label="replaying", file=sys.stderr, show_pos=True) as bar:
-        job = ReplayToKafka(path, bootstrap, topic, checkpoint, speed, bar.update, damaged.append)
+        job = ReplayToKafka(path, kafka, topic, checkpoint, speed, bar.update, damaged.append)
         job.run()
     for damage in damaged:
         _report(damage)

@@ -29,6 +29,7 @@ from capture.publisher import (
     key_for,
     producer_config,
 )
+from zkcdc.kafka_connection import KafkaConnection
 from zkcdc.private_files import atomic_write
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.pacing import Pacer, merged
@@ -81,7 +82,7 @@ def _spans_of(files: list[Path], on_damage: Callable[[Damage], None]) -> Iterato
 @dataclass
 class ReplayToKafka:
     log: Path
-    bootstrap: str
+    kafka: KafkaConnection
     topic: str
     checkpoint: Checkpoint
     speed: float = 0.0
@@ -94,7 +95,7 @@ class ReplayToKafka:
 
     def run(self) -> None:
         try:
-            ensure_topic(self.bootstrap, {}, self.topic, 6, 30.0)
+            ensure_topic(self.kafka, self.topic, 6, 30.0)
         except CaptureError as exc:
             raise ReplayError(str(exc)) from exc
         header = SingleObjectCodec().header
@@ -106,12 +107,8 @@ class ReplayToKafka:
 
         # Only failures are reported: a Python callback per record cost a fifth of a replay's
         # time. What is acknowledged is known at each flush instead (see `_flushed`).
-        producer = Producer(
-            {
-                **producer_config(self.bootstrap, {}),
-                "delivery.report.only.error": True,
-                "on_delivery": failed,
-            }
+        producer = self.kafka.producer(
+            {**producer_config(), "delivery.report.only.error": True, "on_delivery": failed}
         )
         sent = dict(self.checkpoint.acked)  # cluster -> (seq, captured) of its last record sent
         done = {cluster: seq for cluster, (seq, _) in sent.items()}
@@ -202,7 +199,7 @@ class ReplayToKafka:
             captured = self.checkpoint.acked.get(cluster, (-1, first.captured_ms))[1]
             try:
                 found[cluster] = delivered_seqs(
-                    self.bootstrap, {}, self.topic, cluster, captured - RESUME_MARGIN_MS, 60.0
+                    self.kafka, self.topic, cluster, captured - RESUME_MARGIN_MS, 60.0
                 )
             except CaptureError as exc:
                 raise ReplayError(str(exc)) from exc

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
+from zkcdc.stack.debian_packages import ensure_binary
 from zkcdc.stack.errors import StackError
 
 PACKAGE = "prometheus-alertmanager"
@@ -25,23 +24,9 @@ receivers:
 
 
 def alertmanager_binary() -> Path:
-    """Debian's binary; installed with apt-get the first time when running as root (its
-    default templates live at a fixed /usr/share path, so unpacking it elsewhere won't do)."""
-    binary = Path("/usr/bin") / PACKAGE
-    if binary.exists():
-        return binary
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        raise StackError(f"Alertmanager is missing: apt-get install {PACKAGE}")
-    install = subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", PACKAGE],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-    if install.returncode != 0 or not binary.exists():
-        reason = (install.stderr.strip().splitlines() or ["no binary after install"])[-1]
-        raise StackError(f"apt-get install {PACKAGE} failed: {reason}")
-    return binary
+    """Debian's binary (its default templates live at a fixed /usr/share path, so unpacking it
+    elsewhere won't do)."""
+    return ensure_binary(PACKAGE, PACKAGE)
 
 
 class Alertmanager:

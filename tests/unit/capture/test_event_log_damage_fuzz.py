@@ -106,7 +106,12 @@ def test_a_torn_or_garbled_tail_keeps_every_whole_block_before_it(
     _assert_only_written(records, written)
     whole = sum(1 for _, end in ranges if end <= cut)
     assert len(records) >= whole * PER_BLOCK
-    if len(records) < len(written) and cut < len(data):
+    # Cut at a block's end (or inside the header's sync marker, then ending with the header):
+    # a shorter log, as a file closed there would be; nothing is left to call damaged.
+    header_end = ranges[0][0]
+    clean = not tail and cut in {header_end} | {end for _, end in ranges}
+    clean |= cut + len(tail) == header_end and len(tail) <= 16
+    if len(records) < len(written) and cut < len(data) and not clean:
         assert damage
 
 

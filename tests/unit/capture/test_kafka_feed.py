@@ -13,6 +13,7 @@ from capture.event_log import EventLogWriter
 from capture.kafka_feed import KafkaFeed
 from capture.publisher import SEQ_HEADER, Publisher
 from capture.records import ChangeRecord, Op, Znode
+from zkcdc.kafka_connection import KafkaConnection
 
 QUEUE = 100  # librdkafka's queue, as small as the test wants it
 
@@ -69,7 +70,13 @@ def _setup(tmp_path: Path) -> tuple[EventLogWriter, Publisher, FakeProducer, Kaf
         return producers[0]
 
     codec = SingleObjectCodec()
-    publisher = Publisher("k", "t", codec.encode, producer_factory=factory, max_waiting=500)
+    publisher = Publisher(
+        KafkaConnection(bootstrap_servers="k"),
+        "t",
+        codec.encode,
+        producer_factory=factory,
+        max_waiting=500,
+    )
     store = CheckpointStore(tmp_path / "state", tmp_path / "events", "c1")
     feed = KafkaFeed(publisher, lambda seq: store.records_after(seq))
     return writer, publisher, producers[0], feed

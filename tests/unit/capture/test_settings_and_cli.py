@@ -33,12 +33,14 @@ def test_secrets_pass_through_but_never_print(monkeypatch):
     settings = load_settings(
         None,
         zookeeper="h:1",
+        bootstrap_servers="b:1",
         kafka_config={"sasl.password": "kpass", "security.protocol": "SASL_SSL"},
     )
-    assert settings.kafka_extra()["sasl.password"] == "kpass"
+    kafka = settings.kafka()
+    assert kafka is not None and kafka.librdkafka()["sasl.password"] == "kpass"
     assert settings.zookeeper_auth is not None
     assert settings.zookeeper_auth.get_secret_value() == "zkuser:zkpass"
-    shown = repr(settings) + str(settings.model_dump())
+    shown = repr(settings) + str(settings.model_dump()) + repr(kafka) + kafka.describe()
     assert "kpass" not in shown and "zkpass" not in shown
 
 

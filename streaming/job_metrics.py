@@ -1,0 +1,49 @@
+"""`zkcdc stream alerts --metrics-port`: what an operator (and deploy/prometheus's rules) needs
+to see that the alert job lives and keeps up."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class JobMetrics:
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.batches = Counter("zkcdc_alerts_batches", "Micro-batches delivered", registry=r)
+        self.alerts = Counter(
+            "zkcdc_alerts_delivered", "Alerts handed to the sinks", ["status"], registry=r
+        )
+        self.last_batch = Gauge(
+            "zkcdc_alerts_last_batch_timestamp_seconds",
+            "Wall time the last micro-batch was delivered",
+            registry=r,
+        )
+        self.running = Gauge("zkcdc_alerts_running", "1 while the Spark query runs", registry=r)
+        self._lock = threading.Lock()
+        self._started = False
+
+    def delivered(self, statuses: Iterable[str]) -> None:
+        for status, n in Tally(statuses).items():
+            self.alerts.labels(status).inc(n)
+        self.batches.inc()
+        self.last_batch.set(self._now())
+
+    def started(self, running: bool) -> None:
+        with self._lock:
+            first = running and not self._started and self.batches._value.get() == 0
+            self._started = running
+        if first:
+            self.last_batch.set(self._now())  # "no batch for N s" counts from the start
+        self.running.set(1 if running else 0)
+
+    def health(self) -> tuple[bool, str]:
+        with self._lock:
+            started = self._started
+        return (True, "running") if started else (False, "starting (Spark)")

@@ -1,0 +1,68 @@
+"""zkcdc's own znodes are locked down: with ZooKeeper auth, the election's znodes may be
+changed or deleted only by the daemons' identity; and an active daemon whose lock node is
+deleted steps down at once (a standby takes over), so two actives never run."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from conftest import wait_until
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+pytestmark = pytest.mark.integration
+
+AUTH = "zkcdc:election-pw-7d1e"
+
+
+def _client(hosts: str, auth: str | None = None) -> KazooClient:
+    client = KazooClient(hosts=hosts, auth_data=[("digest", auth)] if auth else None)
+    client.start(30)
+    return client
+
+
+def test_an_anonymous_client_can_neither_delete_nor_write_the_election_and_a_deleted_lock_steps_the_active_down(
+    cluster: Any, zk_chroot: Any, start_capture: Any, changes_topic: Any
+) -> None:
+    ha = f"/zkcdc-tests/acl-{uuid.uuid4().hex[:8]}"
+    env = {"ZKCDC_ZOOKEEPER_AUTH": AUTH}
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    active = start_capture(connect, "--cluster", "c1", "--ha-path", ha, env=env,
+                           publish_to=changes_topic)  # fmt: skip
+    active.wait_logged("in sync")
+    standby = start_capture(connect, "--cluster", "c1", "--ha-path", ha, env=env,
+                            publish_to=changes_topic)  # fmt: skip
+    standby.wait_logged("standby")
+
+    anonymous = _client(cluster.zookeeper_hosts)
+    owner = _client(cluster.zookeeper_hosts, AUTH)
+    try:
+        election = f"{ha}/c1"
+        nodes = sorted(anonymous.get_children(election))  # reading stays open
+        assert len(nodes) == 2, nodes
+        lock = f"{election}/{nodes[0]}"  # the lowest sequence holds the lock: the active's
+        for attempt in (
+            lambda: anonymous.delete(lock),
+            lambda: anonymous.set(lock, b"x"),
+            lambda: anonymous.create(f"{election}/intruder", b""),
+            lambda: anonymous.create(f"{ha}/other-cluster", b""),
+            lambda: anonymous.set_acls(lock, []),
+        ):
+            with pytest.raises(NoAuthError):
+                attempt()
+        assert sorted(anonymous.get_children(election)) == nodes
+
+        owner.delete(lock)  # as a careless operator with the daemons' identity would
+        assert active.process.wait(30) != 0, active.tail()
+        assert any("lock node is gone" in str(line.get("event")) for line in active.log_lines())
+        standby.wait_logged("capturing", timeout_s=30)
+        zk_chroot.create("/after-takeover", b"1")
+        changes_topic.wait_for(lambda r: r["path"] == "/after-takeover", "the standby's record")
+        wait_until(lambda: len(owner.get_children(election)) == 1, 30, what="one lock holder")
+        assert standby.stop() == 0, standby.tail()
+    finally:
+        for client in (anonymous, owner):
+            client.stop()
+            client.close()
