@@ -66,6 +66,12 @@ from zkcdc.kafka_options import kafka_config_options
 @click.option("--wait", is_flag=True, default=None, help="Retry unreachable servers with backoff.")
 @kafka_config_options
 @click.option(
+    "--zookeeper-config-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="ZooKeeper TLS and SASL/digest settings (secrets go here) "
+    "[env ZKCDC_ZOOKEEPER_CONFIG_FILE].",
+)
+@click.option(
     "--keep-secrets",
     is_flag=True,
     default=None,

@@ -103,7 +103,7 @@ class CaptureDaemon:
             connect_string,
             s.session_timeout_s,
             s.connect_timeout_s,
-            s.zookeeper_auth,
+            s.zookeeper_access(),
             retries,
             self._sleep,
         )
@@ -128,7 +128,7 @@ class CaptureDaemon:
                 hosts,
                 s.session_timeout_s,
                 s.connect_timeout_s,
-                s.zookeeper_auth,
+                s.zookeeper_access(),
                 retries,
                 self._sleep,
                 own_nodes=True,

@@ -22,9 +22,10 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from capture.errors import CaptureError
 from capture.oversize import DEFAULT_MAX_RECORD_BYTES
 from capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
-from zkcdc import kafka_connection
+from zkcdc import kafka_connection, zookeeper_connection
 from zkcdc.cli_options import invalid_setting
 from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.zookeeper_connection import ZooKeeperAccess
 
 
 def default_state_root() -> Path:
@@ -35,6 +36,7 @@ def default_state_root() -> Path:
 class CaptureSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="forbid")
     _kafka: KafkaConnection | None = PrivateAttr(default=None)
+    _zookeeper: ZooKeeperAccess = PrivateAttr(default_factory=ZooKeeperAccess)
 
     zookeeper: str | None = Field(
         default=None, description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree"
@@ -63,6 +65,8 @@ class CaptureSettings(BaseSettings):
     session_timeout_s: float = Field(default=10.0, ge=2)
     connect_timeout_s: float = Field(default=15.0, gt=0)
     zookeeper_auth: SecretStr | None = Field(default=None, description="digest user:password")
+    # TLS and SASL to ZooKeeper (zkcdc/zookeeper_connection.py); secrets belong there too.
+    zookeeper_config_file: Path | None = None
     # Secrets of Kafka's tree (SCRAM credentials, password configs) are recorded as keyed
     # digests; `keep_secrets` records them as they are (forensics, with the files guarded).
     keep_secrets: bool = False
@@ -141,8 +145,17 @@ class CaptureSettings(BaseSettings):
             self._kafka = kafka_connection.load(
                 self.bootstrap_servers, self.kafka_config_file, pairs
             )
-        except kafka_connection.KafkaConnectionError as exc:
+            self._zookeeper = zookeeper_connection.load(
+                self.zookeeper_config_file, self.zookeeper_auth
+            )
+        except (
+            kafka_connection.KafkaConnectionError,
+            zookeeper_connection.ZooKeeperConnectionError,
+        ) as exc:
             raise CaptureError(str(exc)) from exc
+
+    def zookeeper_access(self) -> ZooKeeperAccess:
+        return self._zookeeper
 
     def kafka(self) -> KafkaConnection | None:
         """Where records are published, and how to connect (None: the event log only)."""

@@ -9,10 +9,9 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.security import ACL, make_acl, make_digest_acl
-from pydantic import SecretStr
 
 from capture.errors import CaptureError
+from zkcdc.zookeeper_connection import ZooKeeperAccess, ZooKeeperConnectionError
 
 
 class ZooKeeperUnavailable(CaptureError):
@@ -29,24 +28,19 @@ def connect(
     connect_string: str,
     session_timeout_s: float,
     connect_timeout_s: float,
-    auth: SecretStr | None,
+    access: ZooKeeperAccess,
     retries: int,
     sleep: Callable[[float], None],
     own_nodes: bool = False,
 ) -> KazooClient:
     """A started client; with `retries` > 0 it tries again with backoff (`--wait`).
-    `own_nodes`: what it creates (the election's znodes) gets `election_acl(auth)`."""
+    `own_nodes`: what it creates (the election's znodes) gets `access.own_acl()`."""
     delay = 1.0
     for attempt in range(retries + 1):
         try:
-            client = KazooClient(
-                hosts=connect_string,
-                timeout=session_timeout_s,
-                auth_data=[("digest", auth.get_secret_value())] if auth else None,
-                default_acl=election_acl(auth) if own_nodes else None,
-            )
-        except ValueError as exc:
-            raise CaptureError(f"bad ZooKeeper connect string {connect_string!r}: {exc}") from exc
+            client = access.client(connect_string, session_timeout_s, own_nodes=own_nodes)
+        except ZooKeeperConnectionError as exc:
+            raise CaptureError(str(exc)) from exc
         try:
             client.start(timeout=connect_timeout_s)
             return client
@@ -55,20 +49,12 @@ def connect(
             if attempt == retries:
                 hosts, _ = split_hosts(connect_string)
                 raise ZooKeeperUnavailable(
-                    f"ZooKeeper at {hosts} is unreachable (no session within {connect_timeout_s:g} s)"
+                    f"ZooKeeper at {hosts} ({access.describe()}) is unreachable or refused the "
+                    f"session (none within {connect_timeout_s:g} s)"
                 ) from exc
         sleep(delay)
         delay = min(delay * 2, 30.0)
     raise AssertionError("unreachable")
-
-
-def election_acl(auth: SecretStr | None) -> list[ACL] | None:
-    """With ZooKeeper auth, the election's znodes may be changed or deleted by the daemons'
-    own identity only (anyone may look); without it, ZooKeeper's open default."""
-    if auth is None:
-        return None
-    user, _, password = auth.get_secret_value().partition(":")
-    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
 
 
 def cluster_id(client: KazooClient, connect_string: str) -> str:

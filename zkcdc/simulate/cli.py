@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 from streaming.rule_settings import RuleSettings
-from zkcdc.cli_options import key_values
+from zkcdc.cli_options import key_values, option_group
 from zkcdc.simulate.alert_forecast import AlertForecast
 from zkcdc.simulate.build import BuildOptions, build
 from zkcdc.simulate.cluster import SimulatedCluster
@@ -29,11 +30,26 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_zookeeper = click.option(
-    "--zookeeper",
-    required=True,
-    metavar="HOST:PORT[,..]/CHROOT",
-    help="Where the simulated cluster lives, e.g. 127.0.0.1:2181/sim.",
+def _zookeeper_config(_: click.Context, __: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:  # read by every connection the simulator opens (this process's own)
+        os.environ["ZKCDC_ZOOKEEPER_CONFIG_FILE"] = str(value)
+    return value
+
+
+_zookeeper = option_group(
+    click.option(
+        "--zookeeper",
+        required=True,
+        metavar="HOST:PORT[,..]/CHROOT",
+        help="Where the simulated cluster lives, e.g. 127.0.0.1:2181/sim.",
+    ),
+    click.option(
+        "--zookeeper-config-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        callback=_zookeeper_config,
+        expose_value=False,
+        help="ZooKeeper TLS and SASL/digest settings [env ZKCDC_ZOOKEEPER_CONFIG_FILE].",
+    ),
 )
 _expect = click.option(
     "--expect",

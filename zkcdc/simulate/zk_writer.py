@@ -16,7 +16,7 @@ from kazoo.exceptions import KazooException, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from capture.kazoo_pipeline import Pipeline
-from zkcdc import logs
+from zkcdc import logs, zookeeper_connection
 from zkcdc.simulate.errors import SimulateError
 
 
@@ -55,9 +55,11 @@ def connect(hosts: str, timeout_s: float = 15.0, session_timeout_s: float = 10.0
     # kazoo's complaints per connection try would print raw on stderr before the one line below.
     quiet = logs.quiet("zkcdc.simulate.kazoo")
     try:
-        client = KazooClient(hosts=hosts, timeout=session_timeout_s, logger=quiet)
-    except ValueError as exc:
-        raise SimulateError(f"bad ZooKeeper connect string {hosts!r}: {exc}") from exc
+        # TLS and SASL from ZKCDC_ZOOKEEPER_CONFIG_FILE / ZKCDC_ZOOKEEPER_* (--zookeeper-config-file)
+        access = zookeeper_connection.load()
+        client = access.client(hosts, session_timeout_s, logger=quiet)
+    except zookeeper_connection.ZooKeeperConnectionError as exc:
+        raise SimulateError(str(exc)) from exc
     try:
         client.start(timeout=timeout_s)
     except (KazooTimeoutError, KazooException) as exc:

@@ -68,12 +68,22 @@ def stack() -> None:
     metavar="KEY=VALUE",
     help="Extra broker property, repeatable (e.g. --broker-config unclean.leader.election.enable=true).",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    default=None,
+    help="SASL_SSL brokers (SCRAM-SHA-512), ZooKeeper on TLS with SASL and Kafka's ACLs; "
+    "prints the connection files zkcdc's commands take.",
+)
 def up(**flags: Any) -> None:
     """Fetch the jars (once), start ZooKeeper and the brokers, wait until all answer."""
     info = LocalStack(_settings(**flags)).up()
     click.echo(f"zookeeper: {info.zookeeper_connect}")
     click.echo(f"bootstrap: {info.bootstrap_servers}")
     click.echo(f"state:     {info.state_dir}")
+    if info.kafka_config_file is not None:
+        click.echo(f"kafka config:     {info.kafka_config_file}  (--kafka-config-file)")
+        click.echo(f"zookeeper config: {info.zookeeper_config_file}  (--zookeeper-config-file)")
 
 
 @stack.command()

@@ -11,6 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kazoo.security import make_acl
+
+from zkcdc import kafka_connection, zookeeper_connection
+from zkcdc.kafka_connection import KafkaConnection
 from zkcdc.private_files import atomic_write
 from zkcdc.stack import configs, probes
 from zkcdc.stack.artifacts import ArtifactCache, kafka_jars, spark_jars
@@ -28,7 +32,15 @@ from zkcdc.stack.processes import (
     tail,
     terminate,
 )
+from zkcdc.stack.secure import (
+    BROKER_ZK_USER,
+    CLIENT_USER,
+    INTER_BROKER_USER,
+    SecureMaterial,
+    scram_user_znode,
+)
 from zkcdc.stack.settings import StackSettings
+from zkcdc.zookeeper_connection import ZooKeeperAccess
 
 
 def _to_stderr(message: str) -> None:
@@ -46,6 +58,10 @@ class StackInfo:
     state_dir: Path
     kafka_libs: Path
     spark_jars: tuple[Path, ...]
+    # --secure: the connection settings of zkcdc's commands (--kafka-config-file and
+    # --zookeeper-config-file), secrets inside, mode 0600.
+    kafka_config_file: Path | None = None
+    zookeeper_config_file: Path | None = None
 
 
 class LocalStack:
@@ -65,6 +81,7 @@ class LocalStack:
         self._now = now
         self._records: dict[str, ProcessRecord] = {}
         self._spark_jars: tuple[Path, ...] = ()
+        self._secure: SecureMaterial | None = None
 
     @classmethod
     def open(cls, state_dir: Path, **kwargs: object) -> LocalStack:
@@ -89,6 +106,8 @@ class LocalStack:
         return {name: is_running(r) for name, r in self._records.items()}
 
     def info(self) -> StackInfo:
+        folder = self.layout.state_dir / "secure"
+        secure = SecureMaterial(folder, {}) if self.settings.secure else None
         return StackInfo(
             zookeeper_connect=self.layout.zookeeper_connect,
             zookeeper_hosts=self.layout.zookeeper_hosts,
@@ -97,7 +116,32 @@ class LocalStack:
             state_dir=self.layout.state_dir,
             kafka_libs=self.artifacts.folder(kafka_jars(self.settings.kafka_version)),
             spark_jars=self._spark_jars,
+            kafka_config_file=secure.kafka_properties if secure else None,
+            zookeeper_config_file=secure.zookeeper_properties if secure else None,
         )
+
+    @property
+    def secure(self) -> SecureMaterial | None:
+        if not self.settings.secure:
+            return None
+        if self._secure is None:
+            self._secure = SecureMaterial.load(self.layout.state_dir / "secure")
+        return self._secure
+
+    def zookeeper_access(self) -> ZooKeeperAccess:
+        """How zkcdc's own clients (and this stack's probes) reach its ZooKeeper."""
+        secure = self.secure
+        if secure is None:
+            return ZooKeeperAccess()
+        return zookeeper_connection.load(secure.zookeeper_properties, environ={})
+
+    def kafka(self) -> KafkaConnection:
+        secure = self.secure
+        if secure is None:
+            return KafkaConnection(bootstrap_servers=self.layout.bootstrap_servers)
+        found = kafka_connection.load(None, secure.kafka_properties, {}, environ={})
+        assert found is not None
+        return found
 
     def _save(self) -> None:
         self.layout.state_dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +173,8 @@ class LocalStack:
             for node in self.layout.zookeepers:
                 self._start(node.name)
             self._wait_for_zookeeper()
+            if self.secure is not None:
+                self._create_scram_users(self.secure)
             for broker in self.layout.brokers:
                 self._start(broker.name)
             self._wait_for_brokers({b.broker_id for b in self.layout.brokers})
@@ -170,17 +216,26 @@ class LocalStack:
         """Each `up` starts an empty cluster: earlier data and logs are removed."""
         for sub in ("zookeeper", "kafka", "logs"):
             shutil.rmtree(self.layout.state_dir / sub, ignore_errors=True)
+        shutil.rmtree(self.layout.state_dir / "secure", ignore_errors=True)
         self.layout.logs_dir.mkdir(parents=True)
         self._records = {}
+        secure = None
+        if self.settings.secure:
+            secure = SecureMaterial.create(
+                self.layout.state_dir / "secure", self.layout.bootstrap_servers
+            )
+            self._secure = secure
         log4j = configs.log4j_config()
         for node in self.layout.zookeepers:
             node.data_dir.mkdir(parents=True)
             (node.data_dir / "myid").write_text(f"{node.node_id}\n")
-            node.config_file.write_text(configs.zookeeper_config(self.layout, node, self.settings))
+            config = configs.zookeeper_config(self.layout, node, self.settings, secure)
+            atomic_write(node.config_file, config)
             (node.home / "log4j.properties").write_text(log4j)
         for broker in self.layout.brokers:
             broker.log_dir.mkdir(parents=True)
-            broker.config_file.write_text(configs.broker_config(self.layout, broker, self.settings))
+            config = configs.broker_config(self.layout, broker, self.settings, secure)
+            atomic_write(broker.config_file, config, mode=0o600)  # the inter-broker password
             (broker.home / "log4j.properties").write_text(log4j)
         self._save()
 
@@ -193,6 +248,7 @@ class LocalStack:
                 self.settings.zookeeper_heap_mb,
             )
             args = [str(home / "zoo.cfg")]
+            jaas = self.secure.zookeeper_jaas if self.secure else None
         elif kind == "kafka":
             home = self.layout.broker(int(number)).home
             main, heap, args = (
@@ -200,6 +256,7 @@ class LocalStack:
                 self.settings.kafka_heap_mb,
                 [str(home / "server.properties")],
             )
+            jaas = self.secure.broker_jaas if self.secure else None
         else:
             raise StackError(f"no process {name!r} in this stack")
         return java_command(
@@ -210,6 +267,7 @@ class LocalStack:
             state_dir=self.layout.state_dir,
             log4j_file=home / "log4j.properties",
             logs_dir=self.layout.logs_dir,
+            properties=[f"java.security.auth.login.config={jaas}"] if jaas else [],
         )
 
     def _start(self, name: str) -> None:
@@ -237,7 +295,9 @@ class LocalStack:
         while pending:
             self._fail_if_exited([z.name for z in pending])
             pending = [
-                z for z in pending if probes.zookeeper_mode(self.layout.host, z.client_port) is None
+                z
+                for z in pending
+                if probes.zookeeper_mode(self.layout.host, z.client_port, self._ca()) is None
             ]
             if pending and self._now() > deadline:
                 raise self._not_up(pending[0].name, self._timed_out())
@@ -248,18 +308,37 @@ class LocalStack:
         """Until every broker is in `/brokers/ids` and the Admin API reports it."""
         deadline = self._deadline()
         names = [self.layout.broker(b).name for b in broker_ids]
-        with probes.zookeeper_client(self.layout.zookeeper_hosts) as zk:
+        kafka = self.kafka()
+        with probes.zookeeper_client(self.layout.zookeeper_hosts, self.zookeeper_access()) as zk:
             while True:
                 self._fail_if_exited(names)
                 registered = probes.registered_brokers(zk, self.layout.chroot)
-                if broker_ids <= registered and broker_ids <= probes.admin_api_brokers(
-                    self.layout.bootstrap_servers
-                ):
+                if broker_ids <= registered and broker_ids <= probes.admin_api_brokers(kafka):
                     return
                 if self._now() > deadline:
                     missing = sorted(broker_ids - registered) or sorted(broker_ids)
                     raise self._not_up(self.layout.broker(missing[0]).name, self._timed_out())
                 self._sleep(0.3)
+
+    def _ca(self) -> Path | None:
+        return self.secure.ca if self.secure else None
+
+    def _create_scram_users(self, secure: SecureMaterial) -> None:
+        """The brokers' and zkcdc's SCRAM users, written where Kafka reads them before the first
+        broker starts, as the brokers' own ZooKeeper identity with Kafka's ACL for them (only
+        that identity reads credentials)."""
+        access = self.zookeeper_access()
+        own = [make_acl("sasl", BROKER_ZK_USER, all=True)]
+        readable = [*own, make_acl("world", "anyone", read=True)]
+        with probes.zookeeper_client(self.layout.zookeeper_hosts, access) as zk:
+            for path in (self.layout.chroot, f"{self.layout.chroot}/config"):
+                if not zk.exists(path):
+                    zk.create(path, b"", acl=readable)
+            users = f"{self.layout.chroot}/config/users"
+            if not zk.exists(users):
+                zk.create(users, b"", acl=own)
+            for user in (INTER_BROKER_USER, CLIENT_USER):
+                zk.create(f"{users}/{user}", scram_user_znode(secure.passwords[user]), acl=own)
 
     # ---- staging incidents --------------------------------------------------------------
     def signal_broker(self, broker_id: int, sig: int) -> None:
@@ -297,7 +376,7 @@ class LocalStack:
         self._start(name)
         node = self.layout.zookeepers[int(name.partition("-")[2]) - 1]
         deadline = self._deadline()
-        while probes.zookeeper_mode("127.0.0.1", node.client_port) is None:
+        while probes.zookeeper_mode("127.0.0.1", node.client_port, self._ca()) is None:
             self._fail_if_exited([name])
             if self._now() > deadline:
                 raise self._not_up(name, self._timed_out())
@@ -305,7 +384,8 @@ class LocalStack:
 
     # ---- status and down ----------------------------------------------------------------
     def cluster_view(self) -> ClusterView:
-        with probes.zookeeper_client(self.layout.zookeeper_hosts, timeout_s=5.0) as zk:
+        hosts = self.layout.zookeeper_hosts
+        with probes.zookeeper_client(hosts, self.zookeeper_access(), timeout_s=5.0) as zk:
             return read_cluster_view(zk, self.layout.chroot)
 
     def down(self) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zkcdc.stack.layout import KafkaBroker, StackLayout, ZookeeperNode
+from zkcdc.stack.secure import SecureMaterial
 from zkcdc.stack.settings import StackSettings
 
 
@@ -10,7 +11,12 @@ def _properties(values: dict[str, str]) -> str:
     return "".join(f"{key}={value}\n" for key, value in values.items())
 
 
-def zookeeper_config(layout: StackLayout, node: ZookeeperNode, settings: StackSettings) -> str:
+def zookeeper_config(
+    layout: StackLayout,
+    node: ZookeeperNode,
+    settings: StackSettings,
+    secure: SecureMaterial | None = None,
+) -> str:
     values = {
         "tickTime": str(settings.zookeeper_tick_ms),
         "initLimit": "20",
@@ -28,12 +34,34 @@ def zookeeper_config(layout: StackLayout, node: ZookeeperNode, settings: StackSe
     if len(layout.zookeepers) > 1:
         for z in layout.zookeepers:
             values[f"server.{z.node_id}"] = f"{layout.host}:{z.quorum_port}:{z.election_port}"
+    if secure is not None:
+        # The client port speaks TLS only, and a session must authenticate with SASL.
+        port = values.pop("clientPort")
+        values.update({
+            "secureClientPort": port,
+            "secureClientPortAddress": values.pop("clientPortAddress"),
+            "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+            "ssl.keyStore.location": str(secure.server_bundle),
+            "ssl.keyStore.type": "PEM",
+            "ssl.trustStore.location": str(secure.ca),
+            "ssl.trustStore.type": "PEM",
+            "ssl.clientAuth": "none",  # clients prove who they are with SASL
+            "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "enforce.auth.enabled": "true",
+            "enforce.auth.schemes": "sasl",
+        })  # fmt: skip
     return _properties(values)
 
 
-def broker_config(layout: StackLayout, broker: KafkaBroker, settings: StackSettings) -> str:
+def broker_config(
+    layout: StackLayout,
+    broker: KafkaBroker,
+    settings: StackSettings,
+    secure: SecureMaterial | None = None,
+) -> str:
     n = len(layout.brokers)
-    listener = f"PLAINTEXT://{layout.host}:{broker.port}"
+    protocol = "SASL_SSL" if secure is not None else "PLAINTEXT"
+    listener = f"{protocol}://{layout.host}:{broker.port}"
     values = {
         "broker.id": str(broker.broker_id),
         "listeners": listener,
@@ -60,6 +88,24 @@ def broker_config(layout: StackLayout, broker: KafkaBroker, settings: StackSetti
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": "8388608",
     }
+    if secure is not None:
+        values.update({
+            "security.inter.broker.protocol": "SASL_SSL",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": secure.broker_jaas_line(),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(secure.server_bundle),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(secure.ca),
+            "ssl.endpoint.identification.algorithm": "https",
+            # To ZooKeeper: TLS, SASL (the JAAS file's Client section), znodes ACL'd.
+            "zookeeper.ssl.client.enable": "true",
+            "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+            "zookeeper.ssl.truststore.location": str(secure.ca),
+            "zookeeper.ssl.truststore.type": "PEM",
+            "zookeeper.set.acl": "true",
+        })  # fmt: skip
     values.update(settings.broker_config)
     return _properties(values)
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
+import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from zkcdc.kafka_connection import KafkaConnection
 from zkcdc.stack.errors import StackError
+from zkcdc.zookeeper_connection import ZooKeeperAccess
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -33,22 +37,30 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     raise StackError(f"no block of {count} free ports found on {host}")
 
 
-def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str | None:
-    """ZooKeeper's answer to a four-letter word, or None when nothing answers."""
+def four_letter_word(
+    host: str, port: int, word: str, timeout_s: float = 2.0, ca: Path | None = None
+) -> str | None:
+    """ZooKeeper's answer to a four-letter word (over TLS when `ca` is given), or None when
+    nothing answers."""
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as plain:
+            sock = plain
+            if ca is not None:
+                sock = ssl.create_default_context(cafile=str(ca)).wrap_socket(
+                    plain, server_hostname=host
+                )
             sock.sendall(word.encode())
             chunks = []
             while chunk := sock.recv(4096):
                 chunks.append(chunk)
-    except OSError:
+    except (OSError, ssl.SSLError):
         return None
     return b"".join(chunks).decode(errors="replace")
 
 
-def zookeeper_mode(host: str, port: int) -> str | None:
+def zookeeper_mode(host: str, port: int, ca: Path | None = None) -> str | None:
     """`standalone`, `leader` or `follower` once the node serves clients; None before."""
-    answer = four_letter_word(host, port, "srvr")
+    answer = four_letter_word(host, port, "srvr", ca=ca)
     if not answer:
         return None
     for line in answer.splitlines():
@@ -58,11 +70,13 @@ def zookeeper_mode(host: str, port: int) -> str | None:
 
 
 @contextlib.contextmanager
-def zookeeper_client(hosts: str, timeout_s: float = 10.0) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=hosts, timeout=timeout_s)
+def zookeeper_client(
+    hosts: str, access: ZooKeeperAccess | None = None, timeout_s: float = 10.0
+) -> Iterator[KazooClient]:
+    client = (access or ZooKeeperAccess()).client(hosts, timeout_s)
     try:
         client.start(timeout=timeout_s)
-    except KazooTimeoutError as exc:
+    except (KazooTimeoutError, KazooException) as exc:
         client.close()
         raise StackError(f"ZooKeeper at {hosts} is not reachable") from exc
     try:
@@ -79,11 +93,9 @@ def registered_brokers(client: KazooClient, chroot: str) -> set[int]:
         return set()
 
 
-def admin_api_brokers(bootstrap_servers: str, timeout_s: float = 5.0) -> set[int]:
+def admin_api_brokers(kafka: KafkaConnection, timeout_s: float = 5.0) -> set[int]:
     """Broker ids the Admin API reports, or an empty set when no broker answers yet."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    admin = kafka.admin()
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except Exception:  # any client error here means the cluster is not answering yet

@@ -70,6 +70,7 @@ def java_command(
     state_dir: Path,
     log4j_file: Path,
     logs_dir: Path,
+    properties: Sequence[str] = (),
 ) -> list[str]:
     return [
         "java",
@@ -83,6 +84,7 @@ def java_command(
         f"-Dkafka.logs.dir={logs_dir}",
         # Names the stack on the command line: `down` finds processes whose record was lost.
         f"-D{MARKER_PROPERTY}={state_dir}",
+        *(f"-D{p}" for p in properties),
         "-cp",
         ":".join(str(p) for p in classpath),
         main_class,

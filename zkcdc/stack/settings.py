@@ -44,6 +44,8 @@ class StackSettings(BaseSettings):
     start_timeout_s: float = 120.0
     stop_timeout_s: float = 60.0
     broker_config: dict[str, str] = Field(default_factory=dict)
+    # SASL_SSL brokers (SCRAM-SHA-512), ZooKeeper on TLS with SASL and Kafka's ACLs on it.
+    secure: bool = False
 
     @field_validator("chroot")
     @classmethod
