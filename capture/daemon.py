@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -112,17 +113,7 @@ class CaptureDaemon:
         server = None
         try:
             cluster = s.cluster or zookeeper.cluster_id(client, connect_string)
-            if s.kafka() is not None:
-                self._check_kafka(retries)
-                prepare_topic(s)
-            if s.metrics_port is not None:
-                server = serve(
-                    self.metrics.registry,
-                    s.metrics_host,
-                    s.metrics_port,
-                    self._health,
-                    s.metrics_web_config,
-                )
+            server = self._prepare_outputs(retries)
             hosts, _ = zookeeper.split_hosts(connect_string)
             election_client = zookeeper.connect(
                 hosts,
@@ -148,6 +139,19 @@ class CaptureDaemon:
             self._finished.set()
         if self._lost_election:
             raise CaptureError("lost the election session; another daemon may be active now")
+
+    def _prepare_outputs(self, retries: int) -> ThreadingHTTPServer | None:
+        """Kafka reachable and its topic there (if publishing); the metrics port served."""
+        s = self.settings
+        if s.kafka() is not None:
+            self._check_kafka(retries)
+            prepare_topic(s)
+        if s.metrics_port is None:
+            return None
+        return serve(
+            self.metrics.registry, s.metrics_host, s.metrics_port, self._health,
+            s.metrics_web_config,
+        )  # fmt: skip
 
     def _check_kafka(self, retries: int) -> None:
         kafka = self.settings.kafka()

@@ -14,13 +14,12 @@ from pathlib import Path
 from capture.collector_pacing import CollectorPacing
 from capture.daemon import CaptureDaemon, excluded_paths, warn_if_not_kafka
 from capture.dir_wakeup import DirectoryWakeup
-from capture.record_outlet import RecordOutlet, prepare_topic
+from capture.record_outlet import RecordOutlet
 from capture.records import ChangeRecord
 from capture.txn_tracker import TxnTracker
 from capture.txnlog_source import cluster_id_in
 from capture.zk_data_dir import HistoryGap, LogDamage, LogReader, start_snapshot, version_dir
 from zkcdc import logs, systemd_notify
-from zkcdc.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
 
@@ -38,18 +37,7 @@ class TxnlogCaptureDaemon(CaptureDaemon):
         cluster = s.cluster or cluster_id_in(directory, chroot)
         server = None
         try:
-            if s.kafka() is not None:
-                retries = 1_000_000 if s.wait else 0
-                self._check_kafka(retries)
-                prepare_topic(s)
-            if s.metrics_port is not None:
-                server = serve(
-                    self.metrics.registry,
-                    s.metrics_host,
-                    s.metrics_port,
-                    self._health,
-                    s.metrics_web_config,
-                )
+            server = self._prepare_outputs(1_000_000 if s.wait else 0)
             self._connected = self._active = True
             self.metrics.active.set(1)
             self._follow(directory, chroot, cluster)

@@ -267,8 +267,8 @@ def test_the_compose_services_commands_and_environments_run_outside_docker(
 def test_the_image_runs_as_a_user_and_bakes_the_jars_in_at_build_time() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     stages = re.split(r"^FROM ", text, flags=re.M)[1:]
-    assert len(stages) == 2
-    build, final = stages
+    assert len(stages) == 3
+    _, build, final = stages
     assert "maven" in build and "spark_jars()" in build
     assert "maven" not in final and "mvn" not in final
     assert "COPY --from=jars /opt/zkcdc/jars /opt/zkcdc/jars" in final
