@@ -48,9 +48,11 @@ def connect(
             client.close()
             if attempt == retries:
                 hosts, _ = split_hosts(connect_string)
+                how = access.describe()
+                how = "" if how == "plain" else f" ({how}: or it refused the session)"
                 raise ZooKeeperUnavailable(
-                    f"ZooKeeper at {hosts} ({access.describe()}) is unreachable or refused the "
-                    f"session (none within {connect_timeout_s:g} s)"
+                    f"ZooKeeper at {hosts} is unreachable (no session within "
+                    f"{connect_timeout_s:g} s){how}"
                 ) from exc
         sleep(delay)
         delay = min(delay * 2, 30.0)
