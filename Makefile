@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup demo test lint fuzz up status down bench bench-quick clean
+.PHONY: setup demo demo-secure test lint fuzz up status down bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ setup: $(STAMP)
 ## state, then a clean stop.
 demo: setup
 	$(BIN)/zkcdc stack up
+	@$(BIN)/python -m zkcdc.demo; rc=$$?; $(BIN)/zkcdc stack down; exit $$rc
+
+## The same demo on the secured stack: SASL_SSL brokers, ZooKeeper on TLS with SASL and ACLs.
+demo-secure: setup
+	$(BIN)/zkcdc stack up --secure
 	@$(BIN)/python -m zkcdc.demo; rc=$$?; $(BIN)/zkcdc stack down; exit $$rc
 
 ## Lint, types, and every test (unit and integration against the real stack).

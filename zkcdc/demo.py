@@ -127,16 +127,24 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zkcdc-demo-"))
     run = f"zkcdc.demo-{int(time.time())}"
     changes, alerts_topic, state_topic = f"{run}.changes", f"{run}.alerts", f"{run}.state"
-    kafka = KafkaConnection(bootstrap_servers=bootstrap)
+    kafka = stack.kafka()
     admin = kafka.admin()
+    # On a secured stack (`stack up --secure`) every command gets the connection files it
+    # printed; the passwords stay in them.
+    to_kafka = ["--bootstrap-servers", bootstrap]
+    to_zookeeper: list[str] = []
+    if info.kafka_config_file is not None and info.zookeeper_config_file is not None:
+        to_kafka = ["--kafka-config-file", str(info.kafka_config_file)]
+        to_zookeeper = ["--zookeeper-config-file", str(info.zookeeper_config_file)]
+        print(f"demo: secured stack ({kafka.describe()})", flush=True)
     print(f"demo: topics {run}.*, logs and event log in {work}", flush=True)
 
-    capture = Job("capture", ["capture", "--zookeeper", info.zookeeper_connect,
-                              "--bootstrap-servers", bootstrap, "--topic", changes,
+    capture = Job("capture", ["capture", "--zookeeper", info.zookeeper_connect, *to_zookeeper,
+                              *to_kafka, "--topic", changes,
                               "--cluster", "local", "--event-log", str(work / "events"),
                               "--state-dir", str(work / "capture-state")],
                   work / "capture.log")  # fmt: skip
-    job = Job("alert job", ["stream", "alerts", "--bootstrap-servers", bootstrap,
+    job = Job("alert job", ["stream", "alerts", *to_kafka,
                             "--topic", changes, "--alerts-topic", alerts_topic,
                             "--state-topic", state_topic, "--checkpoint", str(work / "checkpoint")],
               work / "alerts.log")  # fmt: skip
@@ -179,8 +187,8 @@ def main() -> None:
              and alerts.has("broker_down", "FIRING", f"broker/{follower}"),
              jobs, alerts.poll)  # fmt: skip
         print("demo: the live state now (zkcdc state show):", flush=True)
-        subprocess.run([sys.executable, "-m", "zkcdc", "state", "show", "--bootstrap-servers",
-                        bootstrap, "--state-topic", state_topic, "--cluster", "local",
+        subprocess.run([sys.executable, "-m", "zkcdc", "state", "show", *to_kafka,
+                        "--state-topic", state_topic, "--cluster", "local",
                         "--limit", "10"],
                        check=False)  # fmt: skip
         print(f"demo: starting broker {follower} again", flush=True)
