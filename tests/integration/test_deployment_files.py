@@ -296,3 +296,45 @@ def test_baked_jars_are_used_without_mvn(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.split()[-1]) > 3
+
+
+# -- Helm ----------------------------------------------------------------------------------
+# helm itself cannot be installed here (not in Debian 12, not on PyPI): the chart is checked
+# for what holds without rendering it.
+CHART = DEPLOY / "helm" / "zkcdc"
+
+
+def _values_paths(tree: Any, prefix: str = "") -> set[str]:
+    paths = set()
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            paths.add(prefix + key)
+            paths |= _values_paths(value, prefix + key + ".")
+    return paths
+
+
+def test_the_helm_chart_refers_only_to_values_it_defines() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "zkcdc" and chart["version"]
+    defined = _values_paths(yaml.safe_load((CHART / "values.yaml").read_text()))
+    templates = "".join(p.read_text() for p in (CHART / "templates").iterdir())
+    used = set(re.findall(r"\.Values\.([A-Za-z0-9_.]+)", templates))
+    assert used and used <= defined, used - defined
+    assert templates.count("{{") == templates.count("}}")
+    assert len(re.findall(r"{{-? *(?:if|define)\b", templates)) == len(
+        re.findall(r"{{-? *end *-?}}", templates)
+    )
+
+
+def test_the_helm_chart_runs_capture_with_a_volume_as_a_user_and_a_healthz_probe() -> None:
+    text = (CHART / "templates" / "capture-statefulset.yaml").read_text()
+    for expected in ("kind: StatefulSet", "volumeClaimTemplates:", "runAsNonRoot: true",
+                     "path: /healthz", "mountPath: /var/lib/zkcdc/capture"):  # fmt: skip
+        assert expected in text
+    command = yaml.safe_load(re.search(r"command: (\[.*\])", text).group(1))  # type: ignore[union-attr]
+    result = _run(ZKCDC, *command[1:], "--help")
+    assert result.returncode == 0, result.stderr
+    alerts = (CHART / "templates" / "alerts-statefulset.yaml").read_text()
+    options = re.findall(r"^ +- (--[a-z-]+)$", alerts, flags=re.M)
+    result = _run(ZKCDC, "stream", "alerts", "--help")
+    assert all(option in result.stdout for option in options), options
