@@ -284,6 +284,16 @@ def test_metrics_of_a_secured_run_hold_no_secret(secured: LocalStack, tmp_path: 
 
         body = str(wait_until(metrics, 90, 1.0, what="metrics after the snapshot"))
         assert not [p for p in secure.passwords.values() if p in body]
+        # The election's znodes: changed or deleted only by capture's SASL identity.
+        zk = secured.zookeeper_access().client(secured.layout.zookeeper_hosts, 10)
+        zk.start(30)
+        try:
+            acl, _ = zk.get_acls("/zkcdc/capture/secm")
+        finally:
+            zk.stop()
+            zk.close()
+        rights = {(a.id.scheme, a.id.id): a.perms for a in acl}
+        assert rights == {("sasl", "kafka"): 31, ("world", "anyone"): 1}, rights
     finally:
         capture.send_signal(signal.SIGTERM)
         capture.wait(60)
