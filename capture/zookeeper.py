@@ -49,10 +49,10 @@ def connect(
             if attempt == retries:
                 hosts, _ = split_hosts(connect_string)
                 how = access.describe()
-                how = "" if how == "plain" else f" ({how}: or it refused the session)"
+                refused = f" ({how}: or it refused the session)" if how else ""
                 raise ZooKeeperUnavailable(
                     f"ZooKeeper at {hosts} is unreachable (no session within "
-                    f"{connect_timeout_s:g} s){how}"
+                    f"{connect_timeout_s:g} s){refused}"
                 ) from exc
         sleep(delay)
         delay = min(delay * 2, 30.0)

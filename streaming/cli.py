@@ -14,10 +14,10 @@ from streaming.alert_sinks import SinkOptions
 from streaming.change_source import KafkaInput, LogInput
 from streaming.errors import StreamingError
 from streaming.rule_settings import RuleSettings
-from zkcdc import logs
+from zkcdc import kafka_connection, logs
 from zkcdc.cli_options import key_values, option_group, output_file
 from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.kafka_options import connection, kafka_config_options
+from zkcdc.kafka_options import kafka_config_options
 
 
 def default_checkpoint(job: str) -> Path:
@@ -65,7 +65,7 @@ job_options = option_group(
 
 
 def _kafka(kw: dict[str, Any]) -> KafkaConnection | None:
-    return connection(
+    return kafka_connection.load(
         kw.pop("bootstrap_servers"), kw.pop("kafka_config_file"), kw.pop("kafka_config")
     )
 
@@ -190,7 +190,7 @@ def show_command(
     from streaming.state_topic import read_state
     from streaming.state_view import ClusterView, choose_cluster
 
-    kafka = connection(bootstrap_servers, kafka_config_file, kafka_config)
+    kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
     if kafka is None:
         raise StreamingError("give --bootstrap-servers (or --kafka-config-file with it)")
     latest = read_state(kafka, state_topic)

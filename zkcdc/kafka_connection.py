@@ -102,13 +102,12 @@ class KafkaConnection(BaseModel):
         }
         if self.sasl_mechanism:
             config["sasl.mechanism"] = self.sasl_mechanism
-            module = _LOGIN_MODULES.get(self.sasl_mechanism)
-            if module and self.sasl_username is not None and self.sasl_password is not None:
-                user = _jaas_quote(self.sasl_username)
-                password = _jaas_quote(self.sasl_password.get_secret_value())
-                config["sasl.jaas.config"] = (
-                    f'{module} required username="{user}" password="{password}";'
+            if self.sasl_username is not None and self.sasl_password is not None:
+                login = jaas_login(
+                    self.sasl_mechanism, self.sasl_username, self.sasl_password.get_secret_value()
                 )
+                if login is not None:
+                    config["sasl.jaas.config"] = login
         if self.ssl_ca_location is not None:
             config["ssl.truststore.type"] = "PEM"
             config["ssl.truststore.location"] = str(self.ssl_ca_location)
@@ -236,8 +235,18 @@ def _reveal(value: Any) -> str:
     return str(value)
 
 
-def _jaas_quote(text: str) -> str:
+def jaas_quote(text: str) -> str:
+    """`text` inside the double quotes of a JAAS option."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def jaas_login(mechanism: str, username: str, password: str) -> str | None:
+    """Kafka's `sasl.jaas.config` line for a user/password mechanism (None for the others)."""
+    module = _LOGIN_MODULES.get(mechanism)
+    if module is None:
+        return None
+    user, secret = jaas_quote(username), jaas_quote(password)
+    return f'{module} required username="{user}" password="{secret}";'
 
 
 def _read(path: Path) -> str:

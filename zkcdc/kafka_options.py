@@ -9,7 +9,6 @@ import click
 
 from zkcdc import kafka_connection
 from zkcdc.cli_options import key_values, option_group
-from zkcdc.kafka_connection import KafkaConnection
 
 
 def _argv_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
@@ -36,10 +35,3 @@ kafka_config_options = option_group(
         help="A librdkafka property, repeatable; not for secrets (ZKCDC_KAFKA_SASL_PASSWORD...).",
     ),
 )
-
-
-def connection(
-    bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str]
-) -> KafkaConnection | None:
-    """The command's Kafka (None when it was given none), or one line on what is wrong."""
-    return kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)

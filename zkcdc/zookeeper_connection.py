@@ -116,12 +116,13 @@ class ZooKeeperAccess(BaseModel):
             ) from exc
 
     def describe(self) -> str:
+        """How it connects, for messages ("" for plain; never a secret)."""
         how = ["TLS"] if self.ssl else []
         if self.sasl_mechanism:
             how.append(f"SASL {self.sasl_mechanism} as {self.sasl_username}")
         elif self.digest is not None:
             how.append("digest as " + self.digest.get_secret_value().partition(":")[0])
-        return ", ".join(how) or "plain"
+        return ", ".join(how)
 
 
 def load(

@@ -26,6 +26,7 @@ import yaml
 from conftest import wait_until
 
 from zkcdc.stack.debian_packages import ensure_binary
+from zkcdc.stack.probes import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -180,12 +181,6 @@ def test_docker_compose_parses_and_has_no_placeholder_service() -> None:
         assert volume in _compose()["volumes"], f"{name}: {volume} is not a named volume"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _healthy(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=3) as answer:
@@ -217,7 +212,7 @@ def test_the_compose_services_commands_and_environments_run_outside_docker(
         for name in ("capture-a", "capture-b", "alerts"):
             service = services[name]
             volume, mount = service["volumes"][0].split(":")[:2]
-            port = _free_port()
+            port = free_port_block(1)
             ports[name] = port
 
             def local(

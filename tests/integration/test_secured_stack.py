@@ -26,6 +26,8 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from capture.event_log import read_records
+from streaming.errors import StreamingError
+from streaming.state_topic import read_state
 from zkcdc.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.probes import free_port_block
@@ -160,14 +162,10 @@ def test_the_demo_incident_goes_through_capture_alerts_alertmanager_state_and_re
             return check
 
         def state() -> dict[str, Any]:
-            latest: dict[str, Any] = {}
-            for m in _read(kafka, state_topic):
-                key = m.key().decode()
-                if m.value() is None:
-                    latest.pop(key, None)
-                else:
-                    latest[key] = json.loads(m.value())
-            return latest
+            try:
+                return read_state(kafka, state_topic, timeout_s=10)
+            except StreamingError:
+                return {}  # no state topic yet
 
         wait_until(alive(lambda: "sec/controller" in state()), 240, 1.0,
                    what="the alert job's state of the secured cluster")  # fmt: skip

@@ -16,12 +16,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from zkcdc.metrics_server import MetricsServerError, serve
 from zkcdc.stack.certificates import CertificateAuthority
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from zkcdc.stack.probes import free_port_block
 
 
 @pytest.fixture
@@ -41,7 +36,7 @@ def secured(tmp_path: Path, registry: CollectorRegistry) -> Iterator[tuple[int, 
         f"tls_server_config:\n  cert_file: {pair.certificate.name}\n"
         f"  key_file: {pair.key.name}\nbasic_auth_users:\n  prom: '{hashed}'\n"
     )
-    port = _free_port()
+    port = free_port_block(1)
     server = serve(registry, "127.0.0.1", port, lambda: (True, "ok"), config)
     yield port, ca.certificate
     server.shutdown()
@@ -63,7 +58,7 @@ def _get(port: int, ca: Path | None, auth: tuple[str, str] | None, path: str = "
 
 
 def test_plain_metrics_and_health_without_a_web_config(registry: CollectorRegistry) -> None:
-    port = _free_port()
+    port = free_port_block(1)
     server = serve(registry, "127.0.0.1", port, lambda: (False, "not in sync"))
     try:
         status, body = _get(port, None, None)
@@ -110,4 +105,4 @@ def test_a_bad_web_config_is_one_clear_error(
     config = tmp_path / "web.yml"
     config.write_text(text)
     with pytest.raises(MetricsServerError, match=message):
-        serve(registry, "127.0.0.1", _free_port(), lambda: (True, ""), config)
+        serve(registry, "127.0.0.1", free_port_block(1), lambda: (True, ""), config)

@@ -15,9 +15,10 @@ import click
 from capture.event_log import Damage, log_files, scan_blocks
 from capture.zk_data_dir import LogDamage
 from streaming.rule_settings import RuleSettings
+from zkcdc import kafka_connection
 from zkcdc.cli_options import key_values, output_file
 from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.kafka_options import connection, kafka_config_options
+from zkcdc.kafka_options import kafka_config_options
 from zkcdc.replay.errors import ReplayError
 
 
@@ -74,7 +75,7 @@ def replay(
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
     if (path is None) == (txnlog is None):
         raise ReplayError("give an event log PATH or --from-txnlog DIR (one of them)")
-    kafka = connection(bootstrap_servers, kafka_config_file, kafka_config)
+    kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
     if bool(kafka) == bool(alerts_out):
         raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
     if speed < 0:

@@ -17,6 +17,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from zkcdc.kafka_connection import jaas_login, jaas_quote
 from zkcdc.private_files import atomic_write
 from zkcdc.stack.certificates import CertificateAuthority
 
@@ -24,10 +25,6 @@ BROKER_ZK_USER = "kafka"  # the brokers' ZooKeeper identity (zookeeper.set.acl=t
 INTER_BROKER_USER = "admin"  # SCRAM user between brokers
 CLIENT_USER = "zkcdc"  # SCRAM user of zkcdc's Kafka clients
 SCRAM_ITERATIONS = 4096
-
-
-def _jaas_quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ class SecureMaterial:
         ca = CertificateAuthority(folder)
         ca.issue("server")
         atomic_write(folder / "passwords.json", json.dumps(passwords), mode=0o600)
-        zk_user = _jaas_quote(passwords[BROKER_ZK_USER])
+        zk_user = jaas_quote(passwords[BROKER_ZK_USER])
         atomic_write(
             material.zookeeper_jaas,
             "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
@@ -109,11 +106,9 @@ class SecureMaterial:
 
     def broker_jaas_line(self) -> str:
         """The SCRAM login of the inter-broker listener (in server.properties, mode 0600)."""
-        password = _jaas_quote(self.passwords[INTER_BROKER_USER])
-        return (
-            "org.apache.kafka.common.security.scram.ScramLoginModule required "
-            f'username="{INTER_BROKER_USER}" password="{password}";'
-        )
+        login = jaas_login("SCRAM-SHA-512", INTER_BROKER_USER, self.passwords[INTER_BROKER_USER])
+        assert login is not None
+        return login
 
 
 def scram_credential(password: str, iterations: int = SCRAM_ITERATIONS) -> str:
