@@ -355,8 +355,10 @@ class CaptureDaemon:
             if records:
                 if time.monotonic() - last_out > s.session_timeout_s / 3:
                     self._confirm_still_active()
-                outlet.give_out(records)
+                # Taken before giving out: a stall inside give_out (an fsync, a full queue)
+                # must make the next turn ask again, not count as time known to be active.
                 last_out = time.monotonic()
+                outlet.give_out(records)
             outlet.tick(tracker.state)
             collector.tick()
 
