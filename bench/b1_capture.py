@@ -336,7 +336,7 @@ def sweep(
         os.kill(tree.pid, signal.SIGTERM)
         tree.join(60)
 
-    from capture.event_log import read_records
+    from zkcdc.capture.delivery.event_log import read_records
 
     records = [r for r in read_records(work / "state" / "bench" / "events") if r["op"] == "UPDATE"]
     cache_seen = [tuple(x) for x in json.loads(Path(tree_out).read_text())]

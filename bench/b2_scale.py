@@ -88,7 +88,7 @@ class StateReader:
         self._thread.start()
 
     def _run(self) -> None:
-        from capture.avro_codec import SingleObjectCodec
+        from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
 
         codec = SingleObjectCodec()
         while not self._stop.is_set():

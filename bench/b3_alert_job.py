@@ -30,14 +30,14 @@ from typing import Any
 
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
 
-from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection
 
 NAME = "b3_alert_job"
 
 
 def synthetic_records(cluster: str, partitions: int, count: int) -> list[bytes]:
-    from capture.avro_codec import SingleObjectCodec
-    from capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+    from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+    from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
 
     codec = SingleObjectCodec()
     out: list[bytes] = []
@@ -82,7 +82,7 @@ def synthetic_records(cluster: str, partitions: int, count: int) -> list[bytes]:
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     from confluent_kafka import Producer
 
-    from capture.publisher import ensure_topic
+    from zkcdc.capture.delivery.publisher import ensure_topic
 
     ensure_topic(KafkaConnection(bootstrap_servers=bootstrap), topic, 3, 30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
@@ -98,10 +98,10 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) -> dict[str, Any]:
-    from streaming.alert_job import alerts_stream
-    from streaming.change_source import KafkaInput, read_changes
-    from streaming.rule_settings import RuleSettings
-    from streaming.spark_session import session
+    from zkcdc.streaming.job.alert_job import alerts_stream
+    from zkcdc.streaming.job.change_source import KafkaInput, read_changes
+    from zkcdc.streaming.job.spark_session import session
+    from zkcdc.streaming.rules.rule_settings import RuleSettings
 
     topic = f"zkcdc.bench.changes.{uuid.uuid4().hex[:6]}"
     values = synthetic_records("bench", partitions, records)

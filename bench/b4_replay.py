@@ -32,7 +32,7 @@ NAME = "b4_replay"
 
 
 def records_in(log: Path) -> int:
-    from capture.event_log import scan_blocks
+    from zkcdc.capture.delivery.event_log import scan_blocks
 
     return scan_blocks(log).records if log.exists() else 0
 
@@ -81,8 +81,8 @@ def spark_floor(mode: str, log: Path) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming.change_source import LogInput, read_changes
-    from streaming.spark_session import session
+    from zkcdc.streaming.job.change_source import LogInput, read_changes
+    from zkcdc.streaming.job.spark_session import session
 
     spark = session("local[*]", f"zkcdc-b4-floor-{mode}")
     records, _ = read_changes(spark, LogInput(log))

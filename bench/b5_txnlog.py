@@ -11,7 +11,7 @@ watch mode in the same run, and how fast the log files parse.
    and after the write's commit (its answer).
    Then the floor: the storm flat out with only a bare `LogReader` following the log (no
    decoding, no output), when each transaction became readable in the file at all.
-2. Parsing: every `log.<zxid>` file the storm left, read with `capture.txnlog.read_entries`
+2. Parsing: every `log.<zxid>` file the storm left, read with `zkcdc.capture.txnlog.transactions.read_entries`
    (best of 3), and the whole history turned into change records (`--from-txnlog`'s path).
 
 Run: `.venv/bin/python bench/b5_txnlog.py [--quick] [--rates 100,500,1000,max]`
@@ -49,7 +49,7 @@ from harness import (
 )
 from kazoo.client import KazooClient
 
-from capture.txnlog import SET_DATA
+from zkcdc.capture.txnlog.transactions import SET_DATA
 from zkcdc.stack.processes import find_marked
 
 NAME = "b5_txnlog"
@@ -110,7 +110,7 @@ def main() -> None:
 def bare_reader(version_dir: str, after_zxid: int, out_file: str) -> None:
     """The floor of any log reader here: zkcdc's LogReader alone (no decoding, no records, no
     output) polling every millisecond, noting when each setData became readable in the file."""
-    from capture.zk_data_dir import LogReader
+    from zkcdc.capture.txnlog.data_dir import LogReader
 
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
@@ -142,7 +142,7 @@ def floor_steps(
 ) -> list[dict[str, Any]]:
     """The same storm with only the bare reader following the log: how late a transaction
     becomes readable at all (ZooKeeper's own pipeline and its fsyncs, on these cores)."""
-    from capture.zk_data_dir import log_files, version_dir
+    from zkcdc.capture.txnlog.data_dir import log_files, version_dir
 
     directory = version_dir(data_dir)
     newest = log_files(directory)[-1]
@@ -189,7 +189,7 @@ def floor_steps(
 
 def zxid_now(log_file: Path) -> int:
     """The last zxid written in a log file so far (0 if none)."""
-    from capture.txnlog import Txn, read_entries
+    from zkcdc.capture.txnlog.transactions import Txn, read_entries
 
     last = 0
     for item in read_entries(log_file.read_bytes()):
@@ -231,7 +231,7 @@ def _wait_logged(process: subprocess.Popen[Any], log: Path, text: bytes) -> None
 
 
 def _wait_caught_up(events: Path, versions: dict[str, int]) -> None:
-    from capture.event_log import read_records
+    from zkcdc.capture.delivery.event_log import read_records
 
     deadline = time.time() + 300
     while True:
@@ -304,7 +304,7 @@ def run_steps(
         if own_core:
             pin(stack_and_me, everything)
 
-    from capture.event_log import read_records
+    from zkcdc.capture.delivery.event_log import read_records
 
     exact = [r for r in read_records(work / name / name / "events") if r["op"] == "UPDATE"]
     watched = (
@@ -356,9 +356,9 @@ def _figures(
 
 
 def parse_rates(data_dir: Path, chroot: str) -> dict[str, Any]:
-    from capture.txnlog import Txn, read_entries
-    from capture.txnlog_source import history
-    from capture.zk_data_dir import log_files, version_dir
+    from zkcdc.capture.txnlog.data_dir import log_files, version_dir
+    from zkcdc.capture.txnlog.history import history
+    from zkcdc.capture.txnlog.transactions import Txn, read_entries
 
     files = log_files(version_dir(data_dir))
     blobs = [f.read_bytes() for f in files]

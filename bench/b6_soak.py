@@ -235,7 +235,7 @@ class TopicWatcher(threading.Thread):
 
 
 def _quiet() -> Any:
-    from zkcdc import logs
+    from zkcdc.ground import logs
 
     return logs.quiet("b6.clients")
 

@@ -11,16 +11,16 @@ from typing import Any
 
 import click
 
-from capture import failpoints
-from capture.errors import CaptureError
-from capture.event_log import Damage, EventLogError, log_files, read_records
-from capture.record_filter import LogStats, RecordFilter, parse_time
-from capture.records import EventType, Op
-from capture.settings import load_settings
-from capture.zk_data_dir import LogDamage
-from zkcdc import logs
-from zkcdc.cli_options import option_group
-from zkcdc.kafka_options import kafka_config_options
+from zkcdc.capture import failpoints
+from zkcdc.capture.delivery.event_log import Damage, EventLogError, log_files, read_records
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.record_filter import LogStats, RecordFilter, parse_time
+from zkcdc.capture.records import EventType, Op
+from zkcdc.capture.settings import load_settings
+from zkcdc.capture.txnlog.data_dir import LogDamage
+from zkcdc.ground import logs
+from zkcdc.ground.cli_options import option_group
+from zkcdc.ground.kafka_options import kafka_config_options
 
 
 @click.command()
@@ -86,8 +86,8 @@ from zkcdc.kafka_options import kafka_config_options
 )
 def capture(config_file: Path | None, **flags: Any) -> None:
     """Capture every change of Kafka's ZooKeeper tree until SIGTERM/SIGINT."""
-    from capture.daemon import CaptureDaemon
-    from capture.txnlog_daemon import TxnlogCaptureDaemon
+    from zkcdc.capture.runner import CaptureDaemon
+    from zkcdc.capture.txnlog.source import TxnlogCaptureDaemon
 
     if config_file is not None and not config_file.is_file():
         raise click.BadParameter(f"{config_file} does not exist", param_hint="--config")
@@ -148,7 +148,7 @@ def _read(
     if (path is None) == (txnlog is None):
         raise CaptureError("give an event log PATH or --from-txnlog DIR (one of them)")
     if txnlog is not None:
-        from capture.txnlog_source import history
+        from zkcdc.capture.txnlog.history import history
 
         def problem(text: str) -> None:
             click.echo(f"zkcdc: {text}", err=True)

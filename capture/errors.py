@@ -1,6 +1,6 @@
 """Errors of the capture package."""
 
-from zkcdc.errors import ZkcdcError
+from zkcdc.ground.errors import ZkcdcError
 
 
 class CaptureError(ZkcdcError):

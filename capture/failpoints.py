@@ -19,7 +19,7 @@ import errno
 import os
 import signal
 
-from capture.errors import CaptureError
+from zkcdc.capture.errors import CaptureError
 
 ENV = "ZKCDC_FAILPOINTS"
 ACTIONS = ("raise", "enospc", "kill")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from capture.records import ChangeRecord
+from zkcdc.capture.records import ChangeRecord
 
 
 class CaptureMetrics:

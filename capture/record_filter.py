@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from capture.errors import CaptureError
+from zkcdc.capture.errors import CaptureError
 
 
 def parse_time(text: str) -> int:

@@ -19,13 +19,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from capture.errors import CaptureError
-from capture.oversize import DEFAULT_MAX_RECORD_BYTES
-from capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
-from zkcdc import kafka_connection, zookeeper_connection
-from zkcdc.cli_options import invalid_setting
-from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.zookeeper_connection import ZooKeeperAccess
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.oversize import DEFAULT_MAX_RECORD_BYTES
+from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
+from zkcdc.ground import kafka_connection, zookeeper_connection
+from zkcdc.ground.cli_options import invalid_setting
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
 
 
 def default_state_root() -> Path:
@@ -119,7 +119,7 @@ class CaptureSettings(BaseSettings):
             return self.chroot
         if self.zookeeper is None:
             return ""
-        from capture.zookeeper import split_hosts
+        from zkcdc.capture.watch.zookeeper import split_hosts
 
         return split_hosts(self.zookeeper)[1]
 
@@ -170,7 +170,7 @@ class CaptureSettings(BaseSettings):
         return Redactor(self.redaction_key.get_secret_value().encode()).data
 
     def state_path(self, cluster: str) -> Path:
-        from capture.event_log import safe_name
+        from zkcdc.capture.delivery.event_log import safe_name
 
         return self.state_dir / safe_name(cluster)
 

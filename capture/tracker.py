@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from capture import failpoints
-from capture.decoders import router
-from capture.records import ChangeRecord, Op, Source, Znode
-from capture.secret_redaction import DEFAULT_REDACTOR, Redact
+from zkcdc.capture import failpoints
+from zkcdc.capture.decoders import router
+from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
 
 
 @dataclass

@@ -9,15 +9,15 @@ from typing import Any
 
 import click
 
-from streaming.alert_runner import AlertJobOptions, run
-from streaming.alert_sinks import SinkOptions
-from streaming.change_source import KafkaInput, LogInput
-from streaming.errors import StreamingError
-from streaming.rule_settings import RuleSettings
-from zkcdc import kafka_connection, logs
-from zkcdc.cli_options import key_values, option_group, output_file
-from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.kafka_options import kafka_config_options
+from zkcdc.ground import kafka_connection, logs
+from zkcdc.ground.cli_options import key_values, option_group, output_file
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
+from zkcdc.streaming.job.change_source import KafkaInput, LogInput
+from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.sinks.alert_sinks import SinkOptions
 
 
 def default_checkpoint(job: str) -> Path:
@@ -187,8 +187,8 @@ def show_command(
 
     from rich.console import Console
 
-    from streaming.state_topic import read_state
-    from streaming.state_view import ClusterView, choose_cluster
+    from zkcdc.streaming.state.state_topic import read_state
+    from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
 
     kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
     if kafka is None:

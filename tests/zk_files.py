@@ -8,7 +8,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from capture.txnlog import CREATE, SET_DATA
+from zkcdc.capture.txnlog.transactions import CREATE, SET_DATA
 
 
 def _string(value: str) -> bytes:

@@ -7,13 +7,13 @@ from typing import Any
 
 import click
 
-from capture.cli import capture, events
-from streaming.cli import state_group, stream
-from zkcdc.errors import ZkcdcError
-from zkcdc.private_files import restrict_umask
+from zkcdc.capture.cli import capture, events
+from zkcdc.ground.errors import ZkcdcError
+from zkcdc.ground.private_files import restrict_umask
 from zkcdc.replay.cli import replay
 from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
+from zkcdc.streaming.cli import state_group, stream
 
 
 class _Group(click.Group):

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.stack import LocalStack, StackSettings
 
 
@@ -151,8 +151,8 @@ def main() -> None:
     jobs = [capture, job]
     alerts = Alerts(kafka, alerts_topic)
     try:
-        from streaming.errors import StreamingError
-        from streaming.state_topic import read_state
+        from zkcdc.streaming.errors import StreamingError
+        from zkcdc.streaming.state.state_topic import read_state
 
         def state() -> dict[str, dict[str, Any]]:
             try:

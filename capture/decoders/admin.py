@@ -4,8 +4,8 @@ A request znode appearing is the request; the controller deleting it is the comp
 
 from __future__ import annotations
 
-from capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
-from capture.records import ClusterEvent, EventType, PartitionRef
+from zkcdc.capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
+from zkcdc.capture.records import ClusterEvent, EventType, PartitionRef
 
 
 def partitions(data: bytes | None, with_replicas: bool) -> tuple[PartitionRef, ...]:

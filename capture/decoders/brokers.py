@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capture.decoders.json_data import Unparseable, integer, json_object
-from capture.records import ClusterEvent, EventType, Znode
+from zkcdc.capture.decoders.json_data import Unparseable, integer, json_object
+from zkcdc.capture.records import ClusterEvent, EventType, Znode
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capture.decoders.json_data import (
+from zkcdc.capture.decoders.json_data import (
     LONG_MAX,
     LONG_MIN,
     Unparseable,
@@ -20,7 +20,7 @@ from capture.decoders.json_data import (
     json_object,
     previous,
 )
-from capture.records import ClusterEvent, EventType
+from zkcdc.capture.records import ClusterEvent, EventType
 
 
 @dataclass(frozen=True)

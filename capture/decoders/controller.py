@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from capture.decoders.json_data import Unparseable, decimal, integer, json_object, previous
-from capture.records import ClusterEvent, EventType
+from zkcdc.capture.decoders.json_data import Unparseable, decimal, integer, json_object, previous
+from zkcdc.capture.records import ClusterEvent, EventType
 
 
 def controller_id(data: bytes | None) -> int:

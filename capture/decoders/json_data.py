@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from capture.errors import CaptureError
+from zkcdc.capture.errors import CaptureError
 
 MAX_BYTES = 1024 * 1024
 # The ranges of Avro's int and long: a value outside them could not be written into a record.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from capture.decoders import admin
-from capture.decoders.json_data import integer, json_object
-from capture.records import ClusterEvent, EventType
+from zkcdc.capture.decoders import admin
+from zkcdc.capture.decoders.json_data import integer, json_object
+from zkcdc.capture.records import ClusterEvent, EventType
 
 LOG_DIR_FAILURE = 1  # LogDirEventNotificationHandler.LogDirFailureEvent
 

@@ -6,8 +6,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
-from capture.records import ClusterEvent, EventType
+from zkcdc.capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
+from zkcdc.capture.records import ClusterEvent, EventType
 
 
 @dataclass(frozen=True)

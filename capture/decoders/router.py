@@ -10,8 +10,8 @@ import contextlib
 import re
 from collections.abc import Callable
 
-from capture import failpoints
-from capture.decoders import (
+from zkcdc.capture import failpoints
+from zkcdc.capture.decoders import (
     admin,
     brokers,
     config,
@@ -21,8 +21,8 @@ from capture.decoders import (
     partition_state,
     topics,
 )
-from capture.decoders.json_data import Unparseable, decimal
-from capture.records import ClusterEvent, EventType, Znode
+from zkcdc.capture.decoders.json_data import Unparseable, decimal
+from zkcdc.capture.records import ClusterEvent, EventType, Znode
 
 Decoder = Callable[[re.Match[str], Znode | None, Znode | None], list[ClusterEvent]]
 

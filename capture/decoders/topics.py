@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capture.decoders.json_data import (
+from zkcdc.capture.decoders.json_data import (
     Unparseable,
     decimal,
     in_range,
@@ -13,7 +13,7 @@ from capture.decoders.json_data import (
     json_object,
     previous,
 )
-from capture.records import ClusterEvent, EventType, PartitionRef
+from zkcdc.capture.records import ClusterEvent, EventType, PartitionRef
 
 Assignment = dict[int, tuple[int, ...]]
 

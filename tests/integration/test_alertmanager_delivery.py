@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from conftest import wait_until
 
-from streaming.alert_sinks import AlertSinks, AlertText, SinkOptions
 from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
+from zkcdc.streaming.sinks.alert_sinks import AlertSinks, AlertText, SinkOptions
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from log_accounting import account, assert_each_once
 from zookeeper_servers import zookeeper_server
 
-from capture.event_log import read_records
+from zkcdc.capture.delivery.event_log import read_records
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 from capture_harness import ChangesTopic, decode
 from conftest import wait_until
 
-from capture.event_log import read_records
+from zkcdc.capture.delivery.event_log import read_records
 
 pytestmark = pytest.mark.integration
 

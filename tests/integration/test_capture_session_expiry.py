@@ -10,9 +10,9 @@ import pytest
 from conftest import wait_until
 from kazoo.client import KazooClient
 
-from capture.daemon import CaptureDaemon
-from capture.event_log import read_records
-from capture.settings import load_settings
+from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.capture.runner import CaptureDaemon
+from zkcdc.capture.settings import load_settings
 
 pytestmark = pytest.mark.integration
 

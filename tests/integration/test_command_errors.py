@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from capture.event_log import EventLogWriter
-from capture.records import Znode
-from capture.tracker import Tracker, TrackerState
+from zkcdc.capture.delivery.event_log import EventLogWriter
+from zkcdc.capture.records import Znode
+from zkcdc.capture.tracker import Tracker, TrackerState
 
 pytestmark = pytest.mark.integration
 

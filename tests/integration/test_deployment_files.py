@@ -53,8 +53,8 @@ def test_prometheus_rules_pass_promtool_check_and_their_unit_tests() -> None:
 
 def test_the_rules_name_only_metrics_zkcdc_exports() -> None:
     """A renamed metric would leave a rule silently never firing."""
-    from capture.metrics import CaptureMetrics
-    from streaming.job_metrics import JobMetrics
+    from zkcdc.capture.metrics import CaptureMetrics
+    from zkcdc.streaming.job.job_metrics import JobMetrics
 
     exported = set()
     for registry in (CaptureMetrics().registry, JobMetrics().registry):
@@ -285,7 +285,7 @@ def test_baked_jars_are_used_without_mvn(tmp_path: Path) -> None:
     env = {**os.environ, "ZKCDC_CACHE_DIR": str(tmp_path / "jars"), "PATH": "/usr/bin:/bin"}
     env["PATH"] = ":".join(p for p in env["PATH"].split(":") if not Path(p, "mvn").exists())
     result = subprocess.run(
-        [sys.executable, "-c", "from streaming.spark_session import spark_jars; "
+        [sys.executable, "-c", "from zkcdc.streaming.job.spark_session import spark_jars; "
          "print(len(spark_jars()))"],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip

@@ -21,7 +21,7 @@ from capture_harness import ChangesTopic
 from kazoo.client import KazooClient
 from simulate_harness import build_cluster, simulate
 
-from capture.event_log import log_files
+from zkcdc.capture.delivery.event_log import log_files
 
 pytestmark = pytest.mark.integration
 
@@ -204,6 +204,6 @@ def test_a_damaged_copy_replays_its_valid_records_and_reports_the_damage(inciden
 
 
 def _log_records(log: Path) -> list[dict[str, Any]]:
-    from capture.event_log import read_records
+    from zkcdc.capture.delivery.event_log import read_records
 
     return list(read_records(log))

@@ -25,13 +25,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from capture.event_log import read_records
-from streaming.errors import StreamingError
-from streaming.state_topic import read_state
-from zkcdc.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.settings import StackSettings
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.state.state_topic import read_state
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ import pytest
 from capture_harness import ChangesTopic
 from simulate_harness import build_cluster
 
-from streaming.rule_settings import RuleSettings
 from zkcdc.simulate.alert_forecast import SEVERITY
 from zkcdc.simulate.scenarios import SCENARIOS
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from capture.records import Znode
-from capture.tree_reader import TreeReader
+from zkcdc.capture.records import Znode
+from zkcdc.capture.watch.tree_reader import TreeReader
 
 pytestmark = pytest.mark.integration
 

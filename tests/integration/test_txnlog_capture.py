@@ -18,7 +18,7 @@ from kafka_tree import controller_id, full_isr, partition_state, restart_broker
 from kazoo.client import KazooClient
 from zookeeper_servers import zookeeper_server
 
-from capture.event_log import read_records
+from zkcdc.capture.delivery.event_log import read_records
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,9 @@ from kazoo.protocol.serialization import Create2, long_struct
 from kazoo.security import OPEN_ACL_UNSAFE
 from zookeeper_servers import zookeeper_ensemble, zookeeper_server
 
-from capture.records import Znode
-from capture.tracker import TrackerState
-from capture.txn_tracker import TxnTracker
-from capture.zk_data_dir import (
+from zkcdc.capture.records import Znode
+from zkcdc.capture.tracker import TrackerState
+from zkcdc.capture.txnlog.data_dir import (
     LogDamage,
     LogReader,
     log_files,
@@ -26,6 +25,7 @@ from capture.zk_data_dir import (
     snapshot_files,
     start_snapshot,
 )
+from zkcdc.capture.txnlog.txn_tracker import TxnTracker
 from zkcdc.stack.probes import zookeeper_mode
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from capture.txnlog import (
+from zkcdc.capture.txnlog.transactions import (
     CHECK,
     CLOSE_SESSION,
     CREATE,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zkcdc.kafka_connection import (
+from zkcdc.ground.kafka_connection import (
     KafkaConnection,
     KafkaConnectionError,
     is_secret_property,

@@ -14,7 +14,7 @@ import bcrypt
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
-from zkcdc.metrics_server import MetricsServerError, serve
+from zkcdc.ground.metrics_server import MetricsServerError, serve
 from zkcdc.stack.certificates import CertificateAuthority
 from zkcdc.stack.probes import free_port_block
 

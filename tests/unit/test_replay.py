@@ -6,8 +6,8 @@ from __future__ import annotations
 import fastavro
 from click.testing import CliRunner
 
-from capture.event_log import EventLogWriter, log_files, read_records, scan_blocks
-from capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.delivery.event_log import EventLogWriter, log_files, read_records, scan_blocks
+from zkcdc.capture.records import ChangeRecord, Op, Znode
 from zkcdc.cli import main
 from zkcdc.replay.alerts_replay import readable_copy
 from zkcdc.replay.pacing import Pacer, merged

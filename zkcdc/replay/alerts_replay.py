@@ -15,12 +15,12 @@ from pathlib import Path
 
 import fastavro
 
-from capture.avro_codec import load_schema
-from capture.event_log import Damage, log_files, read_records, scan_blocks
-from streaming.alert_runner import AlertJobOptions, run
-from streaming.alert_sinks import SinkOptions
-from streaming.change_source import LogInput
-from streaming.rule_settings import RuleSettings
+from zkcdc.capture.delivery.event_log import Damage, log_files, read_records, scan_blocks
+from zkcdc.capture.encoding.avro_codec import load_schema
+from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
+from zkcdc.streaming.job.change_source import LogInput
+from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.sinks.alert_sinks import SinkOptions
 
 
 def readable_copy(log: Path, damaged: list[Damage], scratch: Path) -> Path:

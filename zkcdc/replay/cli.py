@@ -12,14 +12,14 @@ from pathlib import Path
 
 import click
 
-from capture.event_log import Damage, log_files, scan_blocks
-from capture.zk_data_dir import LogDamage
-from streaming.rule_settings import RuleSettings
-from zkcdc import kafka_connection
-from zkcdc.cli_options import key_values, output_file
-from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.kafka_options import kafka_config_options
+from zkcdc.capture.delivery.event_log import Damage, log_files, scan_blocks
+from zkcdc.capture.txnlog.data_dir import LogDamage
+from zkcdc.ground import kafka_connection
+from zkcdc.ground.cli_options import key_values, output_file
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.replay.errors import ReplayError
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
 def default_checkpoint(log: Path, bootstrap: str, topic: str) -> Path:
@@ -86,7 +86,7 @@ def replay(
         if not log_files(log):
             raise ReplayError(f"no event log files in {log}")
         if alerts_out is not None:
-            from zkcdc import logs
+            from zkcdc.ground import logs
             from zkcdc.replay.alerts_replay import replay_alerts
 
             logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
@@ -117,7 +117,7 @@ def _event_log(
         assert path is not None
         yield path, path, []
         return
-    from capture.txnlog_source import history, write_event_log
+    from zkcdc.capture.txnlog.history import history, write_event_log
 
     def problem(text: str) -> None:
         click.echo(f"zkcdc: {text}", err=True)

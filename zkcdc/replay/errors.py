@@ -1,4 +1,4 @@
-from zkcdc.errors import ZkcdcError
+from zkcdc.ground.errors import ZkcdcError
 
 
 class ReplayError(ZkcdcError):

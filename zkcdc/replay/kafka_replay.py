@@ -19,18 +19,18 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from capture.avro_codec import SingleObjectCodec
-from capture.errors import CaptureError
-from capture.event_log import Damage, Span, cluster_of, log_files, read_spans
-from capture.publisher import (
+from zkcdc.capture.delivery.event_log import Damage, Span, cluster_of, log_files, read_spans
+from zkcdc.capture.delivery.publisher import (
     delivered_seqs,
     ensure_topic,
     headers_for,
     key_for,
     producer_config,
 )
-from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.private_files import atomic_write
+from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.capture.errors import CaptureError
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.private_files import atomic_write
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.pacing import Pacer, merged
 

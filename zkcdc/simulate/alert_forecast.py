@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streaming.rule_settings import RuleSettings
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 SEVERITY = {
     "under_replicated": "warning",

@@ -14,8 +14,7 @@ from typing import Any
 
 import click
 
-from streaming.rule_settings import RuleSettings
-from zkcdc.cli_options import key_values, option_group
+from zkcdc.ground.cli_options import key_values, option_group
 from zkcdc.simulate.alert_forecast import AlertForecast
 from zkcdc.simulate.build import BuildOptions, build
 from zkcdc.simulate.cluster import SimulatedCluster
@@ -24,6 +23,7 @@ from zkcdc.simulate.expectation import Expectation
 from zkcdc.simulate.scenarios import SCENARIOS, RunOptions
 from zkcdc.simulate.topology import ClusterShape
 from zkcdc.simulate.zk_writer import close, connect
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
 def now_ms() -> int:

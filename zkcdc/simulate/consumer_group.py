@@ -12,8 +12,8 @@ from kazoo.client import KazooClient
 
 from zkcdc.simulate import formats
 from zkcdc.simulate.cluster import SimulatedCluster
-from zkcdc.simulate.range_assignment import assign, thread_ids
 from zkcdc.simulate.zk_writer import Create, Delete, SetData, close, connect, run_multi
+from zkcdc.streaming.rules.range_assignment import assign, thread_ids
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The simulator's one root error."""
 
-from zkcdc.errors import ZkcdcError
+from zkcdc.ground.errors import ZkcdcError
 
 
 class SimulateError(ZkcdcError):

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streaming.rule_settings import RuleSettings
-from zkcdc.private_files import atomic_write
+from zkcdc.ground.private_files import atomic_write
 from zkcdc.simulate.alert_forecast import AlertForecast
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 # A broker failure on a big cluster touches ~100k partitions: list a sample, count them all.
 _LISTED_PER_TYPE = 25

@@ -15,8 +15,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from capture.kazoo_pipeline import Pipeline
-from zkcdc import logs, zookeeper_connection
+from zkcdc.capture.watch.kazoo_pipeline import Pipeline
+from zkcdc.ground import logs, zookeeper_connection
 from zkcdc.simulate.errors import SimulateError
 
 

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from zkcdc.private_files import atomic_write
+from zkcdc.ground.private_files import atomic_write
 
 VALID_FOR = datetime.timedelta(days=30)
 

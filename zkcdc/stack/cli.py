@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from zkcdc.cli_options import invalid_setting, key_values
+from zkcdc.ground.cli_options import invalid_setting, key_values
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.errors import StackError
 from zkcdc.stack.settings import StackSettings

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from kazoo.security import make_acl
 
-from zkcdc import kafka_connection, zookeeper_connection
-from zkcdc.kafka_connection import KafkaConnection
-from zkcdc.private_files import atomic_write
+from zkcdc.ground import kafka_connection, zookeeper_connection
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.private_files import atomic_write
+from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
 from zkcdc.stack import configs, probes
 from zkcdc.stack.artifacts import ArtifactCache, kafka_jars, spark_jars
 from zkcdc.stack.cluster_view import ClusterView, read_cluster_view
@@ -40,7 +41,6 @@ from zkcdc.stack.secure import (
     scram_user_znode,
 )
 from zkcdc.stack.settings import StackSettings
-from zkcdc.zookeeper_connection import ZooKeeperAccess
 
 
 def _to_stderr(message: str) -> None:

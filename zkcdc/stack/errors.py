@@ -1,6 +1,6 @@
 """Errors of the local stack."""
 
-from zkcdc.errors import ZkcdcError
+from zkcdc.ground.errors import ZkcdcError
 
 
 class StackError(ZkcdcError):

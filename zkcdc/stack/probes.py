@@ -13,9 +13,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
 from zkcdc.stack.errors import StackError
-from zkcdc.zookeeper_connection import ZooKeeperAccess
 
 
 def port_is_free(host: str, port: int) -> bool:

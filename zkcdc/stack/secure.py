@@ -17,8 +17,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkcdc.kafka_connection import jaas_login, jaas_quote
-from zkcdc.private_files import atomic_write
+from zkcdc.ground.kafka_connection import jaas_login, jaas_quote
+from zkcdc.ground.private_files import atomic_write
 from zkcdc.stack.certificates import CertificateAuthority
 
 BROKER_ZK_USER = "kafka"  # the brokers' ZooKeeper identity (zookeeper.set.acl=true)

@@ -7,10 +7,10 @@ import io
 import fastavro
 import pytest
 
-from capture.avro_codec import load_schema
-from capture.avro_encoder import EncoderError, compile_encoder
-from capture.event_log import EventLogWriter
-from capture.records import (
+from zkcdc.capture.delivery.event_log import EventLogWriter
+from zkcdc.capture.encoding.avro_codec import load_schema
+from zkcdc.capture.encoding.avro_encoder import EncoderError, compile_encoder
+from zkcdc.capture.records import (
     ChangeRecord,
     ClusterEvent,
     EventType,

@@ -8,12 +8,12 @@ import io
 import fastavro
 import pytest
 
-from capture.avro_codec import load_schema, schema_json
-from capture.avro_encoder import compile_encoder
-from capture.avro_spans import SpanError, compile_splitter
-from capture.decoders import partition_state
-from capture.event_log import EventLogWriter, log_files, read_records, read_spans
-from capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.decoders import partition_state
+from zkcdc.capture.delivery.event_log import EventLogWriter, log_files, read_records, read_spans
+from zkcdc.capture.encoding.avro_codec import load_schema, schema_json
+from zkcdc.capture.encoding.avro_encoder import compile_encoder
+from zkcdc.capture.encoding.avro_spans import SpanError, compile_splitter
+from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
 
 KEEP = ("cluster", "seq", "path", "ts_ms", "captured_ms")
 

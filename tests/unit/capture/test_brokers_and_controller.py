@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from capture.decoders import brokers, controller
-from capture.decoders.json_data import Unparseable
-from capture.records import EventType, Znode
+from zkcdc.capture.decoders import brokers, controller
+from zkcdc.capture.decoders.json_data import Unparseable
+from zkcdc.capture.records import EventType, Znode
 
 V1 = b'{"jmx_port":-1,"timestamp":"1525741823119","version":1,"host":"hadoop1","port":9092}'
 V3 = (

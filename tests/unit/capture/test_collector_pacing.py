@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from capture.collector_pacing import CollectorPacing
+from zkcdc.capture.collector_pacing import CollectorPacing
 
 
 class Clock:

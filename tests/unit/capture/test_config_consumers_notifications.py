@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from capture.decoders import config, consumers, notifications
-from capture.decoders.json_data import Unparseable
-from capture.records import EventType, PartitionRef
+from zkcdc.capture.decoders import config, consumers, notifications
+from zkcdc.capture.decoders.json_data import Unparseable
+from zkcdc.capture.records import EventType, PartitionRef
 
 # The seed documents' example registration (with the article's missing comma restored).
 REGISTRATION = (

@@ -6,8 +6,8 @@ import signal
 import threading
 import time
 
-from capture.daemon import CaptureDaemon, _drain
-from capture.settings import load_settings
+from zkcdc.capture.runner import CaptureDaemon, _drain
+from zkcdc.capture.settings import load_settings
 
 
 def test_a_stop_signal_whose_handler_outlasts_the_inbox_wait_still_wakes_the_loop():

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture.avro_codec import load_schema
-from capture.avro_encoder import compile_encoder
-from capture.decoders import router
-from capture.record_encoding import encode_records
-from capture.records import ClusterEvent, EventType, Znode
-from capture.tracker import Tracker, TrackerState
+from zkcdc.capture.decoders import router
+from zkcdc.capture.encoding.avro_codec import load_schema
+from zkcdc.capture.encoding.avro_encoder import compile_encoder
+from zkcdc.capture.encoding.record_encoding import encode_records
+from zkcdc.capture.records import ClusterEvent, EventType, Znode
+from zkcdc.capture.tracker import Tracker, TrackerState
 
 SCHEMA = load_schema()
 ENCODE = compile_encoder(SCHEMA, sized_arrays=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from capture.dir_wakeup import DirectoryWakeup
+from zkcdc.capture.txnlog.dir_wakeup import DirectoryWakeup
 
 
 def test_a_write_in_the_folder_wakes_the_wait_and_a_quiet_folder_sleeps_the_timeout(tmp_path):

@@ -7,9 +7,9 @@ import json
 import fastavro
 import pytest
 
-from capture.avro_codec import CodecError, SingleObjectCodec
-from capture.event_log import EventLogWriter, file_name, log_files, read_records
-from capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.delivery.event_log import EventLogWriter, file_name, log_files, read_records
+from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec
+from zkcdc.capture.records import ChangeRecord, Op, Znode
 
 
 def record(seq: int, path: str = "/x") -> dict:

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capture.avro_codec import load_schema
-from capture.event_log import EventLogWriter, read_records, read_spans, scan_blocks
-from capture.log_blocks import Damage
-from capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.delivery.event_log import EventLogWriter, read_records, read_spans, scan_blocks
+from zkcdc.capture.delivery.log_blocks import Damage
+from zkcdc.capture.encoding.avro_codec import load_schema
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
 
 BLOCKS, PER_BLOCK = 6, 5
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from capture.errors import CaptureError
-from capture.event_log import EventLogWriter, log_files
-from capture.record_filter import RecordFilter, parse_time
-from capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.delivery.event_log import EventLogWriter, log_files
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.record_filter import RecordFilter, parse_time
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
 from zkcdc.cli import main
 
 T0 = 1_795_000_000_000

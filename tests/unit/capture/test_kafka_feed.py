@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from capture.avro_codec import SingleObjectCodec
-from capture.checkpoint import CheckpointStore
-from capture.event_log import EventLogWriter
-from capture.kafka_feed import KafkaFeed
-from capture.publisher import SEQ_HEADER, Publisher
-from capture.records import ChangeRecord, Op, Znode
-from zkcdc.kafka_connection import KafkaConnection
+from zkcdc.capture.delivery.checkpoint import CheckpointStore
+from zkcdc.capture.delivery.event_log import EventLogWriter
+from zkcdc.capture.delivery.kafka_feed import KafkaFeed
+from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher
+from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.ground.kafka_connection import KafkaConnection
 
 QUEUE = 100  # librdkafka's queue, as small as the test wants it
 

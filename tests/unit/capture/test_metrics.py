@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from capture.metrics import CaptureMetrics
-from capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.metrics import CaptureMetrics
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
 
 
 def _record(seq: int, op: Op, events: tuple[ClusterEvent, ...], skipped: int = 0) -> ChangeRecord:

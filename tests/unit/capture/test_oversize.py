@@ -6,10 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from capture.avro_codec import load_schema
-from capture.avro_encoder import compile_encoder
-from capture.oversize import fitted
-from capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.encoding.avro_codec import load_schema
+from zkcdc.capture.encoding.avro_encoder import compile_encoder
+from zkcdc.capture.oversize import fitted
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
 
 ENCODE = compile_encoder(load_schema(), sized_arrays=True)
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from capture.decoders import partition_state
-from capture.decoders.json_data import Unparseable
-from capture.records import EventType
+from zkcdc.capture.decoders import partition_state
+from zkcdc.capture.decoders.json_data import Unparseable
+from zkcdc.capture.records import EventType
 
 
 def state(leader: int, isr: list[int], leader_epoch: int = 0, controller_epoch: int = 1) -> bytes:

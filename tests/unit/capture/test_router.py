@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from capture.decoders import router
-from capture.records import EventType, Znode
+from zkcdc.capture.decoders import router
+from zkcdc.capture.records import EventType, Znode
 
 STATE = b'{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":0,"isr":[3,0,1]}'
 

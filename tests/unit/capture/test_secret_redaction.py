@@ -9,12 +9,12 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capture.records import EventType, Znode
-from capture.secret_redaction import MARKER, Redactor, is_secret_key, keep_all
-from capture.tracker import Tracker, TrackerState
-from capture.txn_tracker import TxnTracker
-from capture.txnlog import CREATE, MULTI, SET_DATA, Txn
-from capture.txnlog import Op as TxnOp
+from zkcdc.capture.records import EventType, Znode
+from zkcdc.capture.secret_redaction import MARKER, Redactor, is_secret_key, keep_all
+from zkcdc.capture.tracker import Tracker, TrackerState
+from zkcdc.capture.txnlog.transactions import CREATE, MULTI, SET_DATA, Txn
+from zkcdc.capture.txnlog.transactions import Op as TxnOp
+from zkcdc.capture.txnlog.txn_tracker import TxnTracker
 
 SCRAM = "salt=c2FsdA==,stored_key=U1RPUkVE,server_key=U0VSVkVS,iterations=4096"
 

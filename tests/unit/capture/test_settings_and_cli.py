@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from capture.errors import CaptureError
-from capture.settings import load_settings
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.settings import load_settings
 from zkcdc.stack.probes import free_port_block
 
 

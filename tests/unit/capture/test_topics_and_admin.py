@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from capture.decoders import admin, topics
-from capture.decoders.json_data import Unparseable
-from capture.records import EventType, PartitionRef
+from zkcdc.capture.decoders import admin, topics
+from zkcdc.capture.decoders.json_data import Unparseable
+from zkcdc.capture.records import EventType, PartitionRef
 
 V1 = b'{"version":1,"partitions":{"0":[1,2],"1":[2,3]}}'
 V3 = (

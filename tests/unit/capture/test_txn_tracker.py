@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from capture.records import Op, Znode
-from capture.tracker import TrackerState, apply_records
-from capture.txn_tracker import TxnTracker
-from capture.txnlog import (
+from zkcdc.capture.records import Op, Znode
+from zkcdc.capture.tracker import TrackerState, apply_records
+from zkcdc.capture.txnlog.snapshot import Snapshot
+from zkcdc.capture.txnlog.transactions import (
     CHECK,
     CLOSE_SESSION,
     CREATE,
@@ -20,8 +20,8 @@ from capture.txnlog import (
     SET_DATA,
     Txn,
 )
-from capture.txnlog import Op as TxnOp
-from capture.zk_snapshot import Snapshot
+from zkcdc.capture.txnlog.transactions import Op as TxnOp
+from zkcdc.capture.txnlog.txn_tracker import TxnTracker
 
 SESSION = 0x77
 

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from zk_files import create_txn, log_file, set_data_txn, snapshot_bytes
 
-from capture.txnlog import TxnLogError
-from capture.zk_data_dir import HistoryGap, LogReader, read_history, start_snapshot
-from capture.zk_snapshot import read_snapshot
+from zkcdc.capture.txnlog.data_dir import HistoryGap, LogReader, read_history, start_snapshot
+from zkcdc.capture.txnlog.snapshot import read_snapshot
+from zkcdc.capture.txnlog.transactions import TxnLogError
 from zkcdc.cli import main
 
 NODES = {"": (b"", 0, 0), "/kafka": (b"", 0, 2), "/kafka/a": (b"v1", 1, 3)}

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from capture.decoders import brokers, controller, partition_state, topics
-from capture.records import Znode
+from zkcdc.capture.decoders import brokers, controller, partition_state, topics
+from zkcdc.capture.records import Znode
 from zkcdc.simulate import formats
 from zkcdc.simulate import partition_logic as logic
 from zkcdc.simulate.errors import SimulateError
@@ -146,8 +146,8 @@ def test_an_expectation_lists_a_sample_counts_everything_and_round_trips_as_json
 
 
 def test_the_forecast_fires_conditions_that_last_their_for_duration_and_windows_at_threshold():
-    from streaming.rule_settings import RuleSettings
     from zkcdc.simulate.alert_forecast import AlertForecast
+    from zkcdc.streaming.rules.rule_settings import RuleSettings
 
     clock = [0]
     forecast = AlertForecast(RuleSettings(broker_down_for_ms=5000), lambda: clock[0])

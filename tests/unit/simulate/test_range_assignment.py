@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zkcdc.simulate.range_assignment import assign, by_consumer, thread_ids
+from zkcdc.streaming.rules.range_assignment import assign, by_consumer, thread_ids
 
 
 def test_two_consumers_split_four_partitions_in_halves():

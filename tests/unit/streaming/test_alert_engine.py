@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
-from streaming.alert_engine import AlertEngine
-from streaming.errors import StreamingError
-from streaming.rule_settings import RuleSettings
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.rules.alert_engine import AlertEngine
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 from .records import Feed, broker, ev, three_brokers
 

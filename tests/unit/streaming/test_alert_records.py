@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from streaming.alert_records import Alert
+from zkcdc.streaming.rules.alert_records import Alert
 
 
 def alert(ended_ms: int | None) -> Alert:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from streaming.job_metrics import JobMetrics
+from zkcdc.streaming.job.job_metrics import JobMetrics
 
 
 def _text(metrics: JobMetrics) -> str:

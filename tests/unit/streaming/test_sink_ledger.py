@@ -4,8 +4,8 @@ way in the integration tests)."""
 
 from __future__ import annotations
 
-from streaming.alert_records import json_text
-from streaming.alert_sinks import AlertSinks, AlertText, BatchLedger, SinkOptions
+from zkcdc.streaming.rules.alert_records import json_text
+from zkcdc.streaming.sinks.alert_sinks import AlertSinks, AlertText, BatchLedger, SinkOptions
 
 
 def alert(alert_id: str, status: str) -> AlertText:
@@ -38,8 +38,8 @@ def test_the_alerts_a_sink_holds_are_known_and_a_line_cut_short_stays_apart(tmp_
 
 
 def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_delivered(tmp_path):
-    from streaming.alert_sinks import alert_key
-    from streaming.file_delivery import append_alerts, state_upserts
+    from zkcdc.streaming.sinks.alert_sinks import alert_key
+    from zkcdc.streaming.sinks.file_delivery import append_alerts, state_upserts
 
     folder = tmp_path / "batch-out" / "7"
     (folder / "kind=alert").mkdir(parents=True)

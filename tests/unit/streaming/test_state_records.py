@@ -8,9 +8,9 @@ import json
 import pytest
 from rich.console import Console
 
-from streaming.alert_engine import AlertEngine
-from streaming.errors import StreamingError
-from streaming.state_view import ClusterView, choose_cluster
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.rules.alert_engine import AlertEngine
+from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
 
 from .records import Feed, broker, ev, three_brokers
 

@@ -1,0 +1,188 @@
+"""What a capture daemon persists so a restart continues where it stopped.
+
+- `tree.avro`: the known tree at some seq (written now and then, atomically, off the hot path);
+- `delivered.json`: the highest seq Kafka acknowledged with everything before it (every second);
+- the event log itself, the record of everything given out: replaying its tail over the tree
+  brings the state to the last seq, and its records past `delivered` are the backlog."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+from zkcdc.capture import failpoints
+from zkcdc.capture.delivery.event_log import Damage, first_seq, log_files, read_records
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.records import Znode
+from zkcdc.capture.tracker import TrackerState, apply_records
+from zkcdc.ground import logs
+from zkcdc.ground.private_files import atomic_write
+
+log = logs.get("zkcdc.capture")
+
+TREE_SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "KnownZnode",
+        "namespace": "io.zkcdc.checkpoint",
+        "fields": [
+            {"name": "path", "type": "string"},
+            {"name": "data", "type": ["null", "bytes"]},
+            {"name": "version", "type": "int"},
+            {"name": "czxid", "type": "long"},
+            {"name": "mzxid", "type": "long"},
+            {"name": "ctime_ms", "type": "long"},
+            {"name": "mtime_ms", "type": "long"},
+            {"name": "ephemeral_owner", "type": "long"},
+        ],
+    }
+)
+
+
+class CheckpointError(CaptureError):
+    """The daemon's saved state cannot be read or written."""
+
+
+def _atomic_write(path: Path, write: Any, failpoint: str) -> None:
+    """The whole new file or the old one, also after a power loss. Raises CheckpointError; a
+    failed write leaves no temporary file."""
+    try:
+        atomic_write(path, write, before_rename=lambda: failpoints.hit(failpoint))
+    except OSError as exc:
+        raise CheckpointError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def _in_background(path: Path, write: Any, failpoint: str) -> threading.Thread:
+    """A checkpoint written off the capture loop. A failure there is logged, not raised: the
+    previous checkpoint stays valid (the event log holds everything after it), and the next
+    one is tried at its time."""
+
+    def run() -> None:
+        try:
+            _atomic_write(path, write, failpoint)
+        except CheckpointError as exc:
+            log.warning("checkpoint not written", reason=str(exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+class CheckpointStore:
+    def __init__(self, directory: Path, event_log: Path, cluster: str) -> None:
+        self.directory = directory
+        self.cluster = cluster
+        self.event_log = event_log
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot create state folder {directory}: {exc.strerror}"
+            ) from exc
+        self._tree_file = directory / "tree.avro"
+        self._delivered_file = directory / "delivered.json"
+        self._writing: threading.Thread | None = None
+        self._delivering: threading.Thread | None = None
+
+    # -- delivered ----------------------------------------------------------------------
+    def delivered(self) -> int:
+        try:
+            return int(json.loads(self._delivered_file.read_text())["acked_through"])
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{self._delivered_file} is unreadable: {exc}") from exc
+
+    def save_delivered(self, acked_through: int, background: bool = False) -> None:
+        """Background: off the capture loop (an fsync can take 100 ms beside a busy ZooKeeper);
+        skipped while the previous one is still being written, the next call catches up."""
+        body = json.dumps({"acked_through": acked_through}).encode()
+        point = "checkpoint.delivered"
+        if not background:
+            _atomic_write(self._delivered_file, lambda s: s.write(body), point)
+            return
+        if self._delivering is not None and self._delivering.is_alive():
+            return
+        self._delivering = _in_background(self._delivered_file, lambda s: s.write(body), point)
+
+    # -- tree ---------------------------------------------------------------------------
+    def save_tree(self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0) -> None:
+        """Writes the tree as of `seq` (and, in txnlog mode, of `zxid`); `tree` must not change
+        afterwards (pass a copy)."""
+        if self._writing is not None and self._writing.is_alive():
+            return  # the previous one is still being written; the next turn saves
+        items = list(tree.items())
+
+        def write(stream: Any) -> None:
+            writer = fastavro.write.Writer(
+                stream,
+                TREE_SCHEMA,
+                metadata={
+                    "zkcdc.cluster": self.cluster,
+                    "zkcdc.seq": str(seq),
+                    "zkcdc.zxid": str(zxid),
+                },
+            )
+            for path, z in items:
+                writer.write({"path": path, **z.__dict__})
+            writer.flush()
+
+        if background:
+            self._writing = _in_background(self._tree_file, write, "checkpoint.tree")
+        else:
+            self.wait()
+            _atomic_write(self._tree_file, write, "checkpoint.tree")
+
+    def wait(self) -> None:
+        for thread in (self._writing, self._delivering):
+            if thread is not None:
+                thread.join()
+
+    def load(self, on_damage: Any = None) -> TrackerState:
+        """The state as of the last record given out: the saved tree, then the log's tail."""
+        cluster = self.cluster
+        state = TrackerState(cluster=cluster)
+        if self._tree_file.exists():
+            try:
+                with self._tree_file.open("rb") as stream:
+                    reader = fastavro.reader(stream)
+                    meta = reader.metadata
+                    if meta.get("zkcdc.cluster") != cluster:
+                        raise CheckpointError(
+                            f"{self._tree_file} belongs to cluster {meta.get('zkcdc.cluster')!r}, "
+                            f"not {cluster!r}"
+                        )
+                    state.seq = int(meta["zkcdc.seq"])
+                    state.zxid = int(meta.get("zkcdc.zxid", "0"))
+                    for item in reader:
+                        assert isinstance(item, dict)
+                        path = item.pop("path")
+                        state.tree[path] = Znode(**item)
+            except (OSError, ValueError, EOFError) as exc:
+                raise CheckpointError(f"{self._tree_file} is unreadable: {exc}") from exc
+        apply_records(state, self.records_after(state.seq, on_damage))
+        return state
+
+    def records_after(self, seq: int, on_damage: Any = None) -> Iterator[dict[str, Any]]:
+        """The log's records with a seq above `seq`, skipping files that end before it."""
+        if not self.event_log.exists():
+            return
+        files = log_files(self.event_log, self.cluster)
+        firsts = [first_seq(f) for f in files]
+        start = 0
+        for i, first in enumerate(firsts):
+            if first is not None and first <= seq + 1:
+                start = i
+        for file in files[start:]:
+            for record in read_records(file, on_damage or _ignore):
+                if record["seq"] > seq:
+                    yield record
+
+
+def _ignore(damage: Damage) -> None:
+    pass

@@ -1,0 +1,240 @@
+"""The Kafka edge of capture: records onto the changes topic, idempotently and in per-path order.
+
+The producer is idempotent with `acks=all` and no delivery timeout, so while the brokers are
+away librdkafka holds and retries what it has; what does not fit its queue waits here. The event
+log is written before anything is produced, so what is still unacknowledged at a crash is
+published again by the next run (see `delivered_seqs`)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from zkcdc.capture import failpoints
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.oversize import (
+    DEFAULT_MAX_RECORD_BYTES,
+    MESSAGE_OVERHEAD,
+    OMITTED_HEADER,
+    fitted,
+)
+from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+
+SEQ_HEADER = "zkcdc.seq"
+CLUSTER_HEADER = "zkcdc.cluster"
+
+Serialize = Callable[[dict[str, Any]], bytes]
+
+
+class DeliveryError(CaptureError):
+    """Kafka refused records for good (not a broker being away)."""
+
+
+def producer_config(max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> dict[str, Any]:
+    """Capture's producer settings, over the connection's."""
+    return {
+        # Room for a record of a znode as large as ZooKeeper allows (see `capture.oversize`).
+        "message.max.bytes": max_record_bytes + MESSAGE_OVERHEAD,
+        "enable.idempotence": True,
+        "acks": "all",
+        "message.timeout.ms": 0,  # never give up on a record: the brokers will come back
+        # librdkafka's own queue while the brokers are away, bounded: what does not fit waits
+        # in the event log (`zkcdc.capture.delivery.kafka_feed`), not in memory (its default is 1 GiB).
+        "queue.buffering.max.kbytes": max(
+            64 * 1024, 2 * (max_record_bytes + MESSAGE_OVERHEAD) // 1024
+        ),
+        "linger.ms": 5,
+        "compression.type": "lz4",
+    }
+
+
+def key_for(cluster: str, path: str) -> bytes:
+    """cluster + path: one znode's records share a partition, so their order holds."""
+    return f"{cluster}{path}".encode()
+
+
+def headers_for(cluster: str, seq: int) -> list[tuple[str, str | bytes | None]]:
+    """What a consumer reads without decoding: the record's seq and cluster."""
+    return [(SEQ_HEADER, str(seq).encode()), (CLUSTER_HEADER, cluster.encode())]
+
+
+class Publisher:
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        topic: str,
+        serialize: Serialize,
+        producer_factory: Callable[..., Any] | None = None,
+        max_value_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_waiting: int = 10_000,
+    ) -> None:
+        """`max_value_bytes`: the largest value the topic takes; a larger record goes out
+        without its images' bytes, flagged (`capture.oversize`)."""
+        self.topic = topic
+        self.max_value_bytes = max_value_bytes
+        self.max_waiting = max_waiting
+        self._serialize = serialize
+        make = producer_factory or kafka.producer
+        self._producer = make(producer_config(max_value_bytes))
+        # Not yet handed to librdkafka: each record with its serialized form, if known yet.
+        self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
+        self._unacked: deque[int] = deque()  # seqs handed over, in order
+        self._acked: set[int] = set()
+        self.acked_through = 0
+        self.acked_count = 0
+        self._error: str | None = None
+        self.on_ack: Callable[[dict[str, Any]], None] = lambda record: None
+
+    @property
+    def backlog(self) -> int:
+        return len(self._waiting) + len(self._unacked)
+
+    @property
+    def room(self) -> int:
+        """How many more records it takes into memory (beyond librdkafka's bounded queue)."""
+        return self.max_waiting - len(self._waiting)
+
+    def publish(
+        self, records: Iterable[dict[str, Any]], values: Iterable[bytes] | None = None
+    ) -> None:
+        """Queues records in order; `values`, if given, are their serialized forms already."""
+        if values is None:
+            self._waiting.extend((record, None) for record in records)
+        else:
+            self._waiting.extend(zip(records, values, strict=True))
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._waiting:
+            record, value = self._waiting[0]
+            if value is None:
+                value = self._serialize(record)
+            headers = headers_for(record["cluster"], record["seq"])
+            if len(value) > self.max_value_bytes:
+                value, omitted = fitted(record, self._serialize, self.max_value_bytes)
+                headers.append((OMITTED_HEADER, omitted))
+            try:
+                self._producer.produce(
+                    self.topic,
+                    key=key_for(record["cluster"], record["path"]),
+                    value=value,
+                    timestamp=record["captured_ms"],
+                    headers=headers,
+                    on_delivery=self._delivered(record),
+                )
+            except BufferError:
+                return  # librdkafka's queue is full: the rest waits for acks
+            except KafkaException as exc:
+                raise DeliveryError(f"cannot produce to {self.topic}: {exc}") from exc
+            self._waiting.popleft()
+            self._unacked.append(record["seq"])
+
+    def _delivered(self, record: dict[str, Any]) -> Callable[[KafkaError | None, Any], None]:
+        # Held by librdkafka until the ack, up to its queue's 100,000 messages: a few fields,
+        # not the record with its images.
+        seq = record["seq"]
+        record = {"seq": seq, "op": record.get("op"), "ts_ms": record.get("ts_ms")}
+
+        def callback(error: KafkaError | None, message: Any) -> None:
+            failpoints.hit("kafka.ack")
+            if error is not None:
+                self._error = f"{self.topic}: {error.str()}"
+                return
+            self._acked.add(seq)
+            self.acked_count += 1
+            while self._unacked and self._unacked[0] in self._acked:
+                self._acked.discard(self._unacked[0])
+                self.acked_through = self._unacked.popleft()
+            self.on_ack(record)
+
+        return callback
+
+    def poll(self, timeout: float = 0.0) -> None:
+        self._producer.poll(timeout)
+        if self._error is not None:
+            raise DeliveryError(f"Kafka refused a record: {self._error}")
+        self._hand_over()
+
+    def flush(self, timeout: float) -> bool:
+        """Delivers everything it can within `timeout`; True when nothing is left."""
+        self._hand_over()
+        self._producer.flush(timeout)
+        self.poll(0)
+        return self.backlog == 0
+
+
+def _metadata(admin: Any, kafka: KafkaConnection, timeout: float) -> Any:
+    try:
+        return admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise DeliveryError(
+            f"Kafka at {kafka.describe()} is unreachable: {exc.args[0].str()}"
+        ) from exc
+
+
+def check_reachable(kafka: KafkaConnection, timeout: float) -> int:
+    """The number of brokers that answer, or DeliveryError with the reason."""
+    return len(_metadata(kafka.admin(), kafka, timeout).brokers)
+
+
+def ensure_topic(
+    kafka: KafkaConnection,
+    topic: str,
+    partitions: int,
+    timeout: float,
+    config: dict[str, str] | None = None,
+) -> None:
+    admin = kafka.admin()
+    metadata = _metadata(admin, kafka, timeout)
+    if topic in metadata.topics and not metadata.topics[topic].error:
+        return
+    replication = min(3, len(metadata.brokers))
+    new = NewTopic(topic, partitions, replication, config=config or {})
+    future = admin.create_topics([new])[topic]
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise DeliveryError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
+
+
+def topic_max_message_bytes(kafka: KafkaConnection, topic: str, timeout: float) -> int | None:
+    """The topic's `max.message.bytes` (its own or the broker's default), None if unknown
+    (not allowed to describe it, say)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = kafka.admin()  # referenced until answered
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout)
+        return int(configs["max.message.bytes"].value)
+    except (KafkaException, TimeoutError, KeyError, ValueError, TypeError):
+        return None
+
+
+def delivered_seqs(
+    kafka: KafkaConnection, topic: str, cluster: str, since_ms: int, timeout: float
+) -> set[int]:
+    """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
+    what a previous run got acknowledged, or produced without hearing the ack, before it died."""
+    seen: set[int] = set()
+
+    def take(message: Any) -> None:
+        headers = dict(message.headers() or [])
+        seq = headers.get(SEQ_HEADER)
+        if headers.get(CLUSTER_HEADER) == cluster.encode() and isinstance(seq, bytes):
+            seen.add(int(seq))
+
+    try:
+        kafka.read_to_end(topic, take, since_ms, timeout, group="zkcdc-reconcile")
+    except NoSuchTopic:
+        return seen
+    except KafkaConnectionError as exc:
+        raise DeliveryError(str(exc)) from exc
+    return seen

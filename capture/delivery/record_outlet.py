@@ -1,0 +1,245 @@
+"""Where a capture daemon's records go, whatever their source (watches or ZooKeeper's
+transaction log): the event log first (what is logged is never lost), then Kafka; and the state
+a restart continues from (the checkpointed tree, the seq Kafka acknowledged)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from zkcdc.capture import failpoints
+from zkcdc.capture.delivery.checkpoint import CheckpointStore
+from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
+from zkcdc.capture.delivery.kafka_feed import KafkaFeed
+from zkcdc.capture.delivery.publisher import (
+    Publisher,
+    delivered_seqs,
+    ensure_topic,
+    topic_max_message_bytes,
+)
+from zkcdc.capture.encoding.avro_codec import SingleObjectCodec, registry_serializer
+from zkcdc.capture.encoding.record_encoding import encode_records
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.metrics import CaptureMetrics
+from zkcdc.capture.oversize import MESSAGE_OVERHEAD
+from zkcdc.capture.records import ChangeRecord
+from zkcdc.capture.settings import CaptureSettings
+from zkcdc.capture.tracker import TrackerState
+from zkcdc.ground import logs
+from zkcdc.ground.kafka_connection import KafkaConnection
+
+log = logs.get("zkcdc.capture")
+
+
+class RecordOutlet:
+    def __init__(
+        self,
+        settings: CaptureSettings,
+        cluster: str,
+        metrics: CaptureMetrics,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.cluster = cluster
+        self.metrics = metrics
+        self._now = now
+        self.store = CheckpointStore(
+            settings.state_path(cluster), settings.event_log_path(cluster), cluster
+        )
+        self._single_object_header: bytes | None = None
+        kafka = settings.kafka()
+        self.publisher = None if kafka is None else self._publisher(kafka)
+        self.feed = (
+            None
+            if self.publisher is None
+            else KafkaFeed(self.publisher, lambda seq: self.store.records_after(seq, _log_damage))
+        )
+        self._writer: EventLogWriter | None = None
+        self._next_delivered = now() + 1.0
+        self._next_checkpoint = now() + settings.checkpoint_s
+        # The seq of the last record the event log holds for good. The tracker's state runs
+        # ahead of it within a turn; a checkpoint of the tree is taken only when they agree, so
+        # what a restart continues from never claims a record the log does not have.
+        self.logged_seq = 0
+
+    def load(self, followed: TrackerState | None = None) -> TrackerState:
+        """The state as of the last record given out: this host's checkpoint and event log, or
+        what a standby followed on the topic when that is further on."""
+        state = self.store.load(on_damage=_log_damage)
+        if followed is not None and followed.seq > state.seq:
+            log.info("taking over from the topic", seq=followed.seq, local_seq=state.seq)
+            state = followed
+        self.logged_seq = state.seq
+        return state
+
+    def open(self) -> None:
+        """Opens the log; what an earlier run logged but Kafka may not hold goes out first."""
+        s = self.settings
+        if self.feed is not None:
+            self._resume_backlog(self.feed)
+        self._writer = EventLogWriter(
+            s.event_log_path(self.cluster),
+            self.cluster,
+            max_bytes=s.log_rotate_bytes,
+            max_age_s=s.log_rotate_s,
+            now=self._now,
+            fsync=s.event_log_fsync,
+        )
+
+    def give_out(self, records: list[ChangeRecord]) -> None:
+        writer = self._writer
+        assert writer is not None, "open() first"
+        values, bodies = encode_records(writer.encode, records)  # once, for log and Kafka
+        writer.append(values, bodies)  # the log first: what is logged is never lost
+        self.logged_seq = records[-1].seq
+        if self.feed is not None:
+            failpoints.hit("kafka.produce")
+            if self._single_object_header is None:
+                self.feed.give(values, None)  # the registry's own framing
+            else:
+                header = self._single_object_header
+                self.feed.give(values, [header + body for body in bodies])
+        self.metrics.given_out(records)
+
+    @property
+    def in_flight(self) -> bool:
+        """Records handed to Kafka and not yet acknowledged, or waiting in the log for it."""
+        return self.feed is not None and (
+            self.feed.publisher.backlog > 0 or self.feed.waiting_in_log
+        )
+
+    def tick(self, state: TrackerState) -> None:
+        """Each turn of the daemon's loop: delivery reports, and now and then the checkpoint."""
+        now = self._now()
+        if self.publisher is not None:
+            self.publisher.poll(0)
+            if self.feed is not None and self.feed.waiting_in_log:
+                self.feed.refill(self.logged_seq)
+            self.metrics.backlog.set(self.publisher.backlog)
+            if now >= self._next_delivered:
+                self.store.save_delivered(self.publisher.acked_through, background=True)
+                self._next_delivered = now + 1.0
+        if now >= self._next_checkpoint and state.seq == self.logged_seq:
+            self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid)
+            self._next_checkpoint = now + self.settings.checkpoint_s
+
+    def close(self, state: TrackerState, failing: bool = False) -> None:
+        """Flushes what it can and saves the state for the next run. `failing`: the run is
+        ending on an error, which must not be hidden: problems here are logged, not raised.
+        Otherwise the first problem is raised (CheckpointError) after everything was tried."""
+        problems: list[CaptureError] = []
+        if self._writer is not None:
+            self._writer.close()
+        if self.publisher is not None:
+            try:
+                if not self.publisher.flush(10.0):
+                    log.warning(
+                        "stopping with records not yet on Kafka", backlog=self.publisher.backlog
+                    )
+            except CaptureError as exc:
+                problems.append(exc)
+            self.store.wait()
+            try:
+                self.store.save_delivered(self.publisher.acked_through)
+            except CaptureError as exc:
+                problems.append(exc)
+        if state.seq == self.logged_seq:
+            try:
+                self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid)
+            except CaptureError as exc:
+                problems.append(exc)
+        else:
+            # Records were made that the log does not hold (its write failed, or the turn
+            # did): the tree of the last checkpoint plus the log's tail is the true state.
+            log.warning(
+                "the known tree is ahead of the event log: not saved; the next run continues "
+                "from the last logged record",
+                logged_seq=self.logged_seq,
+                seq=state.seq,
+            )
+        for problem in problems:
+            log.error("while stopping", reason=str(problem))
+        log.info("stopped", seq=self.logged_seq)
+        if problems and not failing:
+            raise problems[0]
+
+    # -- Kafka ----------------------------------------------------------------------------
+    def _publisher(self, kafka: KafkaConnection) -> Publisher:
+        s = self.settings
+        codec = SingleObjectCodec()
+        serialize = (
+            registry_serializer(s.schema_registry, codec.schema, s.topic)
+            if s.schema_registry
+            else codec.encode
+        )
+        # Single-object values are the log's record bytes behind this header: encoded once.
+        self._single_object_header = None if s.schema_registry else codec.header
+        takes = topic_max_message_bytes(kafka, s.topic, s.connect_timeout_s)
+        limit = min(s.max_record_bytes, takes - MESSAGE_OVERHEAD if takes else s.max_record_bytes)
+        if limit < s.max_record_bytes:
+            log.warning(
+                "the changes topic takes smaller records than a znode may need: larger ones go "
+                "out without their images' bytes (header zkcdc.omitted); the event log has them",
+                topic=s.topic,
+                max_message_bytes=takes,
+                wanted=s.max_record_bytes + MESSAGE_OVERHEAD,
+            )
+        publisher = Publisher(kafka, s.topic, serialize, max_value_bytes=limit)
+
+        def on_ack(record: dict[str, Any]) -> None:
+            if record["op"] in ("CREATE", "UPDATE", "DELETE"):
+                lag_ms = int(self._now() * 1000) - record["ts_ms"]
+                self.metrics.lag.observe(max(0, lag_ms) / 1000)
+
+        publisher.on_ack = on_ack
+        return publisher
+
+    def _resume_backlog(self, feed: KafkaFeed) -> None:
+        """Records logged by an earlier run but maybe never acknowledged go out first, read
+        from the log as Kafka takes them (never all in memory), those the topic already
+        holds left out."""
+        s = self.settings
+        kafka = s.kafka()
+        assert kafka is not None
+        delivered = self.store.delivered()
+        first = next(iter(self.store.records_after(delivered, _log_damage)), None)
+        # What the last run had on Kafka (all of it, if nothing is logged after it): the saved
+        # checkpoint must never go back to 0 before this run's first ack.
+        publisher = feed.publisher
+        publisher.acked_through = max(
+            publisher.acked_through, delivered if first is not None else self.logged_seq
+        )
+        if first is None:
+            return
+        present = delivered_seqs(
+            kafka,
+            s.topic,
+            self.cluster,
+            first["captured_ms"] - 60_000,
+            s.connect_timeout_s,
+        )
+        log.info("publishing backlog", from_seq=first["seq"], already_on_kafka=len(present))
+        feed.resume(delivered, present)
+        feed.refill(self.logged_seq)
+
+
+def _log_damage(damage: Damage) -> None:
+    log.warning(
+        "event log damaged", file=str(damage.file), block=damage.block, reason=damage.reason
+    )
+
+
+def prepare_topic(s: CaptureSettings) -> None:
+    """The changes topic, created if missing with room for the largest record a znode can
+    make (`capture.oversize`)."""
+    kafka = s.kafka()
+    assert kafka is not None
+    room = {"max.message.bytes": str(s.max_record_bytes + MESSAGE_OVERHEAD)}
+    ensure_topic(
+        kafka,
+        s.topic,
+        s.topic_partitions,
+        s.connect_timeout_s,
+        room,
+    )

@@ -1,0 +1,125 @@
+"""A standby's view of what the active daemon gave out: the changes topic, read from the start.
+
+Keeps, per path, the newest record of the cluster, so that on taking over the standby knows the
+tree as the active last recorded it and the highest seq, and re-syncs from there: no gap, no
+second snapshot."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+from zkcdc.capture.delivery.publisher import CLUSTER_HEADER, DeliveryError
+from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, decode_value
+from zkcdc.capture.records import Znode
+from zkcdc.capture.tracker import TrackerState, znode_from_avro
+from zkcdc.ground.kafka_connection import KafkaConnection
+
+
+class TopicFollower:
+    def __init__(
+        self,
+        kafka: KafkaConnection,
+        topic: str,
+        cluster: str,
+        codec: SingleObjectCodec,
+    ) -> None:
+        self._consumer = kafka.consumer("zkcdc-capture-standby")
+        self._topic = topic
+        self._cluster = cluster
+        self._codec = codec
+        self._latest: dict[str, tuple[int, Znode | None]] = {}
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._assigned = False
+
+    def _assign(self, timeout: float) -> None:
+        if self._assigned:
+            return
+        metadata = self._consumer.list_topics(self._topic, timeout=timeout)
+        topic = metadata.topics.get(self._topic)
+        if topic is None or topic.error is not None:
+            return  # nothing given out yet
+        self._consumer.assign(
+            [TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in topic.partitions]
+        )
+        self._assigned = True
+
+    def poll(self, timeout: float) -> int:
+        """Reads what is there within `timeout`; returns how many records it took in."""
+        try:
+            self._assign(timeout)
+            if not self._assigned:
+                return 0
+            messages = self._consumer.consume(10000, timeout)
+        except KafkaException as exc:
+            raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
+        taken = 0
+        for message in messages:
+            value = message.value()
+            if message.error() or value is None:
+                continue
+            headers = dict(message.headers() or [])
+            if headers.get(CLUSTER_HEADER) not in (None, self._cluster.encode()):
+                continue
+            try:
+                record = decode_value(self._codec, value)
+            except CodecError:
+                continue  # not ours to understand; the active daemon only writes its schema
+            if record["cluster"] != self._cluster:
+                continue
+            taken += 1
+            self._take(record)
+        return taken
+
+    def _take(self, record: dict[str, Any]) -> None:
+        seq = record["seq"]
+        with self._lock:
+            self._seq = max(self._seq, seq)
+            if record["op"] == "HEARTBEAT":
+                return
+            path = record["path"]
+            if path not in self._latest or self._latest[path][0] < seq:
+                self._latest[path] = (seq, znode_from_avro(record["after"]))
+
+    def catch_up(self, timeout: float, progress: Callable[[], None] = lambda: None) -> None:
+        """Reads to the end of every partition as it is now; `progress` after each poll."""
+        self._assign(timeout)
+        if not self._assigned:
+            return
+        deadline = time.monotonic() + max(timeout, 1.0) * 10
+        while True:
+            try:
+                ends = {}
+                for tp in self._consumer.assignment():
+                    _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)
+                    ends[tp.partition] = high
+                break
+            except KafkaException as exc:
+                # A topic created a moment ago may not have its partition leaders yet.
+                if time.monotonic() > deadline:
+                    raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
+                time.sleep(0.5)
+        while True:
+            current = {
+                tp.partition: tp.offset
+                for tp in self._consumer.position(self._consumer.assignment())
+            }
+            if all(current.get(p, -1) >= end for p, end in ends.items() if end > 0):
+                return
+            if time.monotonic() > deadline:
+                raise DeliveryError(f"standby could not read {self._topic} to its end")
+            self.poll(1.0)
+            progress()
+
+    def state(self) -> TrackerState:
+        with self._lock:
+            tree = {p: z for p, (_, z) in self._latest.items() if z is not None}
+            return TrackerState(cluster=self._cluster, seq=self._seq, tree=tree)
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,73 @@
+"""Connecting kazoo clients for capture: the chrooted one that reads Kafka's tree, and the
+root one that holds the election."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zkcdc.capture.errors import CaptureError
+from zkcdc.ground.zookeeper_connection import ZooKeeperAccess, ZooKeeperConnectionError
+
+
+class ZooKeeperUnavailable(CaptureError):
+    """ZooKeeper cannot be reached, or refuses the session."""
+
+
+def split_hosts(connect: str) -> tuple[str, str]:
+    """`h1:2181,h2:2181/kafka` -> (`h1:2181,h2:2181`, `/kafka`)."""
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, (slash + chroot).rstrip("/") if chroot else ""
+
+
+def connect(
+    connect_string: str,
+    session_timeout_s: float,
+    connect_timeout_s: float,
+    access: ZooKeeperAccess,
+    retries: int,
+    sleep: Callable[[float], None],
+    own_nodes: bool = False,
+) -> KazooClient:
+    """A started client; with `retries` > 0 it tries again with backoff (`--wait`).
+    `own_nodes`: what it creates (the election's znodes) gets `access.own_acl()`."""
+    delay = 1.0
+    for attempt in range(retries + 1):
+        try:
+            client = access.client(connect_string, session_timeout_s, own_nodes=own_nodes)
+        except ZooKeeperConnectionError as exc:
+            raise CaptureError(str(exc)) from exc
+        try:
+            client.start(timeout=connect_timeout_s)
+            return client
+        except (KazooTimeoutError, KazooException) as exc:
+            client.close()
+            if attempt == retries:
+                hosts, _ = split_hosts(connect_string)
+                how = access.describe()
+                refused = f" ({how}: or it refused the session)" if how else ""
+                raise ZooKeeperUnavailable(
+                    f"ZooKeeper at {hosts} is unreachable (no session within "
+                    f"{connect_timeout_s:g} s){refused}"
+                ) from exc
+        sleep(delay)
+        delay = min(delay * 2, 30.0)
+    raise AssertionError("unreachable")
+
+
+def cluster_id(client: KazooClient, connect_string: str) -> str:
+    """Kafka's cluster id from `/cluster/id`, the default name of the captured cluster."""
+    try:
+        data, _ = client.get("/cluster/id")
+        value = json.loads(data)["id"]
+    except NoNodeError as exc:
+        raise CaptureError(
+            f"no /cluster/id at {connect_string}: not Kafka's chroot? (or pass --cluster NAME)"
+        ) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CaptureError(f"/cluster/id at {connect_string} is not Kafka's format") from exc
+    return str(value)

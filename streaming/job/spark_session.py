@@ -1,0 +1,97 @@
+"""The Spark session of a zkcdc job: Kafka and Avro jars from the shared cache, RocksDB state."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import zkcdc
+from zkcdc.streaming.errors import StreamingError
+
+
+def spark_jars() -> list[Path]:
+    """Spark's Kafka source/sink and Avro jars at pyspark's version (mvn once, then cached)."""
+    from zkcdc.stack.artifacts import ArtifactCache
+    from zkcdc.stack.artifacts import spark_jars as jar_set
+    from zkcdc.stack.errors import StackError
+    from zkcdc.stack.settings import StackSettings
+
+    cache = ArtifactCache(StackSettings().cache_dir)  # where `zkcdc stack up` put them
+    try:
+        return cache.fetch(jar_set(), announce=print_err)
+    except StackError as exc:
+        raise StreamingError(str(exc)) from exc
+
+
+def package_zip(folder: Path | None = None) -> Path:
+    """zkcdc's own Python packages as one zip, for executors on other machines: in `folder`,
+    or else in one only this user can enter, removed when the process ends."""
+    package = Path(zkcdc.__file__).parent  # followed through its links to capture/, streaming/
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="zkcdc-py-"))
+        atexit.register(shutil.rmtree, folder, True)
+    out = folder / "zkcdc-py.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for here, dirs, files in sorted(os.walk(package, followlinks=True)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(f for f in files if f.endswith(".py")):
+                file = Path(here) / name
+                archive.write(file, Path("zkcdc") / file.relative_to(package))
+    return out
+
+
+def print_err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def session(master: str, app: str, shuffle_partitions: int = 1, **conf: str) -> Any:
+    """A SparkSession on `master` (local[*], local[2], spark://host:port)."""
+    from pyspark.sql import SparkSession
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit (deploy/spark/submit.sh): its master, jars and properties
+        # file rule; --master of the command line is not applied over them.
+        return _started(SparkSession.builder.appName(app), master)
+    # Executors must run the same Python as the driver (pandas UDFs, our packages).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    jars = ",".join(str(p) for p in spark_jars())
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.jars", jars)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        # A commit writes a changelog instead of a snapshot each micro-batch: ~90 ms, not ~350.
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Hadoop applies its own umask (022) to checkpoint files: keep them from other users.
+        .config("spark.hadoop.fs.permissions.umask-mode", "027")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "512m")
+        .config("spark.executor.memory", "512m")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if master.startswith("spark://"):
+        builder = builder.config("spark.submit.pyFiles", str(package_zip()))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return _started(builder, master)
+
+
+def _started(builder: Any, master: str) -> Any:
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        raise StreamingError(f"Spark did not start on {master}: {exc}") from exc
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,341 @@
+"""The alert rules of CONTRACT.md section 3 as pure functions of the cluster state and events.
+
+Three kinds:
+- level rules, re-evaluated for the entities a record touched (a partition under-replicated);
+- instant rules, on one live event (an unclean election);
+- window rules, counting live events per entity over an event-time window (ISR flapping)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Collection, Iterable
+from functools import partial
+from typing import Any
+
+from zkcdc.streaming.rules.alert_records import Alert
+from zkcdc.streaming.rules.alert_tracker import AlertTracker
+from zkcdc.streaming.rules.cluster_state import ClusterState, Entity, Group, Partition, PartitionKey
+from zkcdc.streaming.rules.range_assignment import assign, thread_ids
+from zkcdc.streaming.rules.rule_settings import RuleSettings
+
+
+def _name(key: PartitionKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def _ints(values: Iterable[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+# -- level rules ----------------------------------------------------------------------------------
+def evaluate(
+    touched: Collection[Entity],
+    state: ClusterState,
+    tracker: AlertTracker,
+    settings: RuleSettings,
+    now: int,
+) -> list[Alert]:
+    out: list[Alert] = []
+    # Most records touch one entity: sorting (for a stable alert order) only when there are more.
+    ordered = touched if len(touched) < 2 else sorted(touched, key=lambda e: (e[0], str(e[1])))
+    for kind, ident in ordered:
+        if kind == "partition":
+            out += _partition(ident, state, tracker, settings, now)
+        elif kind == "broker":
+            out += _broker(ident, state, tracker, settings, now)
+        elif kind == "controller":
+            out += _controller(state, tracker, settings, now)
+        elif kind == "topic":
+            out += _topic(ident, state, tracker, settings, now)
+        elif kind == "group":
+            out += _group(ident, state, tracker, settings, now)
+    return out
+
+
+def _partition(
+    key: PartitionKey, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    p = state.partitions.get(key)
+    name = _name(key)
+    known = p is not None and p.leader is not None
+    online = known and p is not None and p.leader != -1
+    isr = len(p.isr) if p else 0
+    rf = p.replication_factor if p else 0
+    min_isr = state.min_insync(key[0], s.default_min_insync_replicas)
+    in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
+    checks = (
+        ("under_replicated", online and isr < rf, "warning", s.under_replicated_for_ms),
+        ("under_min_isr", online and isr < min_isr, "critical", s.under_min_isr_for_ms),
+        ("offline_partition", known and not online, "critical", s.offline_partition_for_ms),
+        ("reassignment_stuck", in_flight, "warning", s.reassignment_stuck_for_ms),
+    )
+    out: list[Alert] = []
+    for rule, active, severity, for_ms in checks:
+        # Only conditions that hold or held need the tracker: the others are the common case.
+        if active or (rule, name) in tracker.conditions:
+            describe = partial(_partition_text, rule, name, p, isr, rf, min_isr)
+            out += tracker.hold(rule, name, active, now, severity, describe, for_ms)
+    return out
+
+
+def _partition_text(
+    rule: str, name: str, p: Partition | None, isr: int, rf: int, min_isr: int
+) -> tuple[str, dict[str, str]]:
+    details = (
+        {"isr": _ints(p.isr), "replicas": _ints(p.replicas), "leader": str(p.leader)} if p else {}
+    )
+    # Only the rule's own summary is formatted: this runs at every change of a held condition.
+    if rule == "under_replicated":
+        return f"{name} has {isr} of {rf} replicas in sync", details
+    if rule == "under_min_isr":
+        summary = f"{name} has {isr} in-sync replicas, below min.insync.replicas {min_isr}"
+        return summary, details
+    if rule == "offline_partition":
+        return f"{name} has no leader", details
+    return f"reassignment of {name} has not completed", details
+
+
+def _broker(
+    broker: int, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    b = state.brokers.get(broker)
+    entity = f"broker/{broker}"
+    preferred, not_led = state.preferred[broker], state.not_led[broker]
+    ratio = not_led / preferred if preferred else 0.0
+    imbalanced = b is not None and b.alive and ratio > s.preferred_leader_imbalance_ratio
+    return [
+        *tracker.hold("broker_down", entity, b is not None and not b.alive, now, "critical",
+                      lambda: (f"broker {broker} is not registered", {}), s.broker_down_for_ms),
+        *tracker.hold("preferred_leader_imbalance", entity, imbalanced, now, "warning",
+                      lambda: (f"broker {broker} leads {preferred - not_led} of the {preferred} "
+                               f"partitions it is preferred for",
+                               {"ratio": f"{ratio:.3f}", "not_led": str(not_led)}),
+                      s.preferred_leader_imbalance_for_ms),
+    ]  # fmt: skip
+
+
+def _controller(
+    state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    alive = any(b.alive for b in state.brokers.values())
+    return tracker.hold(
+        "no_active_controller", "controller", alive and state.controller is None, now,
+        "critical", lambda: ("no broker holds /controller", {}), s.no_active_controller_for_ms,
+    )  # fmt: skip
+
+
+def _topic(
+    topic: str, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    return tracker.hold(
+        "topic_deletion_stuck", f"topic/{topic}", topic in state.deletions, now, "warning",
+        lambda: (f"deletion of topic {topic} has not completed", {}),
+        s.topic_deletion_stuck_for_ms,
+    )  # fmt: skip
+
+
+def expected_owners(group: Group, state: ClusterState) -> tuple[dict[PartitionKey, str], set[str]]:
+    """The seeds' range assignment for every subscribed topic: partition -> thread, and the
+    consumers that get nothing at all."""
+    expected: dict[PartitionKey, str] = {}
+    busy: set[str] = set()
+    for topic in sorted({t for sub in group.members.values() for t in sub}):
+        threads = thread_ids({c: sub[topic] for c, sub in group.members.items() if topic in sub})
+        for thread, owned in assign(state.topics.get(topic, ()), threads).items():
+            for partition in owned:
+                expected[(topic, partition)] = thread
+                busy.add(thread.rsplit("-", 1)[0])
+    return expected, set(group.members) - busy
+
+
+def _group(
+    name: str, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
+) -> list[Alert]:
+    group = state.groups.get(name)
+    entity = f"group/{name}"
+    members = bool(group and group.members)
+    expected, idle = expected_owners(group, state) if group and members else ({}, set())
+    owners = group.owners if group else {}
+    unowned = sorted(k for k in expected if k not in owners)
+    mismatched = sorted(k for k, t in owners.items() if k in expected and expected[k] != t)
+    return [
+        *tracker.hold("consumer_partition_unowned", entity, bool(unowned), now, "critical",
+                      lambda: (f"group {name} leaves {len(unowned)} partitions unowned",
+                               {"partitions": ",".join(_name(k) for k in unowned[:20])}),
+                      s.consumer_partition_unowned_for_ms),
+        *tracker.hold("consumer_idle", entity, bool(idle), now, "info",
+                      lambda: (f"group {name} has {len(idle)} consumers with no partition",
+                               {"consumers": ",".join(sorted(idle)[:20])}),
+                      s.consumer_idle_for_ms),
+        *tracker.hold("consumer_owner_mismatch", entity, bool(mismatched), now, "warning",
+                      lambda: (f"group {name}: {len(mismatched)} partitions owned against the "
+                               f"range assignment",
+                               {"partitions": ",".join(_name(k) for k in mismatched[:20])}),
+                      s.consumer_owner_mismatch_for_ms),
+    ]  # fmt: skip
+
+
+# -- instant rules --------------------------------------------------------------------------------
+def instants(
+    event: dict[str, Any],
+    state_before: tuple[int | None, int | None],
+    tracker: AlertTracker,
+    s: RuleSettings,
+    now: int,
+) -> list[Alert]:
+    """Alerts one live event raises by itself. `state_before` = (controller epoch, last
+    controller) as they were before the event's record."""
+    kind = event["type"]
+    epoch, last_controller = state_before
+    hold = s.instant_hold_ms
+
+    def fire(rule: str, entity: str, severity: str, summary: str, **details: Any) -> list[Alert]:
+        text = {k: str(v) for k, v in details.items() if v is not None}
+        return tracker.instant(rule, entity, now, severity, summary, text, hold)
+
+    out: list[Alert] = []
+    topic, partition = event.get("topic"), event.get("partition")
+    name = f"{topic}/{partition}"
+    if kind == "LEADER_CHANGED" and event.get("clean") is False:
+        out += fire("unclean_leader_election", name, "critical",
+                    f"{name}: broker {event.get('leader_after')} became leader out of sync",
+                    leader_before=event.get("leader_before"), leader_after=event.get("leader_after"))  # fmt: skip
+    before, after = event.get("leader_epoch_before"), event.get("leader_epoch_after")
+    if before is not None and after is not None and after < before:
+        out += fire("leader_epoch_regression", name, "critical",
+                    f"{name}: leader epoch went back from {before} to {after}",
+                    leader_epoch_before=before, leader_epoch_after=after)  # fmt: skip
+    written = event.get("controller_epoch")
+    if kind in _STATE_WRITES and written is not None and epoch is not None and written < epoch:
+        out += fire("controller_epoch_regression", name, "critical",
+                    f"{name} written with controller epoch {written}, current is {epoch}",
+                    written_epoch=written, controller_epoch=epoch)  # fmt: skip
+    if kind == "CONTROLLER_EPOCH_CHANGED":
+        old, new = event.get("epoch_before"), event.get("epoch_after")
+        if old is not None and new is not None and new < old:
+            out += fire("controller_epoch_regression", "controller", "critical",
+                        f"/controller_epoch went back from {old} to {new}")  # fmt: skip
+    if kind == "CONTROLLER_ELECTED":
+        previous = event.get("broker_id_before")
+        previous = previous if previous is not None else last_controller
+        if previous is not None:
+            out += fire("controller_failover", "controller", "warning",
+                        f"controller moved from broker {previous} to {event['broker_id']}",
+                        broker_before=previous, broker_after=event["broker_id"])  # fmt: skip
+    if kind == "OFFSET_COMMITTED":
+        old, new = event.get("offset_before"), event.get("offset_after")
+        if old is not None and new is not None and new < old:
+            out += fire("offset_regression", f"group/{event['group']}", "warning",
+                        f"group {event['group']} moved {name} back from {old} to {new}",
+                        topic=topic, partition=partition, offset_before=old, offset_after=new)  # fmt: skip
+    if kind == "LOG_DIR_FAILED":
+        broker = event.get("broker_id")
+        out += fire("log_dir_failure", f"broker/{broker}", "critical",
+                    f"a log directory of broker {broker} failed")  # fmt: skip
+    return out
+
+
+_STATE_WRITES = {"LEADER_CHANGED", "LEADER_EPOCH_BUMPED", "ISR_SHRUNK", "ISR_EXPANDED"}
+
+
+# -- window rules ---------------------------------------------------------------------------------
+WindowKey = tuple[str, str]  # (rule, entity)
+
+# event type -> the window rules it counts for, each with the entity it counts against
+_WINDOWED: dict[str, list[tuple[str, Callable[[dict[str, Any]], str]]]] = {
+    "ISR_SHRUNK": [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
+    "ISR_EXPANDED": [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
+    "LEADER_CHANGED": [("leader_election_storm", lambda e: "cluster")],
+    "CONTROLLER_ELECTED": [("controller_flapping", lambda e: "controller")],
+    "BROKER_REGISTERED": [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
+    "BROKER_DEREGISTERED": [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
+}
+_SEVERITY = {
+    "isr_flapping": "warning",
+    "leader_election_storm": "warning",
+    "controller_flapping": "critical",
+    "broker_flapping": "warning",
+}
+
+
+def _window_text(rule: str, entity: str, n: int, window_ms: int) -> tuple[str, dict[str, str]]:
+    return (
+        f"{entity}: {n} changes of {rule.replace('_', ' ')} within {window_ms // 1000} s",
+        {"changes": str(n), "window_ms": str(window_ms)},
+    )
+
+
+_WINDOWS: dict[tuple[str, int], tuple[RuleSettings, tuple[int, int]]] = {}
+
+
+def _window(rule: str, s: RuleSettings) -> tuple[int, int]:
+    # Looked up for every windowed event: cached by the settings' identity (hashing the
+    # settings would cost more than the lookups); the entry keeps them alive, so ids stay theirs.
+    hit = _WINDOWS.get((rule, id(s)))
+    if hit is None or hit[0] is not s:
+        hit = (s, (getattr(s, f"{rule}_changes"), getattr(s, f"{rule}_window_ms")))
+        _WINDOWS[(rule, id(s))] = hit
+    return hit[1]
+
+
+# When counted events leave their windows, per rule, in due order: a rule has one window
+# length and event time never goes back, so a queue keeps them sorted (a heap over all rules
+# was ~7 % of a storm replay's engine time).
+Expiries = dict[str, deque[tuple[int, WindowKey]]]
+
+
+def count(
+    event: dict[str, Any],
+    windows: dict[WindowKey, deque[int]],
+    now: int,
+    expiries: Expiries,
+    s: RuleSettings,
+) -> list[WindowKey]:
+    """Counts one live event into the windows it belongs to; the keys it changed. `expiries`
+    learns when the event leaves its window, so only those windows are re-checked as time
+    passes."""
+    keys = []
+    for rule, entity_of in _WINDOWED.get(event["type"], ()):
+        key = (rule, entity_of(event))
+        windows.setdefault(key, deque()).append(now)
+        keys.append(key)
+        expiries.setdefault(rule, deque()).append((now + _window(rule, s)[1], key))
+    return keys
+
+
+def expired(expiries: Expiries, now: int) -> set[WindowKey]:
+    """The windows an event has left by `now`."""
+    keys = set()
+    for due in expiries.values():
+        while due and due[0][0] <= now:
+            keys.add(due.popleft()[1])
+    return keys
+
+
+def evaluate_windows(
+    keys: Iterable[WindowKey],
+    windows: dict[WindowKey, deque[int]],
+    tracker: AlertTracker,
+    s: RuleSettings,
+    now: int,
+) -> list[Alert]:
+    out: list[Alert] = []
+    if not keys:
+        return out
+    for rule, entity in keys:
+        times = windows.get((rule, entity))
+        if times is None:
+            continue
+        threshold, window_ms = _window(rule, s)
+        while times and times[0] <= now - window_ms:
+            times.popleft()
+        n = len(times)
+        # As for partitions: a window below its threshold that never crossed it needs nothing.
+        if n >= threshold or (rule, entity) in tracker.conditions:
+            out += tracker.hold(
+                rule, entity, n >= threshold, now, _SEVERITY[rule],
+                partial(_window_text, rule, entity, n, window_ms), 0,
+            )  # fmt: skip
+        if not times:
+            del windows[(rule, entity)]
+    return out

@@ -1,0 +1,61 @@
+"""The compacted `zkcdc.state` topic: the alert job writes its state upserts there, and
+`zkcdc state show` reads it back to its end, keeping the newest value per key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.sinks.alert_sinks import ensure_topics, produce_all
+
+COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+
+
+class StateTopicSink:
+    def __init__(self, kafka: KafkaConnection, topic: str) -> None:
+        ensure_topics(kafka, [topic], COMPACTED)
+        self.topic = topic
+        self._producer = kafka.producer(
+            {
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 20,
+                "compression.type": "lz4",
+            }
+        )
+
+    def deliver(self, upserts: list[tuple[str, str | None]]) -> None:
+        """Each (key, JSON value or None = tombstone), in order: a later one for the same key
+        is the newer state."""
+        produce_all(self._producer, self.topic, upserts)
+
+    def close(self) -> None:
+        self._producer.flush(30)
+
+
+def read_state(
+    kafka: KafkaConnection, topic: str, timeout_s: float = 30.0
+) -> dict[str, dict[str, Any]]:
+    """The newest value of every key, read from the start of the topic to the end it had when
+    the read began."""
+    latest: dict[str, dict[str, Any]] = {}
+
+    def take(message: Any) -> None:
+        key = (message.key() or b"").decode()
+        value = message.value()
+        if value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = json.loads(value)
+
+    try:
+        kafka.read_to_end(topic, take, None, timeout_s, group="zkcdc-state-show")
+    except NoSuchTopic as exc:
+        raise StreamingError(
+            f"no state topic {topic} on {kafka.describe()}: run `zkcdc stream alerts` first"
+        ) from exc
+    except KafkaConnectionError as exc:
+        raise StreamingError(str(exc)) from exc
+    return latest

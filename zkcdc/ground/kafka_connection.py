@@ -1,0 +1,324 @@
+"""Every Kafka client of zkcdc is built here, from one connection setting: capture's producer,
+admin and standby consumer, the alert job's sinks, `replay`, `state show`, and the options of
+Spark's Kafka source and sink (Java client names).
+
+Where it comes from, later ones winning: a properties file (`--kafka-config-file`, librdkafka
+property names, e.g. the one `zkcdc stack up --secure` writes), `ZKCDC_KAFKA_*` environment
+variables (`ZKCDC_KAFKA_SASL_PASSWORD`...), then `--kafka-config KEY=VALUE` and
+`--bootstrap-servers` on the command line. Secrets are refused on the command line (any user
+can read a process's argv) and are `SecretStr` everywhere else."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+
+from zkcdc.ground import logs
+from zkcdc.ground.cli_options import invalid_setting
+from zkcdc.ground.errors import ZkcdcError
+
+ENV_PREFIX = "ZKCDC_KAFKA_"
+LIBRDKAFKA_LOGGER = "zkcdc.librdkafka"
+
+# librdkafka properties whose values are secrets: never accepted on a command line.
+_SECRET_PROPERTY = re.compile(r"password|secret|jaas|\.key\.pem$|ssl_key\.pem$|\.pem$", re.I)
+
+
+class KafkaConnectionError(ZkcdcError):
+    """A connection setting that cannot be used, or a Kafka that cannot be reached."""
+
+
+class NoSuchTopic(KafkaConnectionError):
+    pass
+
+
+def is_secret_property(name: str) -> bool:
+    return bool(_SECRET_PROPERTY.search(name)) and not name.endswith(("ca.pem", "certificate.pem"))
+
+
+class KafkaConnection(BaseModel):
+    """Where Kafka is and how to prove who we are to it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bootstrap_servers: str
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"] | None
+    ) = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: Path | None = None  # PEM
+    ssl_certificate_location: Path | None = None  # PEM: the client's own (mutual TLS)
+    ssl_key_location: Path | None = None  # PEM (PKCS#8 for Spark's Java client)
+    ssl_key_password: SecretStr | None = None
+    ssl_endpoint_identification_algorithm: Literal["https", "none"] = "https"
+    # Anything else: librdkafka properties as given; `java.<name>` goes to Spark's Java client
+    # only (GSSAPI's sasl.jaas.config, a JKS truststore...).
+    other: dict[str, SecretStr] = {}
+
+    # -- building -------------------------------------------------------------------------
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> KafkaConnection:
+        typed = {name.replace(".", "_"): name for name in _TYPED}
+        values: dict[str, Any] = {"other": {}}
+        for name, value in properties.items():
+            field = name.replace(".", "_")
+            if field in typed:
+                values[field] = value
+            else:
+                values["other"][name] = value
+        if "bootstrap_servers" not in values:
+            raise KafkaConnectionError("no Kafka given: --bootstrap-servers (or bootstrap.servers)")
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise KafkaConnectionError(f"Kafka connection: {invalid_setting(exc)}") from exc
+
+    def librdkafka(self) -> dict[str, Any]:
+        """The properties of a confluent-kafka client (secrets revealed here only)."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        for field, name in _TYPED.items():
+            value = getattr(self, field.replace(".", "_"))
+            if value is None or field == "bootstrap.servers":
+                continue
+            config[name] = _reveal(value)
+        for name, secret in self.other.items():
+            if not name.startswith("java."):
+                config[name] = secret.get_secret_value()
+        return config
+
+    def java(self) -> dict[str, str]:
+        """The same connection for Kafka's Java client (Spark's `kafka.*` options)."""
+        config: dict[str, str] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            config["sasl.mechanism"] = self.sasl_mechanism
+            if self.sasl_username is not None and self.sasl_password is not None:
+                login = jaas_login(
+                    self.sasl_mechanism, self.sasl_username, self.sasl_password.get_secret_value()
+                )
+                if login is not None:
+                    config["sasl.jaas.config"] = login
+        if self.ssl_ca_location is not None:
+            config["ssl.truststore.type"] = "PEM"
+            config["ssl.truststore.location"] = str(self.ssl_ca_location)
+        if self.ssl_certificate_location is not None and self.ssl_key_location is not None:
+            config["ssl.keystore.type"] = "PEM"
+            config["ssl.keystore.certificate.chain"] = _read(self.ssl_certificate_location)
+            config["ssl.keystore.key"] = _read(self.ssl_key_location)
+            if self.ssl_key_password is not None:
+                config["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        if self.ssl_endpoint_identification_algorithm == "none":
+            config["ssl.endpoint.identification.algorithm"] = ""
+        for name, secret in self.other.items():
+            if name.startswith("java."):
+                config[name.removeprefix("java.")] = secret.get_secret_value()
+            elif name in _SHARED:
+                config[name] = secret.get_secret_value()
+        return config
+
+    def describe(self) -> str:
+        """For messages: where, and how (never a secret)."""
+        how: str = self.security_protocol
+        if self.sasl_mechanism:
+            who = f" as {self.sasl_username}" if self.sasl_username else ""
+            how += f", {self.sasl_mechanism}{who}"
+        return f"{self.bootstrap_servers} ({how})" if how != "PLAINTEXT" else self.bootstrap_servers
+
+    # -- clients ---------------------------------------------------------------------------
+    def producer(self, config: Mapping[str, Any] | None = None, quiet: bool = False) -> Any:
+        """A producer with `config` over the connection's properties."""
+        from confluent_kafka import Producer
+
+        return Producer({**self.librdkafka(), "logger": _logger(quiet), **(config or {})})
+
+    def consumer(
+        self, group: str, config: Mapping[str, Any] | None = None, quiet: bool = False
+    ) -> Any:
+        from confluent_kafka import Consumer
+
+        settings = {"group.id": group, "enable.auto.commit": False, "logger": _logger(quiet)}
+        return Consumer({**self.librdkafka(), **settings, **(config or {})})
+
+    def admin(self) -> Any:
+        """A short-lived admin client whose failure is reported as one error of its own:
+        librdkafka's complaints (hundreds while a cluster is down) are dropped."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(self.librdkafka(), logger=_logger(True))
+
+    def read_to_end(
+        self,
+        topic: str,
+        take: Callable[[Any], None],
+        since_ms: int | None = None,
+        timeout_s: float = 30.0,
+        group: str = "zkcdc-read",
+    ) -> None:
+        """Every message of `topic` from `since_ms` on (by timestamp; None: from the start) up
+        to the end the topic had when the read began, handed to `take` in offset order per
+        partition. NoSuchTopic when it does not exist."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+        consumer = self.consumer(group, quiet=True)
+        try:
+            metadata = consumer.list_topics(topic, timeout=timeout_s)
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                raise NoSuchTopic(f"no topic {topic} on {self.describe()}")
+            partitions = sorted(found.partitions)
+            if since_ms is None:
+                starts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
+            else:
+                wanted = [TopicPartition(topic, p, since_ms) for p in partitions]
+                starts = consumer.offsets_for_times(wanted, timeout=timeout_s)
+            ends = {}
+            for tp in starts:
+                low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+                first = low if tp.offset == OFFSET_BEGINNING else tp.offset
+                if 0 <= first < high:
+                    ends[tp.partition] = high
+            consumer.assign([tp for tp in starts if tp.partition in ends])
+            while ends:
+                messages = consumer.consume(5000, timeout_s)
+                if not messages:
+                    raise KafkaConnectionError(
+                        f"reading {topic} stalled: no message in {timeout_s:g} s"
+                    )
+                for message in messages:
+                    if message.error():
+                        continue
+                    take(message)
+                    partition, offset = message.partition() or 0, message.offset() or 0
+                    if offset + 1 >= ends.get(partition, 0):
+                        ends.pop(partition, None)
+        except KafkaException as exc:
+            raise KafkaConnectionError(
+                f"cannot read {topic} from {self.describe()}: {exc.args[0].str()}"
+            ) from exc
+        finally:
+            consumer.close()
+
+
+_TYPED = {
+    "bootstrap.servers": "bootstrap.servers",
+    "security.protocol": "security.protocol",
+    "sasl.mechanism": "sasl.mechanism",
+    "sasl.username": "sasl.username",
+    "sasl.password": "sasl.password",
+    "ssl.ca.location": "ssl.ca.location",
+    "ssl.certificate.location": "ssl.certificate.location",
+    "ssl.key.location": "ssl.key.location",
+    "ssl.key.password": "ssl.key.password",
+    "ssl.endpoint.identification.algorithm": "ssl.endpoint.identification.algorithm",
+}
+_SHARED = {"sasl.kerberos.service.name", "client.id"}  # the same name in both clients
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def _reveal(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    return str(value)
+
+
+def jaas_quote(text: str) -> str:
+    """`text` inside the double quotes of a JAAS option."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def jaas_login(mechanism: str, username: str, password: str) -> str | None:
+    """Kafka's `sasl.jaas.config` line for a user/password mechanism (None for the others)."""
+    module = _LOGIN_MODULES.get(mechanism)
+    if module is None:
+        return None
+    user, secret = jaas_quote(username), jaas_quote(password)
+    return f'{module} required username="{user}" password="{secret}";'
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise KafkaConnectionError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _logger(quiet: bool) -> logging.Logger:
+    return (
+        logs.quiet(LIBRDKAFKA_LOGGER + ".probe") if quiet else logging.getLogger(LIBRDKAFKA_LOGGER)
+    )
+
+
+# -- where the settings come from ---------------------------------------------------------
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java-style properties file: `name=value` lines, `#`/`!` comments."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise KafkaConnectionError(f"cannot read Kafka config file {path}: {exc.strerror}") from exc
+    properties = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            raise KafkaConnectionError(f"{path} line {number}: expected name=value")
+        properties[name.strip()] = value.strip()
+    return properties
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`ZKCDC_KAFKA_SASL_PASSWORD=...` -> {"sasl.password": ...}, for the typed names."""
+    found = {}
+    for name in _TYPED:
+        value = environ.get(ENV_PREFIX + name.replace(".", "_").upper())
+        if value is not None:
+            found[name] = value
+    return found
+
+
+def refuse_secrets_on_argv(pairs: Mapping[str, str]) -> None:
+    for name in pairs:
+        if is_secret_property(name):
+            env = ENV_PREFIX + name.replace(".", "_").upper()
+            raise KafkaConnectionError(
+                f"{name} is a secret: give it in --kafka-config-file or ${env}, not on the "
+                "command line (any user can read a process's arguments)"
+            )
+
+
+def load(
+    bootstrap_servers: str | None,
+    config_file: Path | None = None,
+    pairs: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> KafkaConnection | None:
+    """The connection the command was given, None when it was given no Kafka at all."""
+    environ = os.environ if environ is None else environ
+    config_file = config_file or _path(environ.get(ENV_PREFIX + "CONFIG_FILE"))
+    properties = read_properties(config_file) if config_file is not None else {}
+    properties |= from_environment(environ)
+    properties |= dict(pairs or {})
+    if bootstrap_servers:
+        properties["bootstrap.servers"] = bootstrap_servers
+    if "bootstrap.servers" not in properties and config_file is None and not pairs:
+        return None  # no Kafka asked for (ZKCDC_KAFKA_* alone are defaults for when it is)
+    return KafkaConnection.from_properties(properties)
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
