@@ -82,9 +82,7 @@ def synthetic_records(cluster: str, partitions: int, count: int) -> list[bytes]:
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     from confluent_kafka import Producer
 
-    from zkcdc.capture.delivery.publisher import ensure_topic
-
-    ensure_topic(KafkaConnection(bootstrap_servers=bootstrap), topic, 3, 30)
+    KafkaConnection(bootstrap_servers=bootstrap).ensure_topic(topic, 3, 30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})  # fmt: skip
     for i, value in enumerate(values):

@@ -23,7 +23,6 @@ from kazoo.exceptions import LockTimeout
 from kazoo.recipe.watchers import DataWatch
 
 from zkcdc.capture.collector_pacing import CollectorPacing
-from zkcdc.capture.delivery.publisher import check_reachable
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
 from zkcdc.capture.delivery.topic_follower import TopicFollower
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
@@ -35,6 +34,7 @@ from zkcdc.capture.tracker import Tracker, TrackerState
 from zkcdc.capture.watch import zookeeper
 from zkcdc.capture.watch.tree_reader import TreeReader
 from zkcdc.ground import logs, systemd_notify
+from zkcdc.ground.kafka_connection import KafkaConnectionError
 from zkcdc.ground.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
@@ -159,9 +159,9 @@ class CaptureDaemon:
         delay = 1.0
         for attempt in range(retries + 1):
             try:
-                check_reachable(kafka, self.settings.connect_timeout_s)
+                kafka.brokers_answering(self.settings.connect_timeout_s)
                 return
-            except CaptureError:
+            except KafkaConnectionError:
                 if attempt == retries or self._stop.is_set():
                     raise
             self._sleep(delay)

@@ -25,6 +25,7 @@ from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, k
 from zkcdc.ground import kafka_connection, zookeeper_connection
 from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.private_files import safe_name
 from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
 
 
@@ -119,7 +120,7 @@ class CaptureSettings(BaseSettings):
             return self.chroot
         if self.zookeeper is None:
             return ""
-        from zkcdc.capture.watch.zookeeper import split_hosts
+        from zkcdc.ground.zookeeper_connection import split_hosts
 
         return split_hosts(self.zookeeper)[1]
 
@@ -170,8 +171,6 @@ class CaptureSettings(BaseSettings):
         return Redactor(self.redaction_key.get_secret_value().encode()).data
 
     def state_path(self, cluster: str) -> Path:
-        from zkcdc.capture.delivery.event_log import safe_name
-
         return self.state_dir / safe_name(cluster)
 
     def event_log_path(self, cluster: str) -> Path:

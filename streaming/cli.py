@@ -13,6 +13,7 @@ from zkcdc.ground import kafka_connection, logs
 from zkcdc.ground.cli_options import key_values, option_group, output_file
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.ground.user_dirs import state_home
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
@@ -21,9 +22,7 @@ from zkcdc.streaming.sinks.alert_sinks import SinkOptions
 
 
 def default_checkpoint(job: str) -> Path:
-    from zkcdc.stack.settings import default_state_dir
-
-    return default_state_dir().parent / "stream" / job
+    return state_home() / "stream" / job
 
 
 @click.group()

@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from zkcdc.ground.maven_jars import ArtifactCache
 from zkcdc.stack import StackSettings
-from zkcdc.stack.artifacts import ArtifactCache, kafka_jars
+from zkcdc.stack.kafka_jars import kafka_jars
 from zkcdc.stack.probes import free_port_block, zookeeper_mode
 from zkcdc.stack.processes import tail
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from zkcdc.capture.encoding.avro_codec import load_schema, schema_json
 from zkcdc.capture.encoding.avro_encoder import compile_encoder, write_long
 from zkcdc.capture.encoding.avro_spans import compile_splitter
 from zkcdc.capture.errors import CaptureError
-from zkcdc.ground.private_files import fsync_directory
+from zkcdc.ground.private_files import fsync_directory, safe_name
 
 SUFFIX = ".avro"
 MAGIC = b"Obj\x01"
@@ -34,10 +33,6 @@ CODEC = b"zstandard"
 
 class EventLogError(CaptureError):
     """An event log cannot be written or read."""
-
-
-def safe_name(cluster: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", cluster) or "_"
 
 
 def file_name(cluster: str, first_seq: int) -> str:

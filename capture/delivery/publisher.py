@@ -14,7 +14,6 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
-    NewTopic,
     ResourceType,
 )
 
@@ -169,41 +168,6 @@ class Publisher:
         self._producer.flush(timeout)
         self.poll(0)
         return self.backlog == 0
-
-
-def _metadata(admin: Any, kafka: KafkaConnection, timeout: float) -> Any:
-    try:
-        return admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise DeliveryError(
-            f"Kafka at {kafka.describe()} is unreachable: {exc.args[0].str()}"
-        ) from exc
-
-
-def check_reachable(kafka: KafkaConnection, timeout: float) -> int:
-    """The number of brokers that answer, or DeliveryError with the reason."""
-    return len(_metadata(kafka.admin(), kafka, timeout).brokers)
-
-
-def ensure_topic(
-    kafka: KafkaConnection,
-    topic: str,
-    partitions: int,
-    timeout: float,
-    config: dict[str, str] | None = None,
-) -> None:
-    admin = kafka.admin()
-    metadata = _metadata(admin, kafka, timeout)
-    if topic in metadata.topics and not metadata.topics[topic].error:
-        return
-    replication = min(3, len(metadata.brokers))
-    new = NewTopic(topic, partitions, replication, config=config or {})
-    future = admin.create_topics([new])[topic]
-    try:
-        future.result(timeout)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise DeliveryError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
 
 
 def topic_max_message_bytes(kafka: KafkaConnection, topic: str, timeout: float) -> int | None:

@@ -15,7 +15,6 @@ from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.publisher import (
     Publisher,
     delivered_seqs,
-    ensure_topic,
     topic_max_message_bytes,
 )
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec, registry_serializer
@@ -236,10 +235,4 @@ def prepare_topic(s: CaptureSettings) -> None:
     kafka = s.kafka()
     assert kafka is not None
     room = {"max.message.bytes": str(s.max_record_bytes + MESSAGE_OVERHEAD)}
-    ensure_topic(
-        kafka,
-        s.topic,
-        s.topic_partitions,
-        s.connect_timeout_s,
-        room,
-    )
+    kafka.ensure_topic(s.topic, s.topic_partitions, s.connect_timeout_s, room)

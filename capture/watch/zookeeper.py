@@ -11,17 +11,11 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcdc.capture.errors import CaptureError
-from zkcdc.ground.zookeeper_connection import ZooKeeperAccess, ZooKeeperConnectionError
+from zkcdc.ground.zookeeper_connection import ZooKeeperAccess, ZooKeeperConnectionError, split_hosts
 
 
 class ZooKeeperUnavailable(CaptureError):
     """ZooKeeper cannot be reached, or refuses the session."""
-
-
-def split_hosts(connect: str) -> tuple[str, str]:
-    """`h1:2181,h2:2181/kafka` -> (`h1:2181,h2:2181`, `/kafka`)."""
-    hosts, slash, chroot = connect.partition("/")
-    return hosts, (slash + chroot).rstrip("/") if chroot else ""
 
 
 def connect(

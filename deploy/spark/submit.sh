@@ -23,7 +23,8 @@ from pathlib import Path
 import pyspark
 
 from zkcdc.ground.schema_files import schema_dir
-from zkcdc.streaming.job.spark_session import package_zip, spark_jars
+from zkcdc.streaming.job.spark_jars import spark_jars
+from zkcdc.streaming.job.spark_session import package_zip
 
 home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
 zip_file = package_zip(Path(os.environ["ZKCDC_ZIP_DIR"]))

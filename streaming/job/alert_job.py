@@ -19,7 +19,7 @@ import orjson
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.rule_settings import RuleSettings
-from zkcdc.streaming.state.state_records import StateUpsert
+from zkcdc.streaming.rules.state_records import StateUpsert
 
 # kind "alert": key = alert_id, with its status and event time (the sinks need no parsing);
 # kind "state": key = state_records.state_key, json null = gone.

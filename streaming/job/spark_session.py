@@ -1,4 +1,4 @@
-"""The Spark session of a zkcdc job: Kafka and Avro jars from the shared cache, RocksDB state."""
+"""The Spark session of a zkcdc job: its Kafka and Avro jars, RocksDB state."""
 
 from __future__ import annotations
 
@@ -13,20 +13,7 @@ from typing import Any
 
 import zkcdc
 from zkcdc.streaming.errors import StreamingError
-
-
-def spark_jars() -> list[Path]:
-    """Spark's Kafka source/sink and Avro jars at pyspark's version (mvn once, then cached)."""
-    from zkcdc.stack.artifacts import ArtifactCache
-    from zkcdc.stack.artifacts import spark_jars as jar_set
-    from zkcdc.stack.errors import StackError
-    from zkcdc.stack.settings import StackSettings
-
-    cache = ArtifactCache(StackSettings().cache_dir)  # where `zkcdc stack up` put them
-    try:
-        return cache.fetch(jar_set(), announce=print_err)
-    except StackError as exc:
-        raise StreamingError(str(exc)) from exc
+from zkcdc.streaming.job.spark_jars import spark_jars
 
 
 def package_zip(folder: Path | None = None) -> Path:
@@ -44,10 +31,6 @@ def package_zip(folder: Path | None = None) -> Path:
                 file = Path(here) / name
                 archive.write(file, Path("zkcdc") / file.relative_to(package))
     return out
-
-
-def print_err(line: str) -> None:
-    print(line, file=sys.stderr)
 
 
 def session(master: str, app: str, shuffle_partitions: int = 1, **conf: str) -> Any:

@@ -16,7 +16,7 @@ from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
 from zkcdc.streaming.rules.cluster_state import ClusterState, Entity
 from zkcdc.streaming.rules.rule_settings import RuleSettings
-from zkcdc.streaming.state.state_records import StateUpsert, upserts
+from zkcdc.streaming.rules.state_records import StateUpsert, upserts
 
 _LIVE = {"CREATE", "UPDATE", "DELETE"}
 

@@ -69,15 +69,10 @@ def ensure_topics(
 ) -> None:
     """Creates missing topics up front (replication min(3, brokers)): auto-creation at the
     first alert would fail exactly when a broker is down, which is when alerts come."""
-    from confluent_kafka import KafkaException
-
-    from zkcdc.capture.delivery.publisher import ensure_topic
-    from zkcdc.capture.errors import CaptureError
-
     for topic in topics:
         try:
-            ensure_topic(kafka, topic, 3, 30.0, config)
-        except (CaptureError, KafkaException) as exc:
+            kafka.ensure_topic(topic, 3, 30.0, config)
+        except KafkaConnectionError as exc:
             raise StreamingError(f"cannot use topic {topic} on {kafka.describe()}: {exc}") from exc
 
 

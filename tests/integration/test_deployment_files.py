@@ -275,17 +275,17 @@ def test_the_image_runs_as_a_user_and_bakes_the_jars_in_at_build_time() -> None:
 def test_baked_jars_are_used_without_mvn(tmp_path: Path) -> None:
     """What the image's last stage does: a cache holding only the jar folder (no Maven
     repository) serves spark_jars() on a PATH without mvn."""
-    from zkcdc.stack.artifacts import spark_jars
-    from zkcdc.stack.settings import default_cache_dir
+    from zkcdc.ground.user_dirs import default_cache_dir
+    from zkcdc.streaming.job.spark_jars import spark_jar_set
 
-    name = spark_jars().name
+    name = spark_jar_set().name
     source = default_cache_dir() / name
     assert (source / "manifest.json").exists(), "the jar cache is filled by the stack fixture"
     shutil.copytree(source, tmp_path / "jars" / name)
     env = {**os.environ, "ZKCDC_CACHE_DIR": str(tmp_path / "jars"), "PATH": "/usr/bin:/bin"}
     env["PATH"] = ":".join(p for p in env["PATH"].split(":") if not Path(p, "mvn").exists())
     result = subprocess.run(
-        [sys.executable, "-c", "from zkcdc.streaming.job.spark_session import spark_jars; "
+        [sys.executable, "-c", "from zkcdc.streaming.job.spark_jars import spark_jars; "
          "print(len(spark_jars()))"],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from zkcdc.stack.artifacts import ArtifactCache, JarSet, artifact_id, spark_jars
-from zkcdc.stack.errors import StackError
+from zkcdc.ground.maven_jars import ArtifactCache, JarFetchError, JarSet, artifact_id
+from zkcdc.streaming.job.spark_jars import spark_jar_set
 
 
 class FakeMvn:
@@ -66,7 +66,7 @@ def test_a_failed_download_is_one_line_with_maven_s_reason(tmp_path: Path):
     mvn = FakeMvn(
         [], returncode=1, stdout="[INFO] x\n[ERROR] Could not find artifact g:a:jar:9 in central\n"
     )
-    with pytest.raises(StackError) as failure:
+    with pytest.raises(JarFetchError) as failure:
         ArtifactCache(tmp_path, runner=mvn).fetch(JarSet("x", ("g:a:9",)))
     message = str(failure.value)
     assert "\n" not in message
@@ -78,7 +78,7 @@ def test_a_failed_download_is_one_line_with_maven_s_reason(tmp_path: Path):
 
 def test_spark_jars_keep_only_what_pyspark_does_not_ship(tmp_path: Path):
     (tmp_path / "kafka-clients-3.0.0.jar").write_bytes(b"")
-    jar_set = spark_jars("4.0.0", bundled=tmp_path)
+    jar_set = spark_jar_set("4.0.0", bundled=tmp_path)
     assert "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0" in jar_set.coordinates
     assert "org.apache.spark:spark-avro_2.13:4.0.0" in jar_set.coordinates
     assert jar_set.exclude_artifacts == {"kafka-clients"}

@@ -156,6 +156,42 @@ class KafkaConnection(BaseModel):
 
         return AdminClient(self.librdkafka(), logger=_logger(True))
 
+    def list_topics(self, timeout: float, admin: Any = None) -> Any:
+        """The cluster's metadata, or KafkaConnectionError saying why not."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return (admin or self.admin()).list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise KafkaConnectionError(
+                f"Kafka at {self.describe()} is unreachable: {exc.args[0].str()}"
+            ) from exc
+
+    def brokers_answering(self, timeout: float) -> int:
+        return len(self.list_topics(timeout).brokers)
+
+    def ensure_topic(
+        self, topic: str, partitions: int, timeout: float, config: Mapping[str, str] | None = None
+    ) -> None:
+        """Creates the topic if missing (replication min(3, brokers)); an existing one is
+        left as it is."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        admin = self.admin()
+        metadata = self.list_topics(timeout, admin)
+        if topic in metadata.topics and not metadata.topics[topic].error:
+            return
+        replication = min(3, len(metadata.brokers))
+        new = NewTopic(topic, partitions, replication, config=dict(config or {}))
+        try:
+            admin.create_topics([new])[topic].result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaConnectionError(
+                    f"cannot create topic {topic}: {exc.args[0].str()}"
+                ) from exc
+
     def read_to_end(
         self,
         topic: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -60,3 +61,8 @@ def atomic_write(
             tmp.unlink()
         raise
     fsync_directory(path.parent)
+
+
+def safe_name(name: str) -> str:
+    """A name (a cluster's, say) as a file name: anything but letters, digits, - and _ is _."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name) or "_"

@@ -153,3 +153,9 @@ def load(
 
 def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
+
+
+def split_hosts(connect: str) -> tuple[str, str]:
+    """`h1:2181,h2:2181/kafka` -> (`h1:2181,h2:2181`, `/kafka`)."""
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, (slash + chroot).rstrip("/") if chroot else ""

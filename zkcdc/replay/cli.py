@@ -23,11 +23,11 @@ from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
 def default_checkpoint(log: Path, bootstrap: str, topic: str) -> Path:
-    from zkcdc.stack.settings import default_state_dir
+    from zkcdc.ground.user_dirs import state_home
 
     ident = f"{log.resolve()}|{bootstrap}|{topic}"
     name = hashlib.sha256(ident.encode()).hexdigest()[:16]
-    return default_state_dir().parent / "replay" / f"{name}.json"
+    return state_home() / "replay" / f"{name}.json"
 
 
 def _report(damage: Damage) -> None:

@@ -22,14 +22,13 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from zkcdc.capture.delivery.event_log import Damage, Span, cluster_of, log_files, read_spans
 from zkcdc.capture.delivery.publisher import (
     delivered_seqs,
-    ensure_topic,
     headers_for,
     key_for,
     producer_config,
 )
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
 from zkcdc.capture.errors import CaptureError
-from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.pacing import Pacer, merged
@@ -95,8 +94,8 @@ class ReplayToKafka:
 
     def run(self) -> None:
         try:
-            ensure_topic(self.kafka, self.topic, 6, 30.0)
-        except CaptureError as exc:
+            self.kafka.ensure_topic(self.topic, 6, 30.0)
+        except KafkaConnectionError as exc:
             raise ReplayError(str(exc)) from exc
         header = SingleObjectCodec().header
         refused: list[str] = []

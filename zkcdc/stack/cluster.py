@@ -15,12 +15,13 @@ from kazoo.security import make_acl
 
 from zkcdc.ground import kafka_connection, zookeeper_connection
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.maven_jars import ArtifactCache
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
 from zkcdc.stack import configs, probes
-from zkcdc.stack.artifacts import ArtifactCache, kafka_jars, spark_jars
 from zkcdc.stack.cluster_view import ClusterView, read_cluster_view
 from zkcdc.stack.errors import StackError
+from zkcdc.stack.kafka_jars import kafka_jars
 from zkcdc.stack.layout import StackLayout
 from zkcdc.stack.processes import (
     ProcessRecord,
@@ -41,6 +42,7 @@ from zkcdc.stack.secure import (
     scram_user_znode,
 )
 from zkcdc.stack.settings import StackSettings
+from zkcdc.streaming.job.spark_jars import spark_jar_set
 
 
 def _to_stderr(message: str) -> None:
@@ -158,7 +160,7 @@ class LocalStack:
     def fetch(self) -> StackInfo:
         """Download Kafka's and Spark's jars unless the cache has them already."""
         self.artifacts.fetch(kafka_jars(self.settings.kafka_version), self._announce)
-        self._spark_jars = tuple(self.artifacts.fetch(spark_jars(), self._announce))
+        self._spark_jars = tuple(self.artifacts.fetch(spark_jar_set(), self._announce))
         return self.info()
 
     def up(self) -> StackInfo:

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from zkcdc.ground.user_dirs import default_cache_dir, state_home
+
 KAFKA_VERSION = "3.9.2"
 
 
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("ZKCDC_CACHE_DIR") or Path(base) / "zkcdc")
-
-
 def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "zkcdc" / "stack"
+    return state_home() / "stack"
 
 
 class StackSettings(BaseSettings):

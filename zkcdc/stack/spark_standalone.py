@@ -11,8 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from zkcdc.stack.artifacts import pyspark_home
 from zkcdc.stack.errors import StackError
+from zkcdc.streaming.job.spark_jars import pyspark_home
 
 
 class SparkStandalone:

@@ -1,9 +1,7 @@
-"""Fetch the stack's jars once with `mvn` into a cache outside the repo; later runs download nothing."""
+"""Jars fetched once with `mvn` into a cache outside the repo; later runs download nothing."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import re
 import shutil
@@ -12,7 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkcdc.stack.errors import StackError
+from zkcdc.ground.errors import ZkcdcError
+
+
+class JarFetchError(ZkcdcError):
+    """mvn is missing, or could not fetch a set of jars."""
+
 
 Runner = Callable[[Sequence[str], Path], "subprocess.CompletedProcess[str]"]
 
@@ -49,41 +52,6 @@ def artifact_id(jar_name: str) -> str:
     return match.group("artifact") if match else jar_name.removesuffix(".jar")
 
 
-def kafka_jars(version: str) -> JarSet:
-    return JarSet(
-        name=f"kafka-{version}",
-        coordinates=(
-            f"org.apache.kafka:kafka_2.13:{version}",
-            f"org.apache.kafka:kafka-tools:{version}",
-            # Kafka declares no log4j backend; these are the ones its own distribution ships.
-            "org.slf4j:slf4j-reload4j:1.7.36",
-            "ch.qos.reload4j:reload4j:1.2.25",
-        ),
-    )
-
-
-def pyspark_home() -> Path:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise StackError("pyspark is not installed in this environment (pip install -e .)")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def spark_jars(spark_version: str | None = None, bundled: Path | None = None) -> JarSet:
-    """Spark's Kafka source/sink and Avro functions at pyspark's version, minus what pyspark ships."""
-    version = spark_version or importlib.metadata.version("pyspark")
-    jars_dir = bundled if bundled is not None else pyspark_home() / "jars"
-    shipped = frozenset(artifact_id(p.name) for p in jars_dir.glob("*.jar"))
-    return JarSet(
-        name=f"spark-{version}",
-        coordinates=(
-            f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}",
-            f"org.apache.spark:spark-avro_2.13:{version}",
-        ),
-        exclude_artifacts=shipped,
-    )
-
-
 def _run_mvn(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, check=False)
 
@@ -118,7 +86,7 @@ class ArtifactCache:
             return jars
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise StackError("mvn not found on PATH: install Maven (apt-get install maven)")
+            raise JarFetchError("mvn not found on PATH: install Maven (apt-get install maven)")
         announce(f"fetching {jar_set.name} jars with mvn into {self.folder(jar_set)} (once)")
         work = self.cache_dir / "_build" / jar_set.name
         shutil.rmtree(work, ignore_errors=True)
@@ -137,7 +105,7 @@ class ArtifactCache:
         )
         (work / "mvn.log").write_text(result.stdout + result.stderr)
         if result.returncode != 0:
-            raise StackError(
+            raise JarFetchError(
                 f"downloading {jar_set.name} with mvn failed: {_first_error(result.stdout)} "
                 f"(full log: {work / 'mvn.log'})"
             )
