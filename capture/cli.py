@@ -86,8 +86,7 @@ from zkcdc.ground.kafka_options import kafka_config_options
 )
 def capture(config_file: Path | None, **flags: Any) -> None:
     """Capture every change of Kafka's ZooKeeper tree until SIGTERM/SIGINT."""
-    from zkcdc.capture.runner import CaptureDaemon
-    from zkcdc.capture.txnlog.source import TxnlogCaptureDaemon
+    from zkcdc.capture.runner import CaptureRunner
 
     if config_file is not None and not config_file.is_file():
         raise click.BadParameter(f"{config_file} does not exist", param_hint="--config")
@@ -99,9 +98,9 @@ def capture(config_file: Path | None, **flags: Any) -> None:
             "--keep-secrets: SCRAM credentials and password configs go into the records, the "
             "event log and Kafka as they are; guard those as secrets"
         )
-    daemon = (TxnlogCaptureDaemon if settings.source == "txnlog" else CaptureDaemon)(settings)
-    daemon.install_signal_handlers()
-    daemon.run()
+    runner = CaptureRunner(settings)
+    runner.install_signal_handlers()
+    runner.run()
 
 
 @click.group()

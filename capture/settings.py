@@ -6,6 +6,7 @@ import difflib
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,6 +114,13 @@ class CaptureSettings(BaseSettings):
         if self.source == "txnlog" and self.zk_data_dir is None:
             raise ValueError("zk_data_dir: required with --source txnlog (ZooKeeper's dataDir)")
         return self
+
+    def excluded_paths(self, chroot: str) -> Callable[[str], bool]:
+        """With Kafka at the ZooKeeper root, zkcdc's own election znodes are not Kafka's tree."""
+        if chroot:
+            return lambda path: False
+        ha_path = self.ha_path
+        return lambda path: path == ha_path or path.startswith(ha_path + "/")
 
     def kafka_chroot(self) -> str:
         """txnlog: the chroot of Kafka's tree in ZooKeeper's absolute paths ("" for none)."""

@@ -8,10 +8,10 @@ data and child watches, re-armed by the read each of them triggers.
 
 Reads are issued asynchronously from the notification callbacks themselves, so a burst of
 changes is one pipeline of requests rather than a round trip each; their results are handed
-over, in the order ZooKeeper answered them, to `emit` as `("read", path, Znode | None,
-observed_ms)`. `sync()` walks the whole tree (start-up, and after every reconnect, since the
-server drops watches with the connection) and ends with `("synced", generation)` once every
-read of the walk has been answered."""
+over, in the order ZooKeeper answered them, to `emit` as `Read` messages. `sync()` walks the
+whole tree (start-up, and after every reconnect, since the server drops watches with the
+connection) and ends with `Synced(generation)` once every read of the walk has been
+answered."""
 
 from __future__ import annotations
 
@@ -26,12 +26,13 @@ from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from zkcdc.capture.records import Znode
 from zkcdc.capture.watch.kazoo_pipeline import Pipeline
+from zkcdc.capture.watch.messages import Message, Read, Synced
 from zkcdc.capture.watch.persistent_watch import PERSISTENT_RECURSIVE, AddWatch, route_notifications
 from zkcdc.ground import logs
 
 log = logs.get("zkcdc.capture")
 
-Emit = Callable[[tuple[Any, ...]], None]
+Emit = Callable[[Message], None]
 
 
 def znode(data: bytes | None, stat: ZnodeStat) -> Znode:
@@ -185,13 +186,13 @@ class TreeReader:
     ) -> None:
         if error is None:
             data, stat = value
-            self._emit(("read", path, znode(data, stat), self._now_ms(), False))
+            self._emit(Read(path, znode(data, stat), self._now_ms()))
             if list_children and stat.numChildren > 0:
                 self._read_children(path, generation)  # counted before this read's -1
         elif isinstance(error, NoNodeError):
             # Announced as created, gone before its read: a znode nobody saw (a request
             # created and handled within a few milliseconds), which must not pass in silence.
-            self._emit(("read", path, None, self._now_ms(), announced_created))
+            self._emit(Read(path, None, self._now_ms(), announced_created))
             if self.recursive:
                 with self._lock:
                     self._forget(path)
@@ -241,4 +242,4 @@ class TreeReader:
             self._outstanding += delta
             done = delta < 0 and self._outstanding == 0
         if done:
-            self._emit(("synced", generation))
+            self._emit(Synced(generation))

@@ -11,6 +11,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcdc.capture.errors import CaptureError
+from zkcdc.ground.backoff import retried
 from zkcdc.ground.zookeeper_connection import ZooKeeperAccess, ZooKeeperConnectionError, split_hosts
 
 
@@ -23,14 +24,14 @@ def connect(
     session_timeout_s: float,
     connect_timeout_s: float,
     access: ZooKeeperAccess,
-    retries: int,
+    tries: int | None,
     sleep: Callable[[float], None],
     own_nodes: bool = False,
 ) -> KazooClient:
-    """A started client; with `retries` > 0 it tries again with backoff (`--wait`).
-    `own_nodes`: what it creates (the election's znodes) gets `access.own_acl()`."""
-    delay = 1.0
-    for attempt in range(retries + 1):
+    """A started client, after up to `tries` attempts with backoff (None: until it connects,
+    `--wait`). `own_nodes`: what it creates (the election's znodes) gets `access.own_acl()`."""
+
+    def attempt() -> KazooClient:
         try:
             client = access.client(connect_string, session_timeout_s, own_nodes=own_nodes)
         except ZooKeeperConnectionError as exc:
@@ -40,17 +41,15 @@ def connect(
             return client
         except (KazooTimeoutError, KazooException) as exc:
             client.close()
-            if attempt == retries:
-                hosts, _ = split_hosts(connect_string)
-                how = access.describe()
-                refused = f" ({how}: or it refused the session)" if how else ""
-                raise ZooKeeperUnavailable(
-                    f"ZooKeeper at {hosts} is unreachable (no session within "
-                    f"{connect_timeout_s:g} s){refused}"
-                ) from exc
-        sleep(delay)
-        delay = min(delay * 2, 30.0)
-    raise AssertionError("unreachable")
+            hosts, _ = split_hosts(connect_string)
+            how = access.describe()
+            refused = f" ({how}: or it refused the session)" if how else ""
+            raise ZooKeeperUnavailable(
+                f"ZooKeeper at {hosts} is unreachable (no session within "
+                f"{connect_timeout_s:g} s){refused}"
+            ) from exc
+
+    return retried(attempt, ZooKeeperUnavailable, tries, sleep)
 
 
 def cluster_id(client: KazooClient, connect_string: str) -> str:

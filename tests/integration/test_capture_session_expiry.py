@@ -11,8 +11,9 @@ from conftest import wait_until
 from kazoo.client import KazooClient
 
 from zkcdc.capture.delivery.event_log import read_records
-from zkcdc.capture.runner import CaptureDaemon
+from zkcdc.capture.runner import CaptureRunner
 from zkcdc.capture.settings import load_settings
+from zkcdc.capture.watch.source import WatchSource
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +41,9 @@ def test_after_a_session_expiry_only_the_differences_are_recorded(
         heartbeat_s=60.0,
         watch_mode=watch_mode,
     )
-    daemon = CaptureDaemon(settings)
+    daemon = CaptureRunner(settings)
+    assert isinstance(daemon.source, WatchSource)
+    source = daemon.source
     runner = threading.Thread(target=daemon.run)
     runner.start()
     log = tmp_path / "expiry" / "events"
@@ -50,11 +53,11 @@ def test_after_a_session_expiry_only_the_differences_are_recorded(
 
     try:
         wait_until(lambda: any(r["path"] == "/c" for r in records()), what="the snapshot")
-        assert daemon.zk_client is not None
-        session = daemon.zk_client.client_id[0]
+        assert source.client is not None
+        session = source.client.client_id[0]
         before = len(records())
 
-        _expire(cluster.zookeeper_hosts, daemon.zk_client)
+        _expire(cluster.zookeeper_hosts, source.client)
         zk_chroot.set("/a", b"1")
         zk_chroot.delete("/b")
         zk_chroot.create("/d", b"0")
@@ -65,7 +68,7 @@ def test_after_a_session_expiry_only_the_differences_are_recorded(
             ),
             what="the changes made around the expiry",
         )
-        wait_until(lambda: daemon.zk_client.client_id[0] != session, what="a new session")
+        wait_until(lambda: source.client.client_id[0] != session, what="a new session")
         zk_chroot.set("/c", b"1")  # watched again after the re-sync
         wait_until(lambda: any(r["path"] == "/c" and r["op"] == "UPDATE" for r in records()))
     finally:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
 from zkcdc.capture.records import Znode
+from zkcdc.capture.watch.messages import Message, Read, Synced
 from zkcdc.capture.watch.tree_reader import TreeReader
 
 pytestmark = pytest.mark.integration
@@ -21,7 +21,7 @@ class Reads:
     """Collects what a reader emits; `tree` is the state its reads describe."""
 
     def __init__(self) -> None:
-        self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self.tree: dict[str, Znode] = {}
         self.answers: dict[str, list[int]] = {}
         self.synced: list[int] = []
@@ -32,10 +32,11 @@ class Reads:
                 item = self.inbox.get_nowait()
             except queue.Empty:
                 return
-            if item[0] == "synced":
-                self.synced.append(item[1])
+            if isinstance(item, Synced):
+                self.synced.append(item.generation)
                 continue
-            _, path, znode, _, _ = item
+            assert isinstance(item, Read)
+            path, znode = item.path, item.znode
             if znode is None:
                 self.tree.pop(path, None)
             else:

@@ -1,0 +1,142 @@
+"""One active capture per cluster: a ZooKeeper lock (kazoo's Lock recipe) on its own session.
+A standby meanwhile follows the changes topic, so it takes over from the active's last record."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import LockTimeout
+from kazoo.recipe.watchers import DataWatch
+
+from zkcdc.capture.delivery.topic_follower import TopicFollower
+from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.settings import CaptureSettings
+from zkcdc.capture.tracker import TrackerState
+from zkcdc.capture.watch import zookeeper
+from zkcdc.ground import logs, systemd_notify
+from zkcdc.ground.zookeeper_connection import split_hosts
+
+log = logs.get("zkcdc.capture")
+
+
+class LostElection(CaptureError):
+    """Another daemon may be active now."""
+
+
+class Election:
+    def __init__(
+        self,
+        settings: CaptureSettings,
+        stop: threading.Event,
+        on_lost: Callable[[], None],
+        turned: Callable[[], None],
+        sleep: Callable[[float], None],
+    ) -> None:
+        self._settings = settings
+        self._stop = stop
+        self._on_lost = on_lost
+        self._turned = turned
+        self._sleep = sleep
+        self._client: KazooClient | None = None
+        self._lock: Any = None
+        self.active = False
+        self.lost = False
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+            self._client.close()
+
+    def win(self, cluster: str) -> TrackerState | None:
+        """Blocks until this daemon holds the cluster's lock. Returns the state the topic's
+        records describe (empty without Kafka), or None when stopped first."""
+        s = self._settings
+        self._client = client = zookeeper.connect(
+            split_hosts(s.connect_string())[0],
+            s.session_timeout_s,
+            s.connect_timeout_s,
+            s.zookeeper_access(),
+            None if s.wait else 1,
+            self._sleep,
+            own_nodes=True,
+        )
+        lock = client.Lock(
+            f"{s.ha_path}/{cluster}", identifier=f"{socket.gethostname()}:{os.getpid()}"
+        )
+        client.add_listener(self._on_state)
+        kafka = s.kafka()
+        follower = TopicFollower(kafka, s.topic, cluster, SingleObjectCodec()) if kafka else None
+        announced = False
+        try:
+            while not self._stop.is_set():
+                try:
+                    if lock.acquire(timeout=0.5):
+                        break
+                except LockTimeout:
+                    pass
+                self._turned()
+                if not announced:
+                    systemd_notify.notify("READY=1\nSTATUS=standby")
+                    log.info("standby", cluster=cluster, election=f"{s.ha_path}/{cluster}")
+                    announced = True
+                if follower is not None:
+                    follower.poll(0.5)
+            else:
+                return None
+            self.active = True
+            self._lock = lock
+            self._watch_own_lock(client, f"{lock.path}/{lock.node}")
+            if follower is None:
+                return TrackerState(cluster=cluster)
+            follower.catch_up(s.connect_timeout_s, self._turned)
+            return follower.state()
+        finally:
+            if follower is not None:
+                follower.close()
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST and self.active and not self._stop.is_set():
+            self._lose()
+
+    def _lose(self) -> None:
+        self.lost = True
+        self._on_lost()
+
+    def _watch_own_lock(self, client: KazooClient, node: str) -> None:
+        """Someone deleting this daemon's lock node (an operator, a tool, a standby's lock
+        recipe after a session mix-up) hands the election on: step down at once, so that two
+        actives never run."""
+
+        def changed(data: bytes | None, stat: Any, event: Any = None) -> bool:
+            if stat is None and not self._stop.is_set():
+                log.error("this daemon's lock node is gone: stepping down", node=node)
+                self._lose()
+                return False  # no further calls
+            return True
+
+        DataWatch(client, node, changed)
+
+    def confirm(self) -> None:
+        """After a stall (a stopped or frozen process, a long pause) the session may have
+        expired and a standby taken over while this daemon was not looking; kazoo tells only
+        once its own thread runs. Before giving out anything more, ask ZooKeeper whether this
+        daemon's lock node is still there: two actives would give out the same seqs."""
+        if self._client is None or self._lock is None:
+            return
+        node = f"{self._lock.path}/{self._lock.node}"
+        try:
+            held = self._client.exists_async(node).get(timeout=self._settings.session_timeout_s)
+        except Exception:  # expired, closed, or no answer within a session: not provably held
+            held = None
+        if held is None:
+            self.lost = True
+            raise LostElection(
+                "lost the election after a stall past the session timeout; another daemon may "
+                "be active now (nothing of the stalled turn was given out)"
+            )
