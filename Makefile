@@ -40,6 +40,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 up: setup
 	$(BIN)/zkcdc stack up

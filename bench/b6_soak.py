@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import psutil
 from harness import ZKCDC, figure, fmt, parser, plot_link, reproduce, save, stop, table
 
 NAME = "b6_soak"
@@ -115,10 +116,8 @@ class Capture:
         if not self.alive:
             return None
         assert self.process is not None
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
+        with contextlib.suppress(psutil.Error):
+            return float(psutil.Process(self.process.pid).memory_info().rss) / 2**20
         return None
 
 

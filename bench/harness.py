@@ -24,6 +24,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from zkcdc.ground import child_processes
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 ZKCDC = [sys.executable, "-m", "zkcdc"]
@@ -44,11 +48,10 @@ def plots_dir(quick: bool) -> Path:
 
 
 def machine() -> dict[str, Any]:
-    meminfo = Path("/proc/meminfo").read_text().split()
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
     return {
         "cores": os.cpu_count(),
-        "memory_gib": round(int(meminfo[1]) / 1024 / 1024, 1),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "python": platform.python_version(),
         "java": java.splitlines()[0] if java else None,
         "kernel": platform.release(),
@@ -145,12 +148,13 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def runqueue_seconds(pid: int) -> float:
     """How long the process's main thread has been runnable but waiting for a CPU."""
+    # The kernel's schedstat: psutil has no run-queue wait, the measure B1 and B5 explain with.
     return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
 
 
@@ -158,8 +162,8 @@ def pin(pids: list[int], cpus: set[int]) -> None:
     """Every thread of `pids` onto `cpus` (affinity is a thread's, not a process's)."""
     for pid in pids:
         try:
-            tasks = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
-        except OSError:
+            tasks = [t.id for t in psutil.Process(pid).threads()]
+        except psutil.Error:
             continue
         for task in tasks:
             with contextlib.suppress(OSError):
@@ -168,6 +172,7 @@ def pin(pids: list[int], cpus: set[int]) -> None:
 
 def vm_hwm_mb(pid: int) -> float | None:
     """Peak resident memory of a live process."""
+    # VmHWM: psutil reports the current RSS only, not the kernel's high-water mark.
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
@@ -176,14 +181,7 @@ def vm_hwm_mb(pid: int) -> float | None:
 
 def stop(process: subprocess.Popen[Any], timeout_s: float = 120) -> int:
     """SIGTERM, then SIGKILL if it does not end in time: nothing is left running."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
+    return child_processes.stop(process, timeout_s)
 
 
 @contextlib.contextmanager

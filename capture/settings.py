@@ -18,7 +18,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.oversize import DEFAULT_MAX_RECORD_BYTES
@@ -40,6 +45,7 @@ class CaptureSettings(BaseSettings):
     _kafka: KafkaConnection | None = PrivateAttr(default=None)
     _zookeeper: ZooKeeperAccess = PrivateAttr(default_factory=ZooKeeperAccess)
 
+    config_file: Path | None = None  # TOML: `[capture]` (or the top level), under env and flags
     zookeeper: str | None = Field(
         default=None, description="HOST:PORT[,..][/chroot] of Kafka's ZooKeeper tree"
     )
@@ -146,7 +152,9 @@ class CaptureSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _ConfigFileSource(settings_cls))
+        # The file is named by a flag: the one init value a source needs before the others.
+        config_file = getattr(init_settings, "init_kwargs", {}).get("config_file")
+        return (init_settings, env_settings, CaptureToml(settings_cls, config_file))
 
     def model_post_init(self, context: Any) -> None:
         pairs = {k: v.get_secret_value() for k, v in self.kafka_config.items()}
@@ -185,30 +193,30 @@ class CaptureSettings(BaseSettings):
         return self.event_log or self.state_path(cluster) / "events"
 
 
-_config_file: Path | None = None
+class CaptureToml(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source on `[capture]` of the file (or its top level, if it has
+    no such table), with `dashed-keys` as the flags spell them."""
 
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        if path is not None and not path.is_file():
+            raise CaptureError(f"cannot read config file {path}: no such file")
+        super().__init__(settings_cls, toml_file=path)
 
-class _ConfigFileSource(PydanticBaseSettingsSource):
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        if _config_file is None:
-            return {}
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
         try:
-            values = tomllib.loads(_config_file.read_text())
+            values = super()._read_file(file_path)
         except OSError as exc:
-            raise CaptureError(f"cannot read config file {_config_file}: {exc.strerror}") from exc
+            raise CaptureError(f"cannot read config file {file_path}: {exc.strerror}") from exc
         except tomllib.TOMLDecodeError as exc:
-            raise CaptureError(f"config file {_config_file}: {exc}") from exc
+            raise CaptureError(f"config file {file_path}: {exc}") from exc
         section = values.get("capture", values)
-        return {k.replace("-", "_"): v for k, v in section.items()}
+        return {str(k).replace("-", "_"): v for k, v in section.items()}
 
 
 def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
-    global _config_file
-    _config_file = config_file
     given = {k: v for k, v in flags.items() if v is not None and v != {}}
+    if config_file is not None:
+        given["config_file"] = config_file
     try:
         return CaptureSettings(**given)
     except ValidationError as exc:
@@ -221,5 +229,3 @@ def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
             where = f" in {config_file}" if config_file is not None else ""
             raise CaptureError(f"unknown setting {key}{where}{hint}") from exc
         raise CaptureError(invalid_setting(exc)) from exc
-    finally:
-        _config_file = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import time
 import uuid
@@ -19,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
 
+from zkcdc.ground.child_processes import stop
 from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
@@ -196,9 +198,7 @@ def start_capture(
 
     yield start
     for process in processes:
-        if process.process.poll() is None:
-            process.process.kill()
-            process.process.wait()
+        stop(process.process, 0, signal.SIGKILL)
         print(f"--- capture log {process.log_file} ---\n{process.tail(80)}")
 
 
@@ -248,9 +248,7 @@ def start_alert_job(
 
     yield start
     for job, alerts in jobs:
-        if job.process.poll() is None:
-            job.process.kill()
-            job.process.wait()
+        stop(job.process, 0, signal.SIGKILL)
         alerts.close()
         print(f"--- alert job log {job.log_file} ---\n{job.tail(80)}")
 

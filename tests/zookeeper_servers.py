@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from zkcdc.ground.child_processes import stop
 from zkcdc.ground.maven_jars import ArtifactCache
 from zkcdc.stack import StackSettings
 from zkcdc.stack.kafka_jars import kafka_jars
@@ -133,13 +134,9 @@ def _wait_serving(servers: list[ZookeeperServer]) -> None:
 
 def _stop(servers: list[ZookeeperServer]) -> None:
     for server in servers:
-        server.process.terminate()
+        server.process.terminate()  # all at once: a quorum's members wait for each other
     for server in servers:
-        try:
-            server.process.wait(20)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+        stop(server.process, 20)
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from zkcdc.ground import child_processes
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.stack import LocalStack, StackSettings
 
@@ -42,13 +43,7 @@ class Job:
             raise SystemExit(f"demo: {self.name} exited {self.process.returncode}:\n{tail}")
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(90)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+        return child_processes.stop(self.process, 90)
 
 
 class Alerts:

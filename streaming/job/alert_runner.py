@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,9 @@ import structlog
 
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
+from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import REORDER_MS, alerts_stream
+from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
@@ -25,15 +25,9 @@ from zkcdc.streaming.job.change_source import (
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.rules.rule_settings import RuleSettings
-from zkcdc.streaming.sinks.alert_sinks import (
-    AlertSinks,
-    AlertText,
-    BatchLedger,
-    SinkOptions,
-    alert_key,
-    ensure_topics,
-)
-from zkcdc.streaming.sinks.file_delivery import append_alerts, state_upserts, write_batch
+from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
+from zkcdc.streaming.sinks.kafka_topic import ensure_topics
+from zkcdc.streaming.sinks.ledger import BatchLedger
 from zkcdc.streaming.state.state_topic import StateTopicSink
 
 log = structlog.get_logger("zkcdc.stream")
@@ -65,18 +59,22 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     state_sink = (
         StateTopicSink(options.state_kafka, options.state_topic) if options.state_kafka else None
     )
-    ledger = BatchLedger(options.checkpoint / "sink-ledger")
     metrics = JobMetrics()
-    server = (
-        None
-        if options.metrics_port is None
-        else serve(
-            metrics.registry,
-            options.metrics_host,
-            options.metrics_port,
-            metrics.health,
+    server = None
+    if options.metrics_port is not None:
+        server = serve(
+            metrics.registry, options.metrics_host, options.metrics_port, metrics.health,
             options.metrics_web_config,
-        )
+        )  # fmt: skip
+    delivery = BatchDelivery(
+        sinks,
+        BatchLedger(options.checkpoint / "sink-ledger"),
+        metrics,
+        state_sink,
+        spark_writes_files=(
+            options.available_now and options.sinks.files_only and state_sink is None
+        ),
+        scratch=options.checkpoint / "batch-out",
     )
     spark = session(options.master, "zkcdc-alerts")
     queries = []
@@ -84,55 +82,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         records, dead = read_changes(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
         alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
-        final_state: dict[str, str | None] = {}
-
-        def delivered_before(batch_id: int) -> set[tuple[str, str]] | None:
-            """(alert_id, status) of what the sinks already hold, if the job died while
-            delivering `batch_id` (some of it may be there); None if it never began."""
-            pending = ledger.pending()
-            if pending is None or pending[0] != batch_id:
-                return None
-            return sinks.delivered(pending[1] - 60_000)
-
-        def deliver(batch: Any, batch_id: int) -> None:
-            if batch_id <= ledger.last():
-                return  # delivered before the restart that re-runs it
-            if options.available_now and options.sinks.files_only and state_sink is None:
-                # A bounded input's micro-batch can hold a whole log's alerts: Spark writes them
-                # (live micro-batches are small: collecting them is quicker).
-                deliver_files(batch, batch_id)
-                return
-            # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
-            # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
-            rows = batch.collect()  # Rows are tuples in OUTPUT_SCHEMA's order: kind, key, ...
-            alerts = [AlertText(k, s, at, j) for kind, k, j, s, at in rows if kind == "alert"]
-            if alerts and (there := delivered_before(batch_id)) is not None:
-                alerts = [a for a in alerts if (a.alert_id, a.status) not in there]
-            ledger.begin(batch_id, int(time.time() * 1000))
-            sinks.deliver(alerts)
-            upserts = [(k, j) for kind, k, j, _, _ in rows if kind == "state"]
-            if state_sink is not None:
-                state_sink.deliver(upserts)
-            final_state.update(upserts)
-            ledger.mark(batch_id)
-            metrics.delivered(a.status for a in alerts)
-
-        def deliver_files(batch: Any, batch_id: int) -> None:
-            folder = options.checkpoint / "batch-out" / str(batch_id)
-            shutil.rmtree(folder, ignore_errors=True)
-            write_batch(batch, folder)
-            there = delivered_before(batch_id)
-            skip = None if there is None else (lambda line: alert_key(line) in there)
-            ledger.begin(batch_id, int(time.time() * 1000))
-            assert options.sinks.alerts_out is not None
-            append_alerts(folder, options.sinks.alerts_out, skip)
-            final_state.update(state_upserts(folder))
-            ledger.mark(batch_id)
-            metrics.delivered(())
-            shutil.rmtree(folder, ignore_errors=True)
-
         writer = (
-            alerts.writeStream.foreachBatch(deliver)
+            alerts.writeStream.foreachBatch(delivery)
             .option("checkpointLocation", str(options.checkpoint / "alerts"))
             .outputMode("append")
         )
@@ -147,35 +98,11 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             and options.dead_letter_topic
             and isinstance(options.source, KafkaInput)
         ):
-            ensure_topics(options.source.kafka, [options.dead_letter_topic])
-            queries.append(
-                dead.selectExpr(
-                    "concat(topic, '/', partition, '/', offset) AS key",
-                    "to_json(named_struct('topic', topic, 'partition', partition, 'offset', "
-                    "offset, 'reason', reason, 'value_base64', base64(value))) AS value",
-                )
-                .writeStream.format("kafka")
-                .options(**spark_kafka_options(options.source.kafka))
-                .option("topic", options.dead_letter_topic)
-                .option("checkpointLocation", str(options.checkpoint / "dead-letters"))
-                # Rare and not urgent: a slow trigger keeps this second query off the cores
-                # the alerts need (without one it would run a micro-batch per heartbeat).
-                .trigger(**dead_letter_trigger(options))
-                .start()
-            )
+            queries.append(dead_letter_query(dead, options.source.kafka, options))
         metrics.started(True)
-        reported = -1
-        while not stop.is_set():
-            if options.available_now and not queries[0].isActive:
-                break
-            for query in queries:
-                if query.exception() is not None:
-                    raise_query_error(query)
-            reported = report_progress(queries[0], reported)
-            stop.wait(0.5)
-        report_progress(queries[0], reported)
+        watch(queries, options.available_now, stop)
         if options.state_out is not None:
-            write_state(options.state_out, final_state)
+            write_state(options.state_out, delivery.final_state)
     finally:
         for query in queries:
             with contextlib.suppress(Exception):
@@ -191,6 +118,41 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     for query in queries:
         if query.exception() is not None:
             raise_query_error(query)
+
+
+def watch(queries: list[Any], available_now: bool, stop: threading.Event) -> None:
+    """Until stopped (or a bounded run's end): progress logged, a failed query raised."""
+    reported = -1
+    while not stop.is_set():
+        if available_now and not queries[0].isActive:
+            break
+        for query in queries:
+            if query.exception() is not None:
+                raise_query_error(query)
+        reported = report_progress(queries[0], reported)
+        stop.wait(0.5)
+    report_progress(queries[0], reported)
+
+
+def dead_letter_query(dead: Any, kafka: KafkaConnection, options: AlertJobOptions) -> Any:
+    """Records that are not change records, to the dead-letter topic with their place."""
+    assert options.dead_letter_topic is not None
+    ensure_topics(kafka, [options.dead_letter_topic])
+    return (
+        dead.selectExpr(
+            "concat(topic, '/', partition, '/', offset) AS key",
+            "to_json(named_struct('topic', topic, 'partition', partition, 'offset', "
+            "offset, 'reason', reason, 'value_base64', base64(value))) AS value",
+        )
+        .writeStream.format("kafka")
+        .options(**spark_kafka_options(kafka))
+        .option("topic", options.dead_letter_topic)
+        .option("checkpointLocation", str(options.checkpoint / "dead-letters"))
+        # Rare and not urgent: a slow trigger keeps this second query off the cores
+        # the alerts need (without one it would run a micro-batch per heartbeat).
+        .trigger(**dead_letter_trigger(options))
+        .start()
+    )
 
 
 def write_state(path: Path, state: dict[str, str | None]) -> None:
@@ -229,7 +191,5 @@ def report_progress(query: Any, reported: int) -> int:
 
 
 def raise_query_error(query: Any) -> None:
-    from zkcdc.streaming.errors import StreamingError
-
     message = str(query.exception()).strip().splitlines()[0][:300]
     raise StreamingError(f"streaming query {query.name or query.id} failed: {message}")

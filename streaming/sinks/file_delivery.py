@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from zkcdc.streaming.sinks.alert_sinks import AlertSinks
+from zkcdc.streaming.sinks.json_lines import start_line
 
 
 def write_batch(batch: Any, folder: Path) -> None:
@@ -51,7 +51,7 @@ def append_alerts(folder: Path, out: Path, skip: Callable[[str], bool] | None = 
     files = part_files(folder, "alert")
     if not files:
         return
-    AlertSinks.start_line(out)
+    start_line(out)
     with out.open("ab") as target:
         for file in files:
             with file.open("rb") as source:

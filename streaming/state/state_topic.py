@@ -8,7 +8,7 @@ from typing import Any
 
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.sinks.alert_sinks import ensure_topics, produce_all
+from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 

@@ -15,7 +15,8 @@ import pytest
 from conftest import wait_until
 
 from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
-from zkcdc.streaming.sinks.alert_sinks import AlertSinks, AlertText, SinkOptions
+from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
+from zkcdc.streaming.sinks.sink import AlertText
 
 pytestmark = pytest.mark.integration
 

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from conftest import wait_until
 
+from zkcdc.ground.child_processes import stop
 from zkcdc.stack.debian_packages import ensure_binary
 from zkcdc.stack.probes import free_port_block
 
@@ -251,10 +252,7 @@ def test_the_compose_services_commands_and_environments_run_outside_docker(
             if process.poll() is None:
                 process.terminate()
         for name, process, log in processes:
-            try:
-                process.wait(90)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process, 90)
             print(f"--- {name} ---\n{log.read_text()[-2000:]}")
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from conftest import wait_until
 from kazoo.client import KazooClient
@@ -26,6 +27,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.ground.child_processes import stop
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.probes import free_port_block
@@ -88,13 +90,8 @@ class ArgvWatch:
         self.seen: set[str] = set()
 
     def sample(self) -> None:
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    self.seen.add((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                        errors="replace"))  # fmt: skip
-                except OSError:
-                    continue
+        for process in psutil.process_iter(["cmdline"]):
+            self.seen.add(" ".join(process.info["cmdline"] or ()))
 
 
 def test_an_unauthenticated_client_is_refused_by_zookeeper_and_kafka(secured: LocalStack) -> None:
@@ -206,9 +203,7 @@ def test_the_demo_incident_goes_through_capture_alerts_alertmanager_state_and_re
             assert process.wait(120) == 0, logs[name].read_text()[-3000:]
     finally:
         for process in (capture, job):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            stop(process, 0, signal.SIGKILL)
 
     # Kafka's SCRAM credentials were in the captured tree; they are not in what capture wrote.
     records = list(read_records(tmp_path / "events"))

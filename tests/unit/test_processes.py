@@ -19,7 +19,7 @@ def test_a_spawned_process_is_running_until_terminated(tmp_path: Path):
 
 def test_a_reused_pid_is_not_mistaken_for_the_recorded_process(tmp_path: Path):
     record = spawn("sleeper", ["sleep", "60"], tmp_path / "sleeper.log")
-    impostor = ProcessRecord("sleeper", record.pid, record.start_ticks + 1)
+    impostor = ProcessRecord("sleeper", record.pid, record.created + 1)
     assert not is_running(impostor)
     assert terminate([impostor], timeout_s=1) == []
     assert is_running(record)

@@ -8,6 +8,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from zkcdc.ground.child_processes import stop
 from zkcdc.stack.debian_packages import ensure_binary
 from zkcdc.stack.errors import StackError
 
@@ -65,10 +66,4 @@ class Alertmanager:
             return False
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process, 15)

@@ -25,12 +25,12 @@ from zkcdc.stack.kafka_jars import kafka_jars
 from zkcdc.stack.layout import StackLayout
 from zkcdc.stack.processes import (
     ProcessRecord,
+    created,
     find_marked,
     is_running,
     java_command,
     send_signal,
     spawn,
-    start_ticks,
     tail,
     terminate,
 )
@@ -353,7 +353,7 @@ class LocalStack:
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None:
         """Stop a broker and wait until its process is gone (SIGTERM = controlled shutdown)."""
         record = self._records[self.layout.broker(broker_id).name]
-        terminate([record], self.settings.stop_timeout_s, sig, self._sleep, self._now)
+        terminate([record], self.settings.stop_timeout_s, sig)
 
     def start_broker(self, broker_id: int) -> None:
         """Start a stopped broker again and wait until it is registered and answering."""
@@ -368,7 +368,7 @@ class LocalStack:
 
     def stop_zookeeper(self, name: str, sig: int = signal.SIGTERM) -> None:
         """Stop one ZooKeeper server (`zookeeper-N`) and wait until its process is gone."""
-        terminate([self._records[name]], self.settings.stop_timeout_s, sig, self._sleep, self._now)
+        terminate([self._records[name]], self.settings.stop_timeout_s, sig)
 
     def start_zookeeper(self, name: str) -> None:
         """Start a stopped ZooKeeper server again and wait until it serves (as leader,
@@ -396,12 +396,12 @@ class LocalStack:
         others = [r for n, r in self._records.items() if not n.startswith("kafka-")]
         stopped = [r.name for r in brokers + others if is_running(r)]
         # Brokers shut down in parallel while ZooKeeper is still there for their controlled shutdown.
-        terminate(brokers, self.settings.stop_timeout_s, sleep=self._sleep, now=self._now)
-        terminate(others, self.settings.stop_timeout_s, sleep=self._sleep, now=self._now)
+        terminate(brokers, self.settings.stop_timeout_s)
+        terminate(others, self.settings.stop_timeout_s)
         for pid in find_marked(self.layout.state_dir):
             # A process whose record was lost (up crashed between start and save).
-            orphan = ProcessRecord(f"pid-{pid}", pid, start_ticks(pid))
-            terminate([orphan], self.settings.stop_timeout_s, sleep=self._sleep, now=self._now)
+            orphan = ProcessRecord(f"pid-{pid}", pid, created(pid))
+            terminate([orphan], self.settings.stop_timeout_s)
             stopped.append(orphan.name)
         self._records = {}
         if self.layout.state_dir.exists():

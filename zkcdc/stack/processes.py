@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from zkcdc.stack.errors import StackError
 
@@ -18,47 +18,45 @@ MARKER_PROPERTY = "zkcdc.stack"
 
 @dataclass(frozen=True)
 class ProcessRecord:
-    """A started process: its pid plus its kernel start time, so a reused pid is never mistaken."""
+    """A started process: its pid plus its creation time, so a reused pid is never mistaken."""
 
     name: str
     pid: int
-    start_ticks: int
+    created: float  # psutil's create_time(): seconds since the epoch
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks}
+        return {"name": self.name, "pid": self.pid, "created": self.created}
 
     @classmethod
     def from_json(cls, raw: dict[str, object]) -> ProcessRecord:
-        return cls(str(raw["name"]), int(str(raw["pid"])), int(str(raw["start_ticks"])))
+        return cls(str(raw["name"]), int(str(raw["pid"])), float(str(raw.get("created", -1))))
 
 
-def start_ticks(pid: int) -> int:
-    """The kernel start time of `pid`, or -1 when it is gone."""
-    stat = _proc_stat(pid)
-    return stat[1] if stat else -1
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks) of a pid, or None when there is no such process."""
+def created(pid: int) -> float:
+    """When `pid` was created, or -1 when there is no such process."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return -1
+
+
+def _process(record: ProcessRecord) -> psutil.Process | None:
+    """The live process `record` names; None if it ended (or its pid is another's now)."""
+    try:
+        process = psutil.Process(record.pid)
+        if process.create_time() != record.created:
+            return None
+        if process.status() == psutil.STATUS_ZOMBIE:
+            with contextlib.suppress(psutil.Error):
+                process.wait(0)  # a child of ours: reap it
+            return None
+        return process
+    except (psutil.Error, psutil.TimeoutExpired):
         return None
-    # The command name (field 2) may hold spaces and parentheses: split after its closing paren.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return fields[0], int(fields[19])
-
-
-def _reap(pid: int) -> None:
-    """Collect an exited child of ours so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def is_running(record: ProcessRecord) -> bool:
-    _reap(record.pid)
-    stat = _proc_stat(record.pid)
-    return stat is not None and stat[0] not in ("Z", "X") and stat[1] == record.start_ticks
+    return _process(record) is not None
 
 
 def java_command(
@@ -106,50 +104,40 @@ def spawn(name: str, command: Sequence[str], log_file: Path) -> ProcessRecord:
             )
         except OSError as exc:
             raise StackError(f"could not start {name}: {exc}") from exc
-    return ProcessRecord(name, proc.pid, start_ticks(proc.pid))
+    return ProcessRecord(name, proc.pid, created(proc.pid))
 
 
 def find_marked(state_dir: Path) -> list[int]:
     """Pids of running processes started for exactly this state dir."""
-    wanted = f"-D{MARKER_PROPERTY}={state_dir}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if wanted in argv:
-            found.append(int(entry.name))
-    return found
+    wanted = f"-D{MARKER_PROPERTY}={state_dir}"
+    return [
+        p.info["pid"]
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if wanted in (p.info["cmdline"] or ())
+    ]
 
 
 def terminate(
-    records: Sequence[ProcessRecord],
-    timeout_s: float,
-    sig: int = signal.SIGTERM,
-    sleep: Callable[[float], None] = time.sleep,
-    now: Callable[[], float] = time.monotonic,
+    records: Sequence[ProcessRecord], timeout_s: float, sig: int = signal.SIGTERM
 ) -> list[ProcessRecord]:
-    """Signal every live record, wait up to `timeout_s`, SIGKILL what is left; returns what was killed."""
-    live = [r for r in records if is_running(r)]
-    for record in live:
-        send_signal(record, sig)
-    deadline = now() + timeout_s
-    while now() < deadline and any(is_running(r) for r in live):
-        sleep(0.1)
-    killed = [r for r in live if is_running(r)]
-    for record in killed:
-        send_signal(record, signal.SIGKILL)
-    while any(is_running(r) for r in killed):
-        sleep(0.05)
-    return killed
+    """Signal every live record, wait up to `timeout_s`, SIGKILL what is left; returns what was
+    killed."""
+    live = {r: p for r in records if (p := _process(r)) is not None}
+    for process in live.values():
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(sig)
+    _, alive = psutil.wait_procs(list(live.values()), timeout=timeout_s)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=30)
+    return [r for r, p in live.items() if p in alive]
 
 
 def send_signal(record: ProcessRecord, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(record.pid, sig)
+    if (process := _process(record)) is not None:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(sig)
 
 
 def tail(path: Path, lines: int = 20) -> str:

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from zkcdc.ground.child_processes import stop
 from zkcdc.stack.errors import StackError
 from zkcdc.streaming.job.spark_jars import pyspark_home
 
@@ -69,10 +70,4 @@ class SparkStandalone:
 
     def stop(self) -> None:
         for process in reversed(self._processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop(process, 20)

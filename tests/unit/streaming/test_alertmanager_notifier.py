@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from zkcdc.streaming.sinks.alertmanager_notifier import AlertmanagerNotifier, iso
+from zkcdc.streaming.sinks.alertmanager import AlertmanagerNotifier, iso
 
 
 def alert(alert_id: str, status: str = "FIRING", started: int = 1_000, ended: int | None = None):

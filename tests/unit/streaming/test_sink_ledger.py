@@ -5,7 +5,9 @@ way in the integration tests)."""
 from __future__ import annotations
 
 from zkcdc.streaming.rules.alert_records import json_text
-from zkcdc.streaming.sinks.alert_sinks import AlertSinks, AlertText, BatchLedger, SinkOptions
+from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
+from zkcdc.streaming.sinks.ledger import BatchLedger
+from zkcdc.streaming.sinks.sink import AlertText
 
 
 def alert(alert_id: str, status: str) -> AlertText:
@@ -38,8 +40,8 @@ def test_the_alerts_a_sink_holds_are_known_and_a_line_cut_short_stays_apart(tmp_
 
 
 def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_delivered(tmp_path):
-    from zkcdc.streaming.sinks.alert_sinks import alert_key
     from zkcdc.streaming.sinks.file_delivery import append_alerts, state_upserts
+    from zkcdc.streaming.sinks.json_lines import alert_key
 
     folder = tmp_path / "batch-out" / "7"
     (folder / "kind=alert").mkdir(parents=True)
@@ -61,3 +63,15 @@ def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_de
         first.text, '{"alert_id": "c:broker_do', second.text, third.text
     ]  # fmt: skip
     assert list(state_upserts(folder)) == [("broker/1", "{}"), ("broker/2", None)]
+
+
+def test_a_resumed_batch_gives_each_sink_only_what_it_lacks_and_the_console_all(tmp_path, capsys):
+    out = tmp_path / "alerts.jsonl"
+    sinks = AlertSinks(SinkOptions(alerts_out=out, console=True))
+    first, second = alert("c:a:broker/1:5", "FIRING"), alert("c:a:broker/2:5", "FIRING")
+    sinks.deliver([first])  # the crash came after the first alert reached the file
+    capsys.readouterr()
+    sinks.deliver([first, second], resumed_since_ms=0)
+    assert out.read_text().splitlines() == [first.text, second.text]  # each once
+    assert capsys.readouterr().out.splitlines() == [first.text, second.text]  # at least once
+    assert all(sink.guarantee for sink in sinks.sinks)

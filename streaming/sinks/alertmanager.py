@@ -23,6 +23,7 @@ from typing import Any
 
 from zkcdc.ground import logs
 from zkcdc.ground.private_files import atomic_write
+from zkcdc.streaming.sinks.sink import AlertKey, AlertText
 
 log = logs.get("zkcdc.alertmanager")
 
@@ -192,3 +193,25 @@ class NotifierThread:
         self._stop.set()
         self._thread.join(15)
         self.notifier.send_due()
+
+
+class AlertmanagerSink:
+    name = "alertmanager"
+    guarantee = (
+        "each alert until Alertmanager took it: what is due is kept in the checkpoint and "
+        "sent again after a restart (Alertmanager merges repeats by their labels)"
+    )
+
+    def __init__(self, url: str, resend_s: float, state_file: Path | None) -> None:
+        notifier = AlertmanagerNotifier(url, resend_s=resend_s, state_file=state_file)
+        self._thread = NotifierThread(notifier)
+
+    def deliver(self, alerts: list[AlertText]) -> None:
+        if alerts:
+            self._thread.notifier.update([json.loads(a.text) for a in alerts])
+
+    def delivered(self, since_ms: int) -> set[AlertKey] | None:
+        return None  # sending one again is harmless: Alertmanager merges it
+
+    def close(self) -> None:
+        self._thread.close()

@@ -1,0 +1,79 @@
+"""What the alert query does with each micro-batch (Spark's foreachBatch, on the driver):
+the alerts to the sinks, the state upserts to the state topic, the ledger marked."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zkcdc.streaming.job.job_metrics import JobMetrics
+from zkcdc.streaming.sinks.alert_sinks import AlertSinks
+from zkcdc.streaming.sinks.file_delivery import append_alerts, state_upserts, write_batch
+from zkcdc.streaming.sinks.json_lines import alert_key
+from zkcdc.streaming.sinks.ledger import BatchLedger
+from zkcdc.streaming.sinks.sink import AlertText
+from zkcdc.streaming.state.state_topic import StateTopicSink
+
+RESUME_MARGIN_MS = 60_000  # a re-run looks this much before its first try for what it sent
+
+
+@dataclass
+class BatchDelivery:
+    sinks: AlertSinks
+    ledger: BatchLedger
+    metrics: JobMetrics
+    state_sink: StateTopicSink | None
+    spark_writes_files: bool  # a bounded run with files alone: Spark writes the alert lines
+    scratch: Path  # where Spark writes them
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    final_state: dict[str, str | None] = field(default_factory=dict)
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        if batch_id <= self.ledger.last():
+            return  # delivered before the restart that re-runs it
+        if self.spark_writes_files:
+            # A bounded input's micro-batch can hold a whole log's alerts: Spark writes them
+            # (live micro-batches are small: collecting them is quicker).
+            self._files(batch, batch_id)
+            return
+        # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
+        # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
+        rows = batch.collect()  # Rows are tuples in OUTPUT_SCHEMA's order: kind, key, ...
+        alerts = [AlertText(k, s, at, j) for kind, k, j, s, at in rows if kind == "alert"]
+        resumed = self._resumed_since(batch_id)
+        self.ledger.begin(batch_id, self.now_ms())
+        self.sinks.deliver(alerts, resumed)
+        upserts = [(k, j) for kind, k, j, _, _ in rows if kind == "state"]
+        if self.state_sink is not None:
+            self.state_sink.deliver(upserts)
+        self.final_state.update(upserts)
+        self.ledger.mark(batch_id)
+        self.metrics.delivered(a.status for a in alerts)
+
+    def _resumed_since(self, batch_id: int) -> int | None:
+        """If the job died while delivering `batch_id` (some of it may be out): since when
+        to ask the sinks what they hold. None if its delivery never began."""
+        pending = self.ledger.pending()
+        if pending is None or pending[0] != batch_id:
+            return None
+        return pending[1] - RESUME_MARGIN_MS
+
+    def _files(self, batch: Any, batch_id: int) -> None:
+        out = self.sinks.options.alerts_out
+        assert out is not None
+        folder = self.scratch / str(batch_id)
+        shutil.rmtree(folder, ignore_errors=True)
+        write_batch(batch, folder)
+        resumed = self._resumed_since(batch_id)
+        there = None if resumed is None else self.sinks.delivered(resumed)
+        skip = None if there is None else (lambda line: alert_key(line) in there)
+        self.ledger.begin(batch_id, self.now_ms())
+        append_alerts(folder, out, skip)
+        self.final_state.update(state_upserts(folder))
+        self.ledger.mark(batch_id)
+        self.metrics.delivered(())
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,77 @@
+"""The alerts topic (key = alert_id), and the Kafka plumbing the job's other topics share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.sinks.sink import AlertKey, AlertText
+
+
+def produce_all(producer: Any, topic: str, records: list[tuple[str, str | None]]) -> None:
+    """Each (key, value or None = tombstone) in order, then waits until all are delivered."""
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(
+                    topic, key=key.encode(), value=None if value is None else value.encode()
+                )
+                break
+            except BufferError:  # the local queue is full (a replay's burst): let it drain
+                producer.poll(0.1)
+    if producer.flush(60) > 0:
+        raise StreamingError(f"records not delivered to {topic} within 60 s")
+
+
+def ensure_topics(
+    kafka: KafkaConnection, topics: list[str], config: Mapping[str, str] | None = None
+) -> None:
+    """Creates missing topics up front (replication min(3, brokers)): auto-creation at the
+    first alert would fail exactly when a broker is down, which is when alerts come."""
+    for topic in topics:
+        try:
+            kafka.ensure_topic(topic, 3, 30.0, config)
+        except KafkaConnectionError as exc:
+            raise StreamingError(f"cannot use topic {topic} on {kafka.describe()}: {exc}") from exc
+
+
+class KafkaTopicSink:
+    name = "kafka"
+    guarantee = (
+        "each alert once: an idempotent producer (acks=all), and a re-run batch sends only "
+        "what the topic does not hold yet"
+    )
+
+    def __init__(self, kafka: KafkaConnection, topic: str) -> None:
+        ensure_topics(kafka, [topic])
+        self._kafka = kafka
+        self._topic = topic
+        self._producer = kafka.producer({"enable.idempotence": True, "acks": "all"})
+
+    def deliver(self, alerts: list[AlertText]) -> None:
+        if alerts:
+            produce_all(self._producer, self._topic, [(a.alert_id, a.text) for a in alerts])
+
+    def delivered(self, since_ms: int) -> set[AlertKey] | None:
+        found: set[AlertKey] = set()
+
+        def take(message: Any) -> None:
+            try:
+                alert = json.loads(message.value())
+                found.add((alert["alert_id"], alert["status"]))
+            except (ValueError, KeyError, TypeError):
+                pass  # not one of ours
+
+        try:
+            self._kafka.read_to_end(self._topic, take, since_ms, 30.0)
+        except NoSuchTopic:
+            pass
+        except KafkaConnectionError as exc:
+            raise StreamingError(str(exc)) from exc
+        return found
+
+    def close(self) -> None:
+        self._producer.flush(30)
