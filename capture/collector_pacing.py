@@ -2,8 +2,9 @@
 
 A capture's records hold no reference cycles: reference counting frees them. CPython's
 collector still walks every live object now and then (a full collection: the known tree, every
-module loaded), and under a write storm that was a 30-80 ms pause of the capture loop every
-couple of seconds, finding nothing: enough on its own to hold up 1 % of the records (B5).
+module loaded), and under a write storm that was a pause of the capture loop every couple
+of seconds, finding nothing, that held up records on its own (BENCHMARKS.md, "Figures behind
+the code").
 
 While a `CollectorPacing` is active the young generations are collected as usual (cheap: they
 hold what the last few thousand allocations left), full collections never start on their own,

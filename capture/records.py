@@ -75,9 +75,9 @@ Ints = tuple[int, ...]
 
 def _quick_init(cls: type[T]) -> type[T]:
     """Replaces a keyword-only frozen dataclass's `__init__`, which sets every field through
-    `object.__setattr__` (fifty-odd calls for a ClusterEvent, ~6 us: the largest single cost of
-    building a record under a storm), by one that fills the instance's dict at once (~1 us).
-    Same checks: unknown or missing fields are a TypeError; type checkers see the original."""
+    `object.__setattr__` (fifty-odd calls for a ClusterEvent: the largest single cost of
+    building a record under a storm; BENCHMARKS.md, "Figures behind the code"), by one that
+    fills the instance's dict at once. Same checks: unknown or missing fields are a TypeError; type checkers see the original."""
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING)
     if any(f.default_factory is not dataclasses.MISSING for f in fields):

@@ -99,7 +99,7 @@ class CheckpointStore:
             raise CheckpointError(f"{self._delivered_file} is unreadable: {exc}") from exc
 
     def save_delivered(self, acked_through: int, background: bool = False) -> None:
-        """Background: off the capture loop (an fsync can take 100 ms beside a busy ZooKeeper);
+        """Background: off the capture loop (an fsync beside a busy ZooKeeper can be long);
         skipped while the previous one is still being written, the next call catches up."""
         body = json.dumps({"acked_through": acked_through}).encode()
         point = "checkpoint.delivered"

@@ -1,8 +1,8 @@
 """A schema-compiled Avro binary encoder for the capture hot path.
 
 fastavro resolves every union value by validating it against each branch; the change record's
-event type has some fifty nullable fields, which makes that about 100 µs a record, the largest
-single cost of capturing under a storm. `compile_encoder(schema)` turns a parsed schema into
+event type has some fifty nullable fields, which made that the largest single cost of
+capturing under a storm (BENCHMARKS.md, "Figures behind the code"). `compile_encoder(schema)` turns a parsed schema into
 closures, and each record into a generated function of one statement per field, once; they
 write the same bytes (proven against fastavro in the tests) in a fraction of the time. Unions are resolved by Python type, which is unambiguous for the unions
 this project's schemas use (null with one other type, or branches of distinct Python kinds).

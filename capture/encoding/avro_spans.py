@@ -1,8 +1,8 @@
 """Splits the data of an Avro container block into its records' bytes, reading only a few
 top-level fields: what copying records (replay into Kafka) needs, without decoding them.
 
-fastavro decodes a change record in about 80 µs (its event type has some fifty nullable fields,
-each made into a dict entry), which bounds replay at ~12,000 records/s. Re-publishing a record
+Decoding a change record with fastavro (its event type has some fifty nullable fields, each
+made into a dict entry) bounded replay's rate (BENCHMARKS.md, "Figures behind the code"). Re-publishing a record
 needs only its bytes (the same schema goes out as went in) and a few fields for the key, the
 headers, the timestamp and the pacing. `compile_splitter(schema, keep)` generates, once, Python
 source that walks a record's binary form field by field, skipping what it does not keep, and

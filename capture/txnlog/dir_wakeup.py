@@ -1,35 +1,27 @@
 """Waiting for ZooKeeper to write: wake when a file in its log folder changes (Linux inotify),
 instead of polling the folder every few milliseconds.
 
-Polling every 2 ms cost the txnlog capture about a tenth of a core on a quiet ensemble and up
-to 2 ms of lag per transaction; inotify wakes it on the write itself and lets it sleep
-otherwise. Events queue in the kernel from the moment the watch is added, so a write between
+Polling the folder costs CPU on a quiet ensemble and up to a poll interval of lag a
+transaction (BENCHMARKS.md, "Figures behind the code"); inotify wakes the capture on the write
+itself and lets it sleep otherwise. Events queue in the kernel from the moment the watch is added, so a write between
 reading the log and waiting is never missed (the wait just returns at once). Where inotify is
 not available (another OS, a network file system, the watch limit reached) the wait falls back
 to the poll interval."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import os
-import select
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from inotify_simple import INotify
+from inotify_simple import flags as inotify
 
 from zkcdc.ground import logs
 
 log = logs.get("zkcdc.capture")
 
-# <sys/inotify.h>
-_IN_MODIFY = 0x002
-_IN_MOVED_TO = 0x080
-_IN_CREATE = 0x100
-_IN_DELETE = 0x200
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
-_MASK = _IN_MODIFY | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_MASK = inotify.MODIFY | inotify.MOVED_TO | inotify.CREATE | inotify.DELETE
 
 
 class DirectoryWakeup:
@@ -45,45 +37,36 @@ class DirectoryWakeup:
         self.directory = directory
         self._poll_interval_s = poll_interval_s
         self._sleep = sleep
-        self._fd = _inotify_fd(directory)
-        if self._fd is None:
+        self._inotify = _watching(directory)
+        if self._inotify is None:
             log.info("no inotify on the log folder: polling it", every_s=poll_interval_s)
 
     @property
     def notified(self) -> bool:
         """Whether changes are announced by the kernel (False: polled)."""
-        return self._fd is not None
+        return self._inotify is not None
 
     def wait(self, timeout: float) -> bool:
-        if self._fd is None:
+        if self._inotify is None:
             self._sleep(min(timeout, self._poll_interval_s))
             return True
-        ready, _, _ = select.select([self._fd], [], [], max(0.0, timeout))
-        if not ready:
-            return False
-        while True:  # drain: one wake-up for however many writes came meanwhile
-            try:
-                if not os.read(self._fd, 65536):
-                    break
-            except BlockingIOError:
-                break
-        return True
+        # Every event queued is read at once: one wake-up for however many writes came.
+        return bool(self._inotify.read(timeout=max(0, round(timeout * 1000))))
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
 
 
-def _inotify_fd(directory: Path) -> int | None:
+def _watching(directory: Path) -> INotify | None:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
-    except (OSError, AttributeError):
-        return None  # not Linux
-    if fd < 0:
+        watcher = INotify(nonblocking=True)
+    except OSError:
+        return None  # not Linux, or no inotify instances left
+    try:
+        watcher.add_watch(directory, _MASK)
+    except OSError:  # a network file system, the watch limit reached
+        watcher.close()
         return None
-    if libc.inotify_add_watch(fd, os.fsencode(directory), _MASK) < 0:
-        os.close(fd)
-        return None
-    return fd
+    return watcher

@@ -96,8 +96,8 @@ def stateful_alerts(
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Python's cycle collector off while a group is processed: with a replay's backlog and a
-    large cluster in memory each collection walks millions of objects, 40 % of the time
-    (B4), and the engine's objects hold no cycles for it to find."""
+    large cluster in memory each collection walks millions of objects (BENCHMARKS.md, B4),
+    and the engine's objects hold no cycles for it to find."""
     enabled = gc.isenabled()
     gc.disable()
     try:

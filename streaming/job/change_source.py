@@ -91,8 +91,8 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         .option("startingOffsets", source.starting_offsets)
         .option("failOnDataLoss", "false")
         # An executor's consumer that reaches the end of what a micro-batch reads waits this
-        # long for more from the broker: at Kafka's default (500 ms) it was half of a live
-        # micro-batch with a handful of records (B3: alert p99 4.3 -> 2.1 s).
+        # long for more from the broker: at Kafka's default (500 ms) it was most of a live
+        # micro-batch with a handful of records (BENCHMARKS.md, B3).
         .option("kafka.fetch.max.wait.ms", "10")
         # A micro-batch's range of a partition in one or two fetches instead of a round trip
         # to the broker per megabyte (the default), each waited for in turn.

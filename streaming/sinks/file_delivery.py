@@ -2,8 +2,9 @@
 of a bounded run (`replay --alerts-out [--state-out]`, `stream alerts --available-now
 --no-publish --alerts-out`).
 
-Collecting a replay's one micro-batch into the driver's Python (600,000 alert rows for a
-1,000,000-record storm) took ~9 s and held every alert in the driver's 512 MB heap at once.
+Collecting a replay's one micro-batch into the driver's Python (hundreds of thousands of alert
+rows for a storm) was slow and held every alert in the driver's heap at once (BENCHMARKS.md,
+B4).
 Here Spark sorts the rows (by event time, then the engine's order, as the other sinks get
 them) and writes them as text files, spilling to disk as it must; the driver then copies the
 alert lines onto the JSON-lines file and reads the (small) state upserts."""
