@@ -125,20 +125,6 @@ def reassignment(moves: Sequence[tuple[str, int, Sequence[int]]]) -> bytes:
     )
 
 
-def preferred_election(partitions: Sequence[tuple[str, int]]) -> bytes:
-    """`/admin/preferred_replica_election` v1."""
-    return _json(
-        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
-    )
-
-
-def isr_change(partitions: Sequence[tuple[str, int]]) -> bytes:
-    """`/isr_change_notification/isr_change_NNNNNNNNNN` v1."""
-    return _json(
-        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
-    )
-
-
 def log_dir_event(broker_id: int) -> bytes:
     """`/log_dir_event_notification/log_dir_event_NNNNNNNNNN` v1: a log directory of the broker
     failed (event 1, `LogDirEventNotificationHandler.LogDirFailureEvent`)."""

@@ -29,7 +29,6 @@ from zkcdc.stack.processes import (
     find_marked,
     is_running,
     java_command,
-    send_signal,
     spawn,
     tail,
     terminate,
@@ -343,13 +342,6 @@ class LocalStack:
                 zk.create(f"{users}/{user}", scram_user_znode(secure.passwords[user]), acl=own)
 
     # ---- staging incidents --------------------------------------------------------------
-    def signal_broker(self, broker_id: int, sig: int) -> None:
-        """Send `sig` to a broker: SIGSTOP/SIGCONT to stall it, SIGKILL to crash it."""
-        record = self._records[self.layout.broker(broker_id).name]
-        if not is_running(record):
-            raise StackError(f"broker {broker_id} is not running")
-        send_signal(record, sig)
-
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None:
         """Stop a broker and wait until its process is gone (SIGTERM = controlled shutdown)."""
         record = self._records[self.layout.broker(broker_id).name]

@@ -134,12 +134,6 @@ def terminate(
     return [r for r, p in live.items() if p in alive]
 
 
-def send_signal(record: ProcessRecord, sig: int) -> None:
-    if (process := _process(record)) is not None:
-        with contextlib.suppress(psutil.Error):
-            process.send_signal(sig)
-
-
 def tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace")
