@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from zkcdc.ground import kafka_connection, logs
 from zkcdc.ground.cli_options import key_values, option_group, output_file
@@ -19,6 +21,8 @@ from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
+from zkcdc.streaming.state.state_topic import read_state
+from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
 
 
 def default_checkpoint(job: str) -> Path:
@@ -182,13 +186,6 @@ def show_command(
 ) -> None:
     """Render a cluster's current state: brokers, controller, under-replicated and offline
     partitions, preferred-leader share per broker, consumer groups."""
-    import json
-
-    from rich.console import Console
-
-    from zkcdc.streaming.state.state_topic import read_state
-    from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
-
     kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
     if kafka is None:
         raise StreamingError("give --bootstrap-servers (or --kafka-config-file with it)")

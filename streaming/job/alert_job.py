@@ -4,7 +4,10 @@ kept in Spark's state store between micro-batches.
 Records of one cluster arrive over several Kafka partitions (the key is cluster + path), so a
 micro-batch can hold a later `seq` before an earlier one. Records wait in the state, in `seq`
 order, until they are next in line; a gap (a seq that never comes, as after a capture restart
-that skipped some) is passed once the waiting records span `reorder_ms` of event time."""
+that skipped some) is passed once the waiting records span `reorder_ms` of event time.
+
+pyspark and pandas are imported inside the functions that run on Spark: every `zkcdc` command
+loads this module, and their imports alone take about a second."""
 
 from __future__ import annotations
 

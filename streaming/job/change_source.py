@@ -1,6 +1,9 @@
 """The change records as a streaming DataFrame: from the changes topic (Kafka source, Avro
 single-object or Confluent framing) or from event-log folders (Avro file source). Same columns
-either way: cluster, seq, op, path, ts_ms, events (JSON text of the typed events)."""
+either way: cluster, seq, op, path, ts_ms, events (JSON text of the typed events).
+
+pyspark is imported where a DataFrame is built, not at the top: every `zkcdc` command loads
+this module, and pyspark's import alone is ~0.5 s."""
 
 from __future__ import annotations
 
@@ -12,11 +15,11 @@ from typing import Any
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.schema_files import schema_dir
+from zkcdc.streaming.errors import StreamingError
 
 
 def schema_json() -> str:
-    from zkcdc.ground.schema_files import schema_dir
-
     return (schema_dir() / "ChangeRecord.avsc").read_text()
 
 
@@ -66,8 +69,6 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
 
     if isinstance(source, LogInput):
         if not source.folder.is_dir():
-            from zkcdc.streaming.errors import StreamingError
-
             raise StreamingError(f"no event-log folder at {source.folder}")
         struct = (
             spark.range(0)

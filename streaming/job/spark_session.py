@@ -1,4 +1,5 @@
-"""The Spark session of a zkcdc job: its Kafka and Avro jars, RocksDB state."""
+"""The Spark session of a zkcdc job: its Kafka and Avro jars, RocksDB state. (pyspark is
+imported when a session starts: every `zkcdc` command loads this module.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """A micro-batch's alerts and state written by Spark itself, when files are the only sinks
 of a bounded run (`replay --alerts-out [--state-out]`, `stream alerts --available-now
---no-publish --alerts-out`).
+--no-publish --alerts-out`). pyspark is imported where the batch is written, not at the
+top: every `zkcdc` command loads this module.
 
 Collecting a replay's one micro-batch into the driver's Python (hundreds of thousands of alert
 rows for a storm) was slow and held every alert in the driver's heap at once (BENCHMARKS.md,

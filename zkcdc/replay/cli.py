@@ -14,17 +14,19 @@ import click
 
 from zkcdc.capture.delivery.event_log import Damage, log_files, scan_blocks
 from zkcdc.capture.txnlog.data_dir import LogDamage
-from zkcdc.ground import kafka_connection
+from zkcdc.capture.txnlog.history import history, write_event_log
+from zkcdc.ground import kafka_connection, logs
 from zkcdc.ground.cli_options import key_values, output_file
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.ground.user_dirs import state_home
+from zkcdc.replay.alerts_replay import replay_alerts
 from zkcdc.replay.errors import ReplayError
+from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
 def default_checkpoint(log: Path, bootstrap: str, topic: str) -> Path:
-    from zkcdc.ground.user_dirs import state_home
-
     ident = f"{log.resolve()}|{bootstrap}|{topic}"
     name = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return state_home() / "replay" / f"{name}.json"
@@ -86,9 +88,6 @@ def replay(
         if not log_files(log):
             raise ReplayError(f"no event log files in {log}")
         if alerts_out is not None:
-            from zkcdc.ground import logs
-            from zkcdc.replay.alerts_replay import replay_alerts
-
             logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
             settings = RuleSettings().with_overrides(rules)
             damaged = replay_alerts(log, alerts_out, state_out, settings, master, _report)
@@ -117,7 +116,6 @@ def _event_log(
         assert path is not None
         yield path, path, []
         return
-    from zkcdc.capture.txnlog.history import history, write_event_log
 
     def problem(text: str) -> None:
         click.echo(f"zkcdc: {text}", err=True)
@@ -140,8 +138,6 @@ def _into_kafka(
     file: Path,
     from_start: bool,
 ) -> list[Damage]:
-    from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka
-
     checkpoint = Checkpoint(file) if from_start else Checkpoint.load(file)
     if checkpoint.done:
         raise ReplayError(
