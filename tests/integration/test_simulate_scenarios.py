@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 # Short for-durations so a scenario's conditions fire within HOLD_S; offline fires at once.
 RULES = [
     f"--rule={f}=2000"
-    for f in RuleSettings.__dataclass_fields__
+    for f in RuleSettings.model_fields
     if f.endswith("_for_ms") and f != "offline_partition_for_ms"
 ] + ["--rule=leader_election_storm_changes=5"]
 HOLD_S = 6.0
