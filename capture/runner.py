@@ -191,7 +191,7 @@ class CaptureRunner:
             self.turned()
             started = time.perf_counter()
             wait = max(0.0, min(next_heartbeat - self._now(), _IDLE_S))
-            if outlet.in_flight:
+            if outlet.in_flight and source.quick_acks:
                 wait = min(wait, s.poll_interval_s)  # back soon for their acks
             turn = source.poll(wait)
             records = turn.records

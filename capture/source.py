@@ -31,6 +31,10 @@ class Source(Protocol):
     elected: bool
     """Whether one daemon of a cluster captures at a time (the ZooKeeper election); a source
     read beside one server (txnlog) runs one daemon per server instead."""
+    quick_acks: bool
+    """Whether the runner polls for Kafka's acks every poll interval while records are in
+    flight. Cheap where the source has no threads of its own (txnlog); where kazoo's threads
+    answer watches, the extra turns take the GIL from them and the capture lags (B1)."""
 
     def open(self) -> str:
         """Connects; returns the cluster's name (configured, or the source's own id)."""

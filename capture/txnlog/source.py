@@ -36,6 +36,7 @@ _BATCH = 20_000  # transactions a turn
 class TxnlogSource:
     name = "txnlog"
     elected = False
+    quick_acks = True
 
     def __init__(self, settings: CaptureSettings, now_ms: Callable[[], int]) -> None:
         assert settings.zk_data_dir is not None

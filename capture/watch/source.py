@@ -28,6 +28,7 @@ _MOST_A_TURN = 50_000  # messages: a storm's backlog is taken in turns, each one
 class WatchSource:
     name = "watch"
     elected = True
+    quick_acks = False
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ class ScriptedSource:
 
     name = "scripted"
     elected = False
+    quick_acks = False
 
     def __init__(self, stop: threading.Event) -> None:
         self._stop = stop
@@ -97,7 +98,8 @@ def test_a_new_source_plugs_into_the_runner_and_its_records_reach_the_event_log_
 
 
 def test_the_watch_and_txnlog_sources_keep_the_source_interface() -> None:
-    members = [m for m in dir(Source) if not m.startswith("_")] + ["name", "elected"]
+    members = [m for m in dir(Source) if not m.startswith("_")]
+    members += ["name", "elected", "quick_acks"]
     for source in (WatchSource, TxnlogSource, ScriptedSource):
         missing = [m for m in members if not hasattr(source, m)]
         assert not missing, f"{source.__name__} lacks {missing}"
