@@ -129,7 +129,7 @@ class CaptureRunner:
             retried(
                 lambda: kafka.brokers_answering(s.connect_timeout_s),
                 KafkaConnectionError,
-                None if s.wait else 1,
+                s.connect_tries(),
                 self._sleep,
                 interrupt=self._stop.is_set,
             )
@@ -160,7 +160,7 @@ class CaptureRunner:
     def _capture(self, cluster: str, followed: TrackerState) -> None:
         s, source = self.settings, self.source
         outlet = RecordOutlet(s, cluster, self.metrics, self._now)
-        state = outlet.load(followed if source.elected else None)
+        state = outlet.load(followed)
         outlet.open()
         failing = True
         try:

@@ -128,6 +128,10 @@ class CaptureSettings(BaseSettings):
         ha_path = self.ha_path
         return lambda path: path == ha_path or path.startswith(ha_path + "/")
 
+    def connect_tries(self) -> int | None:
+        """Attempts at ZooKeeper and Kafka at start-up: until they answer with `--wait`."""
+        return None if self.wait else 1
+
     def kafka_chroot(self) -> str:
         """txnlog: the chroot of Kafka's tree in ZooKeeper's absolute paths ("" for none)."""
         if self.chroot is not None:

@@ -62,7 +62,7 @@ class Election:
             s.session_timeout_s,
             s.connect_timeout_s,
             s.zookeeper_access(),
-            None if s.wait else 1,
+            s.connect_tries(),
             self._sleep,
             own_nodes=True,
         )

@@ -53,7 +53,7 @@ class WatchSource:
         s = self._settings
         self.client = zookeeper.connect(
             s.connect_string(), s.session_timeout_s, s.connect_timeout_s,
-            s.zookeeper_access(), None if s.wait else 1, self._sleep,
+            s.zookeeper_access(), s.connect_tries(), self._sleep,
         )  # fmt: skip
         self._connected = True
         return s.cluster or zookeeper.cluster_id(self.client, s.connect_string())
