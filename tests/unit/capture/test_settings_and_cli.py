@@ -76,3 +76,24 @@ def test_capture_without_a_zookeeper_says_which_setting_is_missing():
     done = _zkcdc("capture", env={"ZKCDC_ZOOKEEPER": ""})
     assert done.returncode != 0
     assert "zookeeper" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "cannot read config file .*: no such file"),
+        ("zookeeper = \n", r"config file .*capture\.toml: Invalid value"),
+        (
+            "[capture]\nzookeepr = 'h:1'\n",
+            "unknown setting zookeepr in .* \\(did you mean zookeeper\\?\\)",
+        ),
+        ("[capture]\nheartbeat-s = 'soon'\n", "heartbeat_s"),
+    ],
+)
+def test_a_bad_config_file_is_one_clear_error(tmp_path, text, message):
+    config = tmp_path / "capture.toml"
+    if text is not None:
+        config.write_text(text)
+    with pytest.raises(CaptureError, match=message) as failure:
+        load_settings(config, zookeeper="127.0.0.1:1")
+    assert "\n" not in str(failure.value)

@@ -187,3 +187,17 @@ def test_rule_settings_overrides_are_checked():
         RuleSettings().with_overrides({"nope": "1"})
     with pytest.raises(StreamingError, match="needs a number"):
         RuleSettings().with_overrides({"under_replicated_for_ms": "soon"})
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"broker-down.for_ms": "-1"}, "rule setting 'broker-down.for_ms' must not be negative"),
+        ({"preferred_leader_imbalance_ratio": "-0.5"}, "must not be negative"),
+        ({"instant_hold_ms": "2.5"}, "rule setting 'instant_hold_ms' needs a number, got '2.5'"),
+        ({"instant_hold_ms": ""}, "needs a number"),
+    ],
+)
+def test_a_bad_rule_override_is_one_line_naming_it_as_given(override, message):
+    with pytest.raises(StreamingError, match=message.replace(".", r"\.")):
+        RuleSettings().with_overrides(override)
