@@ -214,7 +214,7 @@ class CaptureRunner:
                 outlet.give_out(records)
             outlet.tick(state)
             collector.tick()
-            took = time.perf_counter() - started - wait
+            took = time.perf_counter() - started - turn.waited_s
             if took > _SLOW_TURN_S and records:
                 log.warning("slow turn", ms=round(1000 * took), records=len(records))
 

@@ -18,11 +18,13 @@ from zkcdc.capture.tracker import TrackerState
 class Turn:
     """What one poll of a source gave: its records in order, whether it has read all there
     is (heartbeats say "nothing else up to now", so only then), and whether a full read of
-    the tree (the snapshot, or a re-sync) ended in it."""
+    the tree (the snapshot, or a re-sync) ended in it. `waited_s`: how long of the poll was
+    spent waiting for something to read (not work: the runner's slow-turn measure leaves it out)."""
 
     records: list[ChangeRecord] = field(default_factory=list)
     caught_up: bool = True
     synced: bool = False
+    waited_s: float = 0.0
 
 
 class Source(Protocol):

@@ -10,6 +10,7 @@ versions_skipped."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from zkcdc.capture.records import ChangeRecord
@@ -67,8 +68,9 @@ class TxnlogSource:
             return Turn(first, caught_up=False, synced=True)
         batch = reader.poll(_BATCH)
         if not batch:
+            started = time.perf_counter()
             wakeup.wait(max_wait_s)  # until ZooKeeper writes, or the wait is over
-            return Turn([], caught_up=True)
+            return Turn([], caught_up=True, waited_s=time.perf_counter() - started)
         records: list[ChangeRecord] = []
         for txn in batch:
             records.extend(tracker.apply(txn))

@@ -5,6 +5,7 @@ reconnect. Needs nothing on ZooKeeper's machines; runs under the election."""
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
@@ -76,7 +77,10 @@ class WatchSource:
         assert tracker is not None and reader is not None
         records: list[ChangeRecord] = []
         synced = False
-        for message in _drain(self._inbox, max_wait_s):
+        started = time.perf_counter()
+        messages = _drain(self._inbox, max_wait_s)
+        waited = time.perf_counter() - started  # the drain after the first message is quick
+        for message in messages:
             if isinstance(message, Read):
                 records.extend(
                     tracker.read(
@@ -89,7 +93,7 @@ class WatchSource:
                 synced = True
             elif isinstance(message, Reconnected):
                 self._resync(tracker, reader)
-        return Turn(records, caught_up=True, synced=synced)
+        return Turn(records, caught_up=True, synced=synced, waited_s=waited)
 
     def heartbeat(self) -> ChangeRecord:
         assert self._tracker is not None
