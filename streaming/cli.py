@@ -62,6 +62,8 @@ job_options = option_group(
                  help="Address the metrics port binds."),
     click.option("--metrics-web-config", type=click.Path(exists=True, dir_okay=False,
                  path_type=Path), help="TLS and basic auth (Prometheus exporters' web-config)."),
+    click.option("--schema-registry", metavar="URL",
+                 help="Schema registry: also read Confluent-framed values (writer schema by id)."),
     click.option("--dead-letter-topic", default=None,
                  help="Kafka topic for undecodable records [default: <topic>.deadletter]."),
 )  # fmt: skip
@@ -92,6 +94,7 @@ def run_job(
             kw["topic"],
             kw["starting_offsets"],
             max_records_per_batch=kw["max_records_per_batch"],
+            registry_url=kw["schema_registry"],
         )
     else:
         raise StreamingError("give --bootstrap-servers (the changes topic) or --event-log DIR")

@@ -14,9 +14,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from zkcdc.capture.delivery.publisher import CLUSTER_HEADER, DeliveryError
-from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, decode_value
 from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import TrackerState, znode_from_avro
+from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
 
 
@@ -26,12 +26,12 @@ class TopicFollower:
         kafka: KafkaConnection,
         topic: str,
         cluster: str,
-        codec: SingleObjectCodec,
+        decoder: ChangeValueDecoder,
     ) -> None:
         self._consumer = kafka.consumer("zkcdc-capture-standby")
         self._topic = topic
         self._cluster = cluster
-        self._codec = codec
+        self._decoder = decoder
         self._latest: dict[str, tuple[int, Znode | None]] = {}
         self._seq = 0
         self._lock = threading.Lock()
@@ -67,9 +67,9 @@ class TopicFollower:
             if headers.get(CLUSTER_HEADER) not in (None, self._cluster.encode()):
                 continue
             try:
-                record = decode_value(self._codec, value)
-            except CodecError:
-                continue  # not ours to understand; the active daemon only writes its schema
+                record = self._decoder.decode(value)
+            except ValueDecodeError:
+                continue  # not ours to understand: no version of zkcdc's schema
             if record["cluster"] != self._cluster:
                 continue
             taken += 1

@@ -17,6 +17,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from zkcdc.capture.encoding.avro_encoder import compile_encoder
 from zkcdc.capture.errors import CaptureError
+from zkcdc.ground.change_values import ChangeValueDecoder, registry_fetcher
 from zkcdc.ground.schema_files import schema_dir
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
@@ -69,16 +70,9 @@ class SingleObjectCodec:
         return value  # type: ignore[return-value]
 
 
-def decode_value(codec: SingleObjectCodec, data: bytes) -> dict[str, Any]:
-    """A value in either wire form: single-object, or Confluent's (magic 0 + 4-byte schema id,
-    written by zkcdc with this same schema)."""
-    if data[:1] == b"\x00" and len(data) > 5:
-        try:
-            value = fastavro.schemaless_reader(io.BytesIO(data[5:]), codec.schema, codec.schema)
-        except (EOFError, ValueError, IndexError) as exc:
-            raise CodecError(f"corrupt Avro body: {exc}") from exc
-        return value  # type: ignore[return-value]
-    return codec.decode(data)
+def change_decoder(registry_url: str | None) -> ChangeValueDecoder:
+    """Reads values of either wire form, of any released schema version."""
+    return ChangeValueDecoder(registry_fetcher(registry_url) if registry_url else None)
 
 
 def registry_serializer(
@@ -91,6 +85,11 @@ def registry_serializer(
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     client = SchemaRegistryClient({"url": url})
+    subject = f"{topic}-value"  # the serializer's default subject name strategy
+    try:
+        guard_compatibility(client, subject)
+    except Exception as exc:
+        raise CodecError(f"schema registry {url}: {exc}") from exc
     serializer = AvroSerializer(client, json.dumps(schema_json()))
     context = SerializationContext(topic, MessageField.VALUE)
 
@@ -103,6 +102,37 @@ def registry_serializer(
         return data
 
     return serialize
+
+
+def confluent_header(url: str, topic: str) -> bytes:
+    """Magic 0 and the schema id the registry gives today's schema under the topic's value
+    subject (registered if new): what goes before a record's Avro body in Confluent's wire
+    format. The event log's bodies are today's schema, so they go out as they are."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    client = SchemaRegistryClient({"url": url})
+    subject = f"{topic}-value"
+    try:
+        guard_compatibility(client, subject)
+        schema_id = client.register_schema(subject, Schema(json.dumps(schema_json()), "AVRO"))
+    except Exception as exc:  # unreachable, refused as incompatible: one line for the user
+        raise CodecError(f"schema registry {url}: {exc}") from exc
+    return b"\x00" + int(schema_id).to_bytes(4, "big")
+
+
+def guard_compatibility(client: Any, subject: str) -> None:
+    """A subject zkcdc starts gets FULL_TRANSITIVE compatibility: the registry then refuses
+    what avro/README.md calls a breaking change, as the tests do. A level someone set on the
+    subject is theirs and left alone."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        client.get_compatibility(subject)
+        return
+    except SchemaRegistryError as exc:
+        if exc.http_status_code != 404:
+            raise
+    client.set_compatibility(subject, "FULL_TRANSITIVE")
 
 
 def schema_json(name: str = "ChangeRecord") -> dict[str, Any]:

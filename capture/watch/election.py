@@ -14,7 +14,7 @@ from kazoo.exceptions import LockTimeout
 from kazoo.recipe.watchers import DataWatch
 
 from zkcdc.capture.delivery.topic_follower import TopicFollower
-from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.capture.encoding.avro_codec import change_decoder
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.tracker import TrackerState
@@ -71,7 +71,11 @@ class Election:
         )
         client.add_listener(self._on_state)
         kafka = s.kafka()
-        follower = TopicFollower(kafka, s.topic, cluster, SingleObjectCodec()) if kafka else None
+        follower = (
+            TopicFollower(kafka, s.topic, cluster, change_decoder(s.schema_registry))
+            if kafka
+            else None
+        )
         announced = False
         try:
             while not self._stop.is_set():

@@ -12,8 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
+import orjson
 
+from zkcdc.ground.change_values import (
+    ChangeValueDecoder,
+    ValueDecodeError,
+    registry_fetcher,
+    released_by_fingerprint,
+)
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.schema_files import schema_dir
 from zkcdc.streaming.errors import StreamingError
@@ -23,11 +29,11 @@ def schema_json() -> str:
     return (schema_dir() / "ChangeRecord.avsc").read_text()
 
 
-def single_object_header() -> bytes:
-    parsed = parse_schema(json.loads(schema_json()))
-    return b"\xc3\x01" + bytes.fromhex(
-        fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO")
-    )
+# What the registry-mode decoder gives Spark: the record's columns, or why it has none.
+DECODED_SCHEMA = (
+    "cluster string, seq long, op string, path string, ts_ms long, events string, error string"
+)
+_decoders: dict[str, ChangeValueDecoder] = {}  # one per registry, per Python worker
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,9 @@ class KafkaInput:
     kafka: KafkaConnection
     topic: str = "zkcdc.changes"
     starting_offsets: str = "earliest"
-    registry: bool = False  # Confluent framing: magic 0 + 4-byte schema id
+    # With a schema registry's URL, values may also be in Confluent's wire format (magic 0 +
+    # schema id), the writer schema fetched from it by id.
+    registry_url: str | None = None
     max_records_per_batch: int | None = None  # a backlog goes in several bounded micro-batches
 
 
@@ -79,6 +87,9 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         files = (
             spark.readStream.format("avro")
             .schema(struct)
+            # Each file is read with Avro's schema resolution from the schema in its header
+            # (an older zkcdc's) into today's.
+            .option("avroSchema", schema_json())
             .option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.avro")
             .load(str(source.folder))
@@ -103,21 +114,29 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
     if source.max_records_per_batch:
         raw = raw.option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
     raw = raw.load()
-    if source.registry:
-        header_ok = F.substring("value", 1, 1) == F.lit(b"\x00")
-        body = F.expr("substring(value, 6, length(value) - 5)")
-        reason = "no Confluent wire-format header"
-    else:
-        header_ok = F.substring("value", 1, 10) == F.lit(single_object_header())
-        body = F.expr("substring(value, 11, length(value) - 10)")
-        reason = "not single-object encoded with ChangeRecord.avsc's fingerprint"
+    if source.registry_url:
+        return _decoded_in_python(raw, source.registry_url)
+    header = F.substring("value", 1, 10)
+    body = F.expr("substring(value, 11, length(value) - 10)")
+    current = schema_json()
+    # One from_avro per released version, picked by the fingerprint in the header; each reads
+    # its version's bytes into today's schema (Spark's `avroSchema`: Avro schema resolution).
+    released = released_by_fingerprint()
+    by_version = [
+        F.when(header == F.lit(b"\xc3\x01" + fp),
+               from_avro(body, json.dumps(schema), {"mode": "PERMISSIVE", "avroSchema": current}))
+        for fp, schema in released.items()
+    ]  # fmt: skip
+    known = F.lit(False)
+    for fp in released:
+        known = known | (header == F.lit(b"\xc3\x01" + fp))
     decoded = raw.select(
         "topic",
         "partition",
         "offset",
         "value",
-        header_ok.alias("header_ok"),
-        from_avro(body, schema_json(), {"mode": "PERMISSIVE"}).alias("r"),
+        known.alias("header_ok"),
+        F.coalesce(*by_version).alias("r"),
     )
     # PERMISSIVE gives a struct of nulls for a body that does not decode; cluster is never null.
     ok = F.col("header_ok") & F.col("r.cluster").isNotNull()
@@ -128,8 +147,59 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         "partition",
         "offset",
         "value",
-        F.when(~F.col("header_ok"), F.lit(reason))
+        F.when(~F.col("header_ok"), F.lit(NOT_SINGLE_OBJECT))
         .otherwise(F.lit("Avro body does not decode with ChangeRecord.avsc"))
         .alias("reason"),
     )
     return records, dead
+
+
+NOT_SINGLE_OBJECT = (
+    "not single-object encoded with a released ChangeRecord version's fingerprint "
+    "(Confluent-framed values need --schema-registry)"
+)
+
+
+def _decoded_in_python(raw: Any, registry_url: str) -> tuple[Any, Any]:
+    """Both wire forms, decoded by fastavro in Spark's Python workers: a Confluent-framed
+    value's writer schema comes from the registry by id (fetched once per id and worker)."""
+    from pyspark.sql import functions as F
+
+    decode = F.pandas_udf(decode_values(registry_url), DECODED_SCHEMA)  # type: ignore[attr-defined]
+    decoded = raw.select("topic", "partition", "offset", "value", decode("value").alias("r"))
+    ok = F.col("r.error").isNull()
+    records = decoded.where(ok).select(
+        *[F.col(f"r.{c}").alias(c) for c in ("cluster", "seq", "op", "path", "ts_ms", "events")]
+    )
+    dead = decoded.where(~ok).select(
+        "topic", "partition", "offset", "value", F.col("r.error").alias("reason")
+    )
+    return records, dead
+
+
+def decode_values(registry_url: str) -> Any:
+    def decode(values: Any) -> Any:
+        import pandas as pd  # type: ignore[import-untyped]
+
+        decoder = _decoders.get(registry_url)
+        if decoder is None:
+            decoder = _decoders[registry_url] = ChangeValueDecoder(registry_fetcher(registry_url))
+        rows = [decoded_row(decoder, v) for v in values.tolist()]
+        columns = ("cluster", "seq", "op", "path", "ts_ms", "events", "error")
+        return pd.DataFrame(rows, columns=columns)
+
+    return decode
+
+
+def decoded_row(decoder: ChangeValueDecoder, value: bytes | None) -> tuple[Any, ...]:
+    """A value as the job's columns (events as the JSON text Spark's `to_json` makes: null
+    fields left out), or a row naming why it does not decode."""
+    if value is None:
+        return (None,) * 6 + ("no value",)
+    try:
+        r = decoder.decode(bytes(value))
+    except ValueDecodeError as exc:
+        return (None,) * 6 + (str(exc),)
+    events = [{k: v for k, v in e.items() if v is not None} for e in r["events"]]
+    return (r["cluster"], r["seq"], r["op"], r["path"], r["ts_ms"],
+            orjson.dumps(events).decode(), None)  # fmt: skip

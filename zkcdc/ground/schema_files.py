@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def schema_dir() -> Path:
@@ -16,3 +18,19 @@ def schema_dir() -> Path:
     if source_tree.is_dir():
         return source_tree
     return Path(sys.prefix) / "share" / "zkcdc" / "avro"
+
+
+def released_versions(name: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every released version of `avro/<name>.avsc`, oldest first: `avro/history/<name>/vN.avsc`
+    (avro/README.md says when a version is added)."""
+    folder = schema_dir() / "history" / name
+    found = []
+    for file in folder.glob("v*.avsc"):
+        number = file.stem[1:]
+        if number.isdigit():
+            found.append((int(number), json.loads(file.read_text())))
+    return sorted(found, key=lambda version: version[0])
+
+
+def current_schema(name: str) -> Any:
+    return json.loads((schema_dir() / f"{name}.avsc").read_text())

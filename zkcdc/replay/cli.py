@@ -45,6 +45,11 @@ def _report(damage: Damage) -> None:
 @click.option("--bootstrap-servers", help="Re-publish the records to this Kafka.")
 @kafka_config_options
 @click.option("--topic", default="zkcdc.changes", show_default=True)
+@click.option(
+    "--schema-registry",
+    metavar="URL",
+    help="Into Kafka in Confluent's wire format, the schema registered there.",
+)
 @click.option("--speed", type=float, default=0.0, show_default=True,
               help="Original pacing times this factor; 0 = as fast as possible.")  # fmt: skip
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path),
@@ -66,6 +71,7 @@ def replay(
     kafka_config_file: Path | None,
     kafka_config: dict[str, str],
     topic: str,
+    schema_registry: str | None,
     speed: float,
     checkpoint: Path | None,
     from_start: bool,
@@ -96,7 +102,7 @@ def replay(
         else:
             assert kafka is not None
             file = checkpoint or default_checkpoint(identity, kafka.bootstrap_servers, topic)
-            damaged = _into_kafka(log, kafka, topic, speed, file, from_start)
+            damaged = _into_kafka(log, kafka, topic, speed, file, from_start, schema_registry)
     if damaged:
         click.echo(
             f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
@@ -137,6 +143,7 @@ def _into_kafka(
     speed: float,
     file: Path,
     from_start: bool,
+    registry: str | None,
 ) -> list[Damage]:
     checkpoint = Checkpoint(file) if from_start else Checkpoint.load(file)
     if checkpoint.done:
@@ -146,7 +153,8 @@ def _into_kafka(
     damaged: list[Damage] = []
     total = scan_blocks(path).records
     with click.progressbar(length=total, label="replaying", file=sys.stderr, show_pos=True) as bar:
-        job = ReplayToKafka(path, kafka, topic, checkpoint, speed, bar.update, damaged.append)
+        job = ReplayToKafka(path, kafka, topic, checkpoint, speed, bar.update, damaged.append,
+                            registry=registry)  # fmt: skip
         job.run()
     for damage in damaged:
         _report(damage)

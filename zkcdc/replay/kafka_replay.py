@@ -26,7 +26,7 @@ from zkcdc.capture.delivery.publisher import (
     key_for,
     producer_config,
 )
-from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, confluent_header
 from zkcdc.capture.errors import CaptureError
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError
 from zkcdc.ground.private_files import atomic_write
@@ -89,6 +89,7 @@ class ReplayToKafka:
     on_damage: Callable[[Damage], None] = lambda d: None
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    registry: str | None = None  # Confluent's wire format, the schema registered there
     sent: int = 0
     skipped: int = 0
 
@@ -97,7 +98,14 @@ class ReplayToKafka:
             self.kafka.ensure_topic(self.topic, 6, 30.0)
         except KafkaConnectionError as exc:
             raise ReplayError(str(exc)) from exc
-        header = SingleObjectCodec().header
+        try:
+            header = (
+                confluent_header(self.registry, self.topic)
+                if self.registry
+                else SingleObjectCodec().header
+            )
+        except CodecError as exc:
+            raise ReplayError(str(exc)) from exc
         refused: list[str] = []
 
         def failed(error: KafkaError | None, _: Any) -> None:
