@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +22,9 @@ from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
 
 from zkcdc.ground.child_processes import stop
+from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
+from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
 
@@ -262,6 +265,16 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmana
     manager = Alertmanager(alertmanager_binary(), tmp_path_factory.mktemp("alertmanager"), port)
     yield manager
     manager.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistry]:
+    """A real schema registry (Apicurio, built once from Maven Central) on a free loopback
+    port; its log is shown at the end of the session."""
+    jar = registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
+    registry = start_registry(jar, tmp_path_factory.mktemp("registry") / "registry.log")
+    yield registry
+    registry.stop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

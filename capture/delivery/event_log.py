@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import fastavro
+
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery import log_blocks
 from zkcdc.capture.delivery.log_blocks import Damage as Damage
@@ -23,6 +25,7 @@ from zkcdc.capture.encoding.avro_encoder import compile_encoder, write_long
 from zkcdc.capture.encoding.avro_spans import compile_splitter
 from zkcdc.capture.errors import CaptureError
 from zkcdc.ground.private_files import fsync_directory, safe_name
+from zkcdc.ground.schema_files import current_schema
 
 SUFFIX = ".avro"
 MAGIC = b"Obj\x01"
@@ -242,8 +245,11 @@ def read_records(
             raise EventLogError(damage.describe())
         on_damage(damage)
 
+    # Read into today's schema: a file of an older (or newer, compatible) release gets the
+    # fields it lacks at their defaults (avro/README.md).
+    reader = fastavro.parse_schema(current_schema("ChangeRecord"), named_schemas={})
     for file in log_files(path):
-        for number, block, _ in log_blocks.blocks(file, damaged):
+        for number, block, _ in log_blocks.blocks(file, damaged, reader):
             try:
                 records = log_blocks.block_records(block)
             except Exception as exc:

@@ -40,4 +40,6 @@ def test_a_clean_install_adds_one_top_level_package_and_the_console_script(tmp_p
         assert (package / part).is_file(), f"{part} is not in the wheel"
         assert not (package / part).is_symlink()
     assert (tmp_path / "venv" / "bin" / "zkcdc").is_file()
-    assert (tmp_path / "venv" / "share" / "zkcdc" / "avro" / "ChangeRecord.avsc").is_file()
+    avro = tmp_path / "venv" / "share" / "zkcdc" / "avro"
+    assert (avro / "ChangeRecord.avsc").is_file()
+    assert (avro / "history" / "ChangeRecord" / "v1.avsc").is_file()
