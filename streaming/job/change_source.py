@@ -165,7 +165,12 @@ def _decoded_in_python(raw: Any, registry_url: str) -> tuple[Any, Any]:
     value's writer schema comes from the registry by id (fetched once per id and worker)."""
     from pyspark.sql import functions as F
 
-    decode = F.pandas_udf(decode_values(registry_url), DECODED_SCHEMA)  # type: ignore[attr-defined]
+    import pandas as pd  # type: ignore[import-untyped]
+
+    function = decode_values(registry_url)
+    # Spark picks the kind of pandas UDF from real type hints (this module leaves pandas out).
+    function.__annotations__ = {"values": pd.Series, "return": pd.DataFrame}
+    decode = F.pandas_udf(function, DECODED_SCHEMA)  # type: ignore[attr-defined]
     decoded = raw.select("topic", "partition", "offset", "value", decode("value").alias("r"))
     ok = F.col("r.error").isNull()
     records = decoded.where(ok).select(
@@ -179,7 +184,7 @@ def _decoded_in_python(raw: Any, registry_url: str) -> tuple[Any, Any]:
 
 def decode_values(registry_url: str) -> Any:
     def decode(values: Any) -> Any:
-        import pandas as pd  # type: ignore[import-untyped]
+        import pandas as pd
 
         decoder = _decoders.get(registry_url)
         if decoder is None:
