@@ -163,9 +163,8 @@ NOT_SINGLE_OBJECT = (
 def _decoded_in_python(raw: Any, registry_url: str) -> tuple[Any, Any]:
     """Both wire forms, decoded by fastavro in Spark's Python workers: a Confluent-framed
     value's writer schema comes from the registry by id (fetched once per id and worker)."""
-    from pyspark.sql import functions as F
-
     import pandas as pd  # type: ignore[import-untyped]
+    from pyspark.sql import functions as F
 
     function = decode_values(registry_url)
     # Spark picks the kind of pandas UDF from real type hints (this module leaves pandas out).
