@@ -4,8 +4,10 @@ alerts from it, and the registry refuses a breaking change to the schema."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,13 +18,15 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, DeserializingConsumer, TopicPartition
+from capture_harness import TopicReader
+from confluent_kafka import OFFSET_BEGINNING, DeserializingConsumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 
+from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
 from zkcdc.ground.schema_files import current_schema
 from zkcdc.stack.schema_registry import SchemaRegistry
 
@@ -73,7 +77,7 @@ def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_aler
     records = registry_records(cluster.bootstrap_servers, changes_topic.topic, url,
                                lambda got: any(r["path"] == path for r in got))  # fmt: skip
     assert {r["cluster"] for r in records} == {"reg"}
-    assignment = next(r for r in records if r["path"] == path)["after"]["data"]
+    assignment = next(r for r in records if r["path"] == path)["after"]["data"]  # the znode's
     assert json.loads(assignment)["partitions"] == {"0": ANY}
 
     client = SchemaRegistryClient({"url": url})
@@ -96,8 +100,72 @@ def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_aler
     finally:
         cluster.start_broker(follower)
     assert fired["cluster"] == "reg"
+    shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "reg")
+    assert shown.startswith("cluster reg: 3/3 brokers alive"), shown
+
+    # The same topic may hold single-object values too (a capture before the switch): they
+    # decode beside the Confluent ones; what is neither goes to the dead letters, with why.
+    assigned = next(r for r in records if r["path"] == path)
+    other = SingleObjectCodec().encode({**assigned, "cluster": "single", "seq": 1})
+    with ChangesProducer(cluster.bootstrap_servers) as producer:
+        producer.send(changes_topic.topic, other)
+        producer.send(changes_topic.topic, b"\x00\x00\x01\x00\x00garbage")
+    dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
+    letter = dead.wait_for(lambda d: "schema id 65536" in d["reason"], "the dead letter", 120)
+    assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
+    shown = ""
+
+    def single_shown() -> bool:
+        nonlocal shown
+        shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "single", False)
+        return "cluster single:" in shown
+
+    wait_until(single_shown, 120, 2, what="the single-object record's cluster in the state")
+    assert "1 topics" in shown, shown
     wait_until(lambda: follower in registered_brokers(kafka_zk), what="the follower back")
     assert job.stop() == 0, job.tail()
+
+
+def show_state(bootstrap: str, topic: str, name: str, check: bool = True) -> str:
+    shown = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "state", "show", "--bootstrap-servers", bootstrap,
+         "--state-topic", topic, "--cluster", name],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.returncode == 0 or not check, shown.stderr
+    return shown.stdout if shown.returncode == 0 else shown.stderr
+
+
+class ChangesProducer:
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap})
+
+    def send(self, topic: str, value: bytes) -> None:
+        self.producer.produce(topic, value=value, key=b"test")
+
+    def __enter__(self) -> ChangesProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.producer.flush(30) == 0
+
+
+class DeadLetters(TopicReader):
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic)
+        self.letters: list[dict[str, Any]] = []
+
+    def take(self, message: Any) -> None:
+        self.letters.append(json.loads(message.value()))
+
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float
+    ) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            self.poll()
+            return next((d for d in self.letters if predicate(d)), None)
+
+        return wait_until(found, timeout_s, 0.5, what=what)  # type: ignore[return-value]
 
 
 def test_replay_into_kafka_in_registry_mode_writes_what_a_registry_consumer_reads(
