@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_harness import TopicReader
+from confluent_kafka import Producer
 
 
 class AlertJob:
@@ -72,3 +73,39 @@ class AlertsTopic(TopicReader):
                 raise AssertionError(f"alert job exited {job.process.returncode}:\n{job.tail()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no alert {what} in {timeout_s:.0f}s:\n{job.tail()}")
+
+
+class ChangesProducer:
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap})
+
+    def send(self, topic: str, value: bytes) -> None:
+        self.producer.produce(topic, value=value, key=b"test")
+
+    def __enter__(self) -> ChangesProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.producer.flush(30) == 0
+
+
+class DeadLetters(TopicReader):
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(bootstrap, topic)
+        self.letters: list[dict[str, Any]] = []
+
+    def take(self, message: Any) -> None:
+        self.letters.append(json.loads(message.value()))
+
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float
+    ) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            self.poll()
+            return next((d for d in self.letters if predicate(d)), None)
+
+        deadline = time.monotonic() + timeout_s
+        while (letter := found()) is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} on {self.topic} in {timeout_s:.0f}s")
+        return letter

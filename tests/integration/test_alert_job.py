@@ -3,6 +3,7 @@ its records into alerts on a Kafka topic, read back here as JSON."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alerts_harness import ChangesProducer, DeadLetters
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 from simulate_harness import build_cluster, simulate
@@ -37,6 +39,11 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
                            publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
     job, alerts = start_alert_job(changes_topic)
+    with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
+        producer.send(changes_topic.topic, b"\xc3\x01" + b"\x11" * 8 + b"garbage")
+    dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
+    letter = dead.wait_for(lambda d: "fingerprint" in d["reason"], "the dead letter", 120)
+    assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
 
     controller = controller_id(kafka_zk)
     follower = next(b for b in cluster.broker_ids if b != controller)

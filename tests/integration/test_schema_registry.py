@@ -18,8 +18,8 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
-from capture_harness import TopicReader
-from confluent_kafka import OFFSET_BEGINNING, DeserializingConsumer, Producer, TopicPartition
+from alerts_harness import ChangesProducer, DeadLetters
+from confluent_kafka import OFFSET_BEGINNING, DeserializingConsumer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -134,38 +134,6 @@ def show_state(bootstrap: str, topic: str, name: str, check: bool = True) -> str
     )  # fmt: skip
     assert shown.returncode == 0 or not check, shown.stderr
     return shown.stdout if shown.returncode == 0 else shown.stderr
-
-
-class ChangesProducer:
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap})
-
-    def send(self, topic: str, value: bytes) -> None:
-        self.producer.produce(topic, value=value, key=b"test")
-
-    def __enter__(self) -> ChangesProducer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.producer.flush(30) == 0
-
-
-class DeadLetters(TopicReader):
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(bootstrap, topic)
-        self.letters: list[dict[str, Any]] = []
-
-    def take(self, message: Any) -> None:
-        self.letters.append(json.loads(message.value()))
-
-    def wait_for(
-        self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float
-    ) -> dict[str, Any]:
-        def found() -> dict[str, Any] | None:
-            self.poll()
-            return next((d for d in self.letters if predicate(d)), None)
-
-        return wait_until(found, timeout_s, 0.5, what=what)  # type: ignore[return-value]
 
 
 def test_replay_into_kafka_in_registry_mode_writes_what_a_registry_consumer_reads(

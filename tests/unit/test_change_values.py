@@ -114,3 +114,20 @@ def test_no_bytes_make_it_raise_anything_but_its_own_error(tail: bytes, prefix: 
     decoder = ChangeValueDecoder(lambda schema_id: json.dumps(current_schema("ChangeRecord")))
     with contextlib.suppress(ValueDecodeError):
         decoder.decode(head + tail)
+
+
+def test_the_spark_rows_of_both_wire_forms_and_of_bad_bytes() -> None:
+    """What registry mode's pandas UDF gives Spark for each value: the job's columns (events as
+    JSON without null fields, as Spark's to_json writes them) or the reason in `error`."""
+    from zkcdc.streaming.job.change_source import decoded_row
+
+    decoder = ChangeValueDecoder(lambda schema_id: json.dumps(current_schema("ChangeRecord")))
+    confluent = b"\x00" + (1).to_bytes(4, "big") + body(current_schema("ChangeRecord"), record())
+    for value in (SingleObjectCodec().encode(record()), confluent):
+        row = decoded_row(decoder, value)
+        assert row[:5] == ("c1", 7, "UPDATE", "/brokers/ids/1", 1000)
+        assert json.loads(row[5]) == [{"type": "BROKER_UPDATED", "broker_id": 1}]
+        assert row[6] is None
+    bad = decoded_row(decoder, b"nonsense")
+    assert bad[:6] == (None,) * 6 and "neither single-object" in bad[6]
+    assert decoded_row(decoder, None)[6] == "no value"
