@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,15 +32,21 @@ def zkcdc(
     )
 
 
-def test_up_status_down_with_a_zookeeper_ensemble_leaves_nothing_running(tmp_path: Path):
+def test_up_status_down_with_an_ensemble_and_a_registry_leaves_nothing_running(tmp_path: Path):
     state = tmp_path / "stack"
-    ports = ["--zookeeper-port", str(free_port_block(9)), "--kafka-port", str(free_port_block(3))]
-    up = zkcdc("stack", "up", "--state-dir", str(state), "--zookeeper-nodes", "3", *ports)
+    ports = ["--zookeeper-port", str(free_port_block(9)), "--kafka-port", str(free_port_block(3)),
+             "--schema-registry-port", str(free_port_block(1))]  # fmt: skip
+    up = zkcdc("stack", "up", "--state-dir", str(state), "--zookeeper-nodes", "3",
+               "--schema-registry", *ports)  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr
         assert "bootstrap: 127.0.0.1:" in up.stdout
         assert up.stdout.count(",127.0.0.1:") >= 2 + 2  # three ZooKeeper hosts and three brokers
-        assert len(find_marked(state.resolve())) == 6
+        assert len(find_marked(state.resolve())) == 7
+        registry = re.search(r"^schema registry: (\S+)", up.stdout, re.M)
+        assert registry, up.stdout
+        with urllib.request.urlopen(f"{registry.group(1)}/subjects", timeout=10) as answer:
+            assert json.loads(answer.read()) == []
 
         status = zkcdc("stack", "status", "--state-dir", str(state))
         assert status.returncode == 0, status.stderr
@@ -45,10 +54,12 @@ def test_up_status_down_with_a_zookeeper_ensemble_leaves_nothing_running(tmp_pat
         assert "controller: " in status.stdout
         assert "controller: None" not in status.stdout
         assert "epoch: 1" in status.stdout
+        assert f"schema registry: {registry.group(1)}" in status.stdout
+        assert "schema-registry" in status.stdout
     finally:
         down = zkcdc("stack", "down", "--state-dir", str(state))
     assert down.returncode == 0, down.stderr
-    assert "stopped 6 process(es)" in down.stdout
+    assert "stopped 7 process(es)" in down.stdout
     assert find_marked(state.resolve()) == []
 
     after = zkcdc("stack", "status", "--state-dir", str(state))

@@ -75,12 +75,22 @@ def stack() -> None:
     help="SASL_SSL brokers (SCRAM-SHA-512), ZooKeeper on TLS with SASL and Kafka's ACLs; "
     "prints the connection files zkcdc's commands take.",
 )
+@click.option(
+    "--schema-registry",
+    is_flag=True,
+    default=None,
+    help="Also a schema registry (Apicurio, Confluent's API; built once with mvn): its URL is "
+    "what --schema-registry takes.",
+)
+@click.option("--schema-registry-port", type=int, help="Its port [default 8081].")
 def up(**flags: Any) -> None:
     """Fetch the jars (once), start ZooKeeper and the brokers, wait until all answer."""
     info = LocalStack(_settings(**flags)).up()
     click.echo(f"zookeeper: {info.zookeeper_connect}")
     click.echo(f"bootstrap: {info.bootstrap_servers}")
     click.echo(f"state:     {info.state_dir}")
+    if info.schema_registry_url is not None:
+        click.echo(f"schema registry: {info.schema_registry_url}  (--schema-registry)")
     if info.kafka_config_file is not None:
         click.echo(f"kafka config:     {info.kafka_config_file}  (--kafka-config-file)")
         click.echo(f"zookeeper config: {info.zookeeper_config_file}  (--zookeeper-config-file)")
@@ -113,6 +123,8 @@ def status(state_dir: Path | None) -> None:
     console.print(processes)
     console.print(f"zookeeper: {local.layout.zookeeper_connect}")
     console.print(f"bootstrap: {local.layout.bootstrap_servers}")
+    if (registry := local.info().schema_registry_url) is not None:
+        console.print(f"schema registry: {registry}")
     view = local.cluster_view()
     brokers = Table("broker", "endpoint", "epoch (czxid)", title=f"brokers ({len(view.brokers)})")
     for broker in view.brokers:

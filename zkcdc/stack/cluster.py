@@ -33,6 +33,9 @@ from zkcdc.stack.processes import (
     tail,
     terminate,
 )
+from zkcdc.stack.schema_registry import API as REGISTRY_API
+from zkcdc.stack.schema_registry import MAIN_CLASS as REGISTRY_MAIN
+from zkcdc.stack.schema_registry import registry_answers, registry_jar
 from zkcdc.stack.secure import (
     BROKER_ZK_USER,
     CLIENT_USER,
@@ -42,6 +45,8 @@ from zkcdc.stack.secure import (
 )
 from zkcdc.stack.settings import StackSettings
 from zkcdc.streaming.job.spark_jars import spark_jar_set
+
+REGISTRY = "schema-registry"
 
 
 def _to_stderr(message: str) -> None:
@@ -63,6 +68,7 @@ class StackInfo:
     # --zookeeper-config-file), secrets inside, mode 0600.
     kafka_config_file: Path | None = None
     zookeeper_config_file: Path | None = None
+    schema_registry_url: str | None = None  # what --schema-registry takes
 
 
 class LocalStack:
@@ -119,7 +125,13 @@ class LocalStack:
             spark_jars=self._spark_jars,
             kafka_config_file=secure.kafka_properties if secure else None,
             zookeeper_config_file=secure.zookeeper_properties if secure else None,
+            schema_registry_url=self._registry_url(),
         )
+
+    def _registry_url(self) -> str | None:
+        if not self.settings.schema_registry:
+            return None
+        return f"http://{self.layout.host}:{self.settings.schema_registry_port}{REGISTRY_API}"
 
     @property
     def secure(self) -> SecureMaterial | None:
@@ -160,6 +172,8 @@ class LocalStack:
         """Download Kafka's and Spark's jars unless the cache has them already."""
         self.artifacts.fetch(kafka_jars(self.settings.kafka_version), self._announce)
         self._spark_jars = tuple(self.artifacts.fetch(spark_jar_set(), self._announce))
+        if self.settings.schema_registry:
+            registry_jar(self.settings.cache_dir, self._announce)
         return self.info()
 
     def up(self) -> StackInfo:
@@ -179,6 +193,9 @@ class LocalStack:
             for broker in self.layout.brokers:
                 self._start(broker.name)
             self._wait_for_brokers({b.broker_id for b in self.layout.brokers})
+            if self.settings.schema_registry:
+                self._start(REGISTRY)
+                self._wait_for_registry()
         except BaseException:
             self.down()
             raise
@@ -206,11 +223,14 @@ class LocalStack:
         return False
 
     def _check_ports(self) -> None:
-        for name, port in self.layout.ports():
+        ports = self.layout.ports()
+        if self.settings.schema_registry:
+            ports.append((REGISTRY, self.settings.schema_registry_port))
+        for name, port in ports:
             if not probes.port_is_free(self.layout.host, port):
                 raise StackError(
                     f"port {port} ({name}) is already in use: stop what uses it or choose "
-                    "other ports (--zookeeper-port / --kafka-port)"
+                    "other ports (--zookeeper-port / --kafka-port / --schema-registry-port)"
                 )
 
     def _prepare_dirs(self) -> None:
@@ -241,6 +261,8 @@ class LocalStack:
         self._save()
 
     def _command(self, name: str) -> list[str]:
+        if name == REGISTRY:
+            return self._registry_command()
         kind, _, number = name.partition("-")
         if kind == "zookeeper":
             home = self.layout.zookeepers[int(number) - 1].home
@@ -270,6 +292,34 @@ class LocalStack:
             logs_dir=self.layout.logs_dir,
             properties=[f"java.security.auth.login.config={jaas}"] if jaas else [],
         )
+
+    def _registry_command(self) -> list[str]:
+        home = self.layout.state_dir / REGISTRY
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "log4j.properties").write_text("")
+        return java_command(
+            heap_mb=self.settings.schema_registry_heap_mb,
+            classpath=[registry_jar(self.settings.cache_dir, self._announce)],
+            main_class=REGISTRY_MAIN,
+            args=[],
+            state_dir=self.layout.state_dir,
+            log4j_file=home / "log4j.properties",
+            logs_dir=self.layout.logs_dir,
+            properties=[
+                f"quarkus.http.port={self.settings.schema_registry_port}",
+                f"quarkus.http.host={self.layout.host}",
+            ],
+        )
+
+    def _wait_for_registry(self) -> None:
+        deadline = self._deadline()
+        url = self._registry_url()
+        assert url is not None
+        while not registry_answers(url):
+            self._fail_if_exited([REGISTRY])
+            if self._now() > deadline:
+                raise self._not_up(REGISTRY, self._timed_out())
+            self._sleep(0.3)
 
     def _start(self, name: str) -> None:
         self._records[name] = spawn(name, self._command(name), self.layout.log_file(name))

@@ -29,6 +29,7 @@ APICURIO = "2.3.1.Final"
 QUARKUS = "2.7.6.Final"
 CONFIG_INDEX = "0.1.10.Final"
 API = "/apis/ccompat/v6"
+MAIN_CLASS = "io.quarkus.runner.GeneratedMain"  # the runner jar's; its manifest has the rest
 
 _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -135,6 +136,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def registry_answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/subjects", timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
 @dataclass
 class SchemaRegistry:
     """A running registry process; `url` is what zkcdc's `--schema-registry` takes."""
@@ -149,11 +158,7 @@ class SchemaRegistry:
         return f"http://{self.host}:{self.port}{API}"
 
     def answering(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:
-                return bool(response.status == 200)
-        except (OSError, urllib.error.URLError):
-            return False
+        return registry_answers(self.url)
 
     def stop(self) -> int:
         return child_processes.stop(self.process, 20.0)

@@ -41,6 +41,10 @@ class StackSettings(BaseSettings):
     broker_config: dict[str, str] = Field(default_factory=dict)
     # SASL_SSL brokers (SCRAM-SHA-512), ZooKeeper on TLS with SASL and Kafka's ACLs on it.
     secure: bool = False
+    # A schema registry (Apicurio, Confluent's API) beside the cluster, for --schema-registry.
+    schema_registry: bool = False
+    schema_registry_port: int = Field(default=8081, ge=1024, le=65000)
+    schema_registry_heap_mb: int = Field(default=256, ge=128)
 
     @field_validator("chroot")
     @classmethod
