@@ -1,0 +1,96 @@
+"""The records of the KRaft metadata log: a batch's records decoded into typed messages.
+
+A metadata record's value is a frame: unsigned varints frame version (1), apiKey, version, then
+the message (`message_layouts.METADATA`). A control batch's records have a key (version int16,
+type int16) and a value that is the control message, its own version first. A record that
+cannot be read is given as `Undecodable` with the reason: the log goes on."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from zkcdc.capture.kraft.message_layouts import CONTROL, CONTROL_NAMES, METADATA
+from zkcdc.capture.kraft.message_reader import MessageError, read_message, uvarint
+from zkcdc.capture.kraft.record_batches import Batch
+
+
+@dataclass(frozen=True)
+class MetadataRecord:
+    offset: int
+    epoch: int  # the Raft epoch of the controller that wrote it
+    timestamp_ms: int
+    api_key: int
+    version: int
+    name: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ControlRecord:
+    offset: int
+    epoch: int
+    timestamp_ms: int
+    type: int
+    name: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    offset: int
+    epoch: int
+    timestamp_ms: int
+    problem: str
+
+
+Entry = MetadataRecord | ControlRecord | Undecodable
+
+
+def decode_metadata(value: bytes) -> tuple[int, int, str, dict[str, Any]]:
+    """(apiKey, version, name, fields) of one metadata record value."""
+    try:
+        frame, p = uvarint(value, 0)
+        api_key, p = uvarint(value, p)
+        version, p = uvarint(value, p)
+    except IndexError as exc:
+        raise MessageError("record value cut short in its frame") from exc
+    if frame != 1:
+        raise MessageError(f"frame version {frame} (only 1 is known)")
+    layout = METADATA.get(api_key)
+    if layout is None:
+        raise MessageError(f"apiKey {api_key} is not a known metadata record (version {version})")
+    return api_key, version, layout.name, read_message(layout, version, value, p)
+
+
+def decode_control(key: bytes, value: bytes) -> tuple[int, str, dict[str, Any]]:
+    if len(key) < 4:
+        raise MessageError("control record key shorter than 4 bytes")
+    _key_version, kind = struct.unpack_from(">hh", key)
+    layout = CONTROL.get(kind)
+    if layout is None:
+        return kind, CONTROL_NAMES.get(kind, f"control type {kind}"), {}
+    if len(value) < 2:
+        raise MessageError(f"{layout.name} shorter than its version")
+    (version,) = struct.unpack_from(">h", value)
+    return kind, layout.name, read_message(layout, version, value)
+
+
+def entries(batch: Batch) -> list[Entry]:
+    out: list[Entry] = []
+    for record in batch.records:
+        at = (record.offset, batch.epoch, record.timestamp_ms)
+        if record.value is None:
+            out.append(Undecodable(*at, "record without a value"))
+            continue
+        try:
+            if batch.control:
+                kind, name, fields = decode_control(record.key or b"", record.value)
+                out.append(ControlRecord(*at, kind, name, fields))
+            else:
+                api_key, version, name, fields = decode_metadata(record.value)
+                out.append(MetadataRecord(*at, api_key, version, name, fields))
+        except MessageError as exc:
+            out.append(Undecodable(*at, str(exc)))
+    return out

@@ -1,0 +1,158 @@
+"""Kafka's record batches (magic 2) as they lie in a log segment or a snapshot file.
+
+A batch: baseOffset int64, length int32 (of what follows it), partitionLeaderEpoch int32,
+magic int8, crc uint32 (CRC32C of everything after it), attributes int16, lastOffsetDelta int32,
+baseTimestamp int64, maxTimestamp int64, producerId int64, producerEpoch int16, baseSequence
+int32, then the records (a count, and each one varint-framed). A batch whose CRC does not match
+is damaged: it is named, never read. A batch cut short at the end of a file is a write in
+progress (or a crash in the middle of one): nothing of it is given out."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import crc32c
+
+from zkcdc.capture.errors import CaptureError
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset and length: the part `length` does not count
+_CRC_START = 21  # the CRC covers the batch from attributes on
+
+COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+class BatchDamage(CaptureError):
+    """A batch that cannot be read: bad CRC, impossible length, unknown magic or codec."""
+
+    def __init__(
+        self, position: int, base_offset: int | None, problem: str, next_position: int | None = None
+    ) -> None:
+        self.position = position
+        self.next_position = next_position  # where reading goes on; None: nowhere
+        self.base_offset = base_offset
+        self.problem = problem
+        at = f"offset {base_offset}" if base_offset is not None else "unknown offset"
+        super().__init__(f"batch at byte {position} ({at}): {problem}")
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class Batch:
+    position: int  # the byte in its file where it starts
+    size: int  # its bytes in the file
+    base_offset: int
+    last_offset: int
+    epoch: int  # partitionLeaderEpoch: the Raft epoch of the leader that wrote it
+    max_timestamp_ms: int
+    control: bool
+    records: tuple[Record, ...]
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def _varint(b: bytes, p: int) -> tuple[int, int]:
+    """A zig-zag varint (Kafka's record fields)."""
+    value = shift = 0
+    while True:
+        byte = b[p]
+        p += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), p
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _records(body: bytes, count: int, base_offset: int, base_ts: int) -> tuple[Record, ...]:
+    out = []
+    p = 0
+    for _ in range(count):
+        length, p = _varint(body, p)
+        end = p + length
+        p += 1  # attributes (unused)
+        ts_delta, p = _varint(body, p)
+        offset_delta, p = _varint(body, p)
+        key_len, p = _varint(body, p)
+        key = None if key_len < 0 else body[p : p + key_len]
+        p += max(key_len, 0)
+        value_len, p = _varint(body, p)
+        value = None if value_len < 0 else body[p : p + value_len]
+        p = end  # headers: the metadata log writes none we need
+        if end > len(body) or (value is not None and len(value) != value_len):
+            raise ValueError("a record runs past its batch")
+        out.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, value))
+    if p != len(body):
+        raise ValueError(f"{len(body) - p} byte(s) after the last record")
+    return tuple(out)
+
+
+def parse_batch(data: bytes, position: int = 0) -> Batch:
+    """The batch that starts at `position` of `data`, which must hold all of it."""
+    (base_offset, length, epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
+     _pid, _pepoch, _seq, count) = HEADER.unpack_from(data, position)  # fmt: skip
+    size = LOG_OVERHEAD + length
+    if magic != 2:
+        raise BatchDamage(position, base_offset, f"magic {magic} (only 2 is known)")
+    end = position + size
+    if crc32c.crc32c(data[position + _CRC_START : end]) != crc:
+        raise BatchDamage(position, base_offset, "CRC32C does not match")
+    codec = attributes & 0x07
+    body = data[position + HEADER_SIZE : end]
+    if codec == 1:
+        body = gzip.decompress(body)
+    elif codec != 0:
+        name = COMPRESSION.get(codec, str(codec))
+        raise BatchDamage(position, base_offset, f"compressed with {name}: not supported")
+    try:
+        records = _records(body, count, base_offset, base_ts)
+    except (ValueError, IndexError) as exc:
+        raise BatchDamage(position, base_offset, f"records unreadable: {exc}") from exc
+    return Batch(
+        position=position,
+        size=size,
+        base_offset=base_offset,
+        last_offset=base_offset + last_delta,
+        epoch=epoch,
+        max_timestamp_ms=max_ts,
+        control=bool(attributes & 0x20),
+        records=records,
+    )
+
+
+def batches(data: bytes, start: int = 0) -> Iterator[Batch | BatchDamage]:
+    """Every whole batch of `data` from byte `start`, damaged ones as `BatchDamage` (and
+    skipped by their length where the length is sane). Stops before an incomplete tail: the
+    caller reads on from `next_position` once more is written."""
+    position = start
+    total = len(data)
+    while position + LOG_OVERHEAD <= total:
+        base_offset, length = struct.unpack_from(">qi", data, position)
+        if length < HEADER_SIZE - LOG_OVERHEAD:
+            if length == 0 and base_offset == 0:
+                return  # preallocated zeros: the end of what is written
+            yield BatchDamage(position, base_offset, f"length {length} is impossible")
+            return  # no way to find the next batch
+        end = position + LOG_OVERHEAD + length
+        if end > total:
+            return  # still being written
+        try:
+            yield parse_batch(data, position)
+        except BatchDamage as damage:
+            damage.next_position = end
+            yield damage
+        position = end
