@@ -38,11 +38,21 @@ def _state_dir(given: Path | None) -> Path:
 
 @click.group()
 def stack() -> None:
-    """A real local ZooKeeper + Kafka (ZooKeeper mode) cluster on loopback."""
+    """A real local Kafka cluster on loopback: ZooKeeper mode, or KRaft (--mode kraft)."""
 
 
 @stack.command()
 @_state_dir_option
+@click.option(
+    "--mode",
+    type=click.Choice(["zookeeper", "kraft"]),
+    help="zookeeper: ZooKeeper and brokers in ZooKeeper mode [default]; kraft: a KRaft "
+    "controller quorum and brokers (no ZooKeeper).",
+)
+@click.option("--controllers", type=int, help="--mode kraft: KRaft controllers [default 3].")
+@click.option(
+    "--controller-port", type=int, help="--mode kraft: the first controller's port [default 9192]."
+)
 @click.option("--brokers", type=int, help="Number of Kafka brokers [default 3].")
 @click.option(
     "--zookeeper-nodes", type=int, help="ZooKeeper nodes: 1, or 3 for an ensemble [default 1]."
@@ -86,7 +96,12 @@ def stack() -> None:
 def up(**flags: Any) -> None:
     """Fetch the jars (once), start ZooKeeper and the brokers, wait until all answer."""
     info = LocalStack(_settings(**flags)).up()
-    click.echo(f"zookeeper: {info.zookeeper_connect}")
+    if info.mode == "kraft":
+        click.echo(f"controllers: {info.bootstrap_controllers}")
+        for directory in info.metadata_log_dirs:
+            click.echo(f"metadata log: {directory}  (--metadata-log-dir)")
+    else:
+        click.echo(f"zookeeper: {info.zookeeper_connect}")
     click.echo(f"bootstrap: {info.bootstrap_servers}")
     click.echo(f"state:     {info.state_dir}")
     if info.schema_registry_url is not None:
@@ -121,12 +136,16 @@ def status(state_dir: Path | None) -> None:
     for name, record in local.records().items():
         processes.add_row(name, str(record.pid), "yes" if alive[name] else "NO")
     console.print(processes)
-    console.print(f"zookeeper: {local.layout.zookeeper_connect}")
+    if local.settings.mode == "kraft":
+        console.print(f"controllers: {local.layout.bootstrap_controllers}")
+    else:
+        console.print(f"zookeeper: {local.layout.zookeeper_connect}")
     console.print(f"bootstrap: {local.layout.bootstrap_servers}")
     if (registry := local.info().schema_registry_url) is not None:
         console.print(f"schema registry: {registry}")
     view = local.cluster_view()
-    brokers = Table("broker", "endpoint", "epoch (czxid)", title=f"brokers ({len(view.brokers)})")
+    epoch_title = "epoch" if local.settings.mode == "kraft" else "epoch (czxid)"
+    brokers = Table("broker", "endpoint", epoch_title, title=f"brokers ({len(view.brokers)})")
     for broker in view.brokers:
         brokers.add_row(str(broker.broker_id), broker.endpoint, str(broker.epoch))
     console.print(brokers)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,13 +16,15 @@ from pathlib import Path
 
 from kazoo.security import make_acl
 
+from zkcdc.capture.kraft.metadata_dir import load_image
+from zkcdc.capture.kraft.quorum_client import QuorumClient, QuorumUnavailable
 from zkcdc.ground import kafka_connection, zookeeper_connection
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.maven_jars import ArtifactCache
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
 from zkcdc.stack import configs, probes
-from zkcdc.stack.cluster_view import ClusterView, read_cluster_view
+from zkcdc.stack.cluster_view import ClusterView, kraft_cluster_view, read_cluster_view
 from zkcdc.stack.errors import StackError
 from zkcdc.stack.kafka_jars import kafka_jars
 from zkcdc.stack.layout import StackLayout
@@ -69,6 +74,10 @@ class StackInfo:
     kafka_config_file: Path | None = None
     zookeeper_config_file: Path | None = None
     schema_registry_url: str | None = None  # what --schema-registry takes
+    mode: str = "zookeeper"
+    # --mode kraft: the controllers (host:port) and their copies of the metadata log.
+    bootstrap_controllers: str = ""
+    metadata_log_dirs: tuple[Path, ...] = ()
 
 
 class LocalStack:
@@ -126,6 +135,9 @@ class LocalStack:
             kafka_config_file=secure.kafka_properties if secure else None,
             zookeeper_config_file=secure.zookeeper_properties if secure else None,
             schema_registry_url=self._registry_url(),
+            mode=self.settings.mode,
+            bootstrap_controllers=self.layout.bootstrap_controllers,
+            metadata_log_dirs=tuple(c.metadata_dir for c in self.layout.controllers),
         )
 
     def _registry_url(self) -> str | None:
@@ -181,6 +193,8 @@ class LocalStack:
             raise StackError("java not found on PATH: install a Java 17 runtime")
         if self._resume_if_running():
             return self.info()
+        if self.settings.secure and self.settings.mode == "kraft":
+            raise StackError("--secure is for the ZooKeeper-mode stack only (not --mode kraft)")
         self._check_ports()
         self.fetch()
         self._prepare_dirs()
@@ -190,6 +204,9 @@ class LocalStack:
             self._wait_for_zookeeper()
             if self.secure is not None:
                 self._create_scram_users(self.secure)
+            for controller in self.layout.controllers:
+                self._start(controller.name)
+            self._wait_for_quorum()
             for broker in self.layout.brokers:
                 self._start(broker.name)
             self._wait_for_brokers({b.broker_id for b in self.layout.brokers})
@@ -235,7 +252,7 @@ class LocalStack:
 
     def _prepare_dirs(self) -> None:
         """Each `up` starts an empty cluster: earlier data and logs are removed."""
-        for sub in ("zookeeper", "kafka", "logs"):
+        for sub in ("zookeeper", "kafka", "controller", "logs"):
             shutil.rmtree(self.layout.state_dir / sub, ignore_errors=True)
         shutil.rmtree(self.layout.state_dir / "secure", ignore_errors=True)
         self.layout.logs_dir.mkdir(parents=True)
@@ -258,7 +275,32 @@ class LocalStack:
             config = configs.broker_config(self.layout, broker, self.settings, secure)
             atomic_write(broker.config_file, config, mode=0o600)  # the inter-broker password
             (broker.home / "log4j.properties").write_text(log4j)
+        for controller in self.layout.controllers:
+            controller.log_dir.mkdir(parents=True)
+            config = configs.controller_config(self.layout, controller, self.settings)
+            atomic_write(controller.config_file, config)
+            (controller.home / "log4j.properties").write_text(log4j)
+        if self.settings.mode == "kraft":
+            self._format_kraft_storage()
         self._save()
+
+    def _format_kraft_storage(self) -> None:
+        """`kafka-storage format` of every node's log dir with one new cluster id."""
+        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        homes = [c.home for c in self.layout.controllers] + [b.home for b in self.layout.brokers]
+        for home in homes:
+            command = java_command(
+                heap_mb=128,
+                classpath=[self.info().kafka_libs / "*"],
+                main_class="kafka.tools.StorageTool",
+                args=["format", "-t", cluster_id, "-c", str(home / "server.properties")],
+                state_dir=self.layout.state_dir,
+                log4j_file=home / "log4j.properties",
+                logs_dir=self.layout.logs_dir,
+            )
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise StackError(f"kafka-storage format of {home} failed:\n{done.stdout[-2000:]}")
 
     def _command(self, name: str) -> list[str]:
         if name == REGISTRY:
@@ -272,6 +314,14 @@ class LocalStack:
             )
             args = [str(home / "zoo.cfg")]
             jaas = self.secure.zookeeper_jaas if self.secure else None
+        elif kind == "controller":
+            home = self.layout.controller(name).home
+            main, heap, args = (
+                "kafka.Kafka",
+                self.settings.controller_heap_mb,
+                [str(home / "server.properties")],
+            )
+            jaas = None
         elif kind == "kafka":
             home = self.layout.broker(int(number)).home
             main, heap, args = (
@@ -360,6 +410,13 @@ class LocalStack:
         deadline = self._deadline()
         names = [self.layout.broker(b).name for b in broker_ids]
         kafka = self.kafka()
+        if self.settings.mode == "kraft":
+            while not broker_ids <= probes.admin_api_brokers(kafka):
+                self._fail_if_exited(names)
+                if self._now() > deadline:
+                    raise self._not_up(names[0], self._timed_out())
+                self._sleep(0.3)
+            return
         with probes.zookeeper_client(self.layout.zookeeper_hosts, self.zookeeper_access()) as zk:
             while True:
                 self._fail_if_exited(names)
@@ -370,6 +427,30 @@ class LocalStack:
                     missing = sorted(broker_ids - registered) or sorted(broker_ids)
                     raise self._not_up(self.layout.broker(missing[0]).name, self._timed_out())
                 self._sleep(0.3)
+
+    def _wait_for_quorum(self) -> None:
+        """Until the controllers have elected a leader (DescribeQuorum answers with one)."""
+        if not self.layout.controllers:
+            return
+        deadline = self._deadline()
+        names = [c.name for c in self.layout.controllers]
+        while self.quorum_leader() is None:
+            self._fail_if_exited(names)
+            if self._now() > deadline:
+                raise self._not_up(names[0], self._timed_out())
+            self._sleep(0.3)
+
+    def quorum_leader(self) -> tuple[int, int] | None:
+        """The active controller's node id and its epoch, or None while there is none."""
+        servers = [(self.layout.host, c.port) for c in self.layout.controllers]
+        client = QuorumClient(servers, timeout_s=1.0)
+        try:
+            status = client.status()
+        except QuorumUnavailable:
+            return None
+        finally:
+            client.close()
+        return None if status.leader_id < 0 else (status.leader_id, status.leader_epoch)
 
     def _ca(self) -> Path | None:
         return self.secure.ca if self.secure else None
@@ -405,6 +486,20 @@ class LocalStack:
         self._start(name)
         self._wait_for_brokers({broker_id})
 
+    def controller_names(self) -> list[str]:
+        return [n for n in self._records if n.startswith("controller-")]
+
+    def stop_controller(self, name: str, sig: int = signal.SIGTERM) -> None:
+        """Stop one KRaft controller (`controller-N`) and wait until its process is gone."""
+        terminate([self._records[name]], self.settings.stop_timeout_s, sig)
+
+    def start_controller(self, name: str) -> None:
+        """Start a stopped controller again and wait until the quorum has a leader."""
+        if is_running(self._records[name]):
+            raise StackError(f"{name} is already running")
+        self._start(name)
+        self._wait_for_quorum()
+
     def zookeeper_names(self) -> list[str]:
         return [n for n in self._records if n.startswith("zookeeper-")]
 
@@ -428,6 +523,12 @@ class LocalStack:
 
     # ---- status and down ----------------------------------------------------------------
     def cluster_view(self) -> ClusterView:
+        if self.settings.mode == "kraft":
+            # The active controller's copy of the log is the newest; any controller's will do.
+            leader = self.quorum_leader()
+            chosen = [c for c in self.layout.controllers if leader and c.node_id == leader[0]]
+            directory = (chosen or list(self.layout.controllers))[0].metadata_dir
+            return kraft_cluster_view(load_image(directory).image)
         hosts = self.layout.zookeeper_hosts
         with probes.zookeeper_client(hosts, self.zookeeper_access(), timeout_s=5.0) as zk:
             return read_cluster_view(zk, self.layout.chroot)

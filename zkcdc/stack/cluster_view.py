@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkcdc.capture.kraft.metadata_image import MetadataImage
 from zkcdc.stack.probes import registered_brokers
 
 
@@ -57,6 +58,29 @@ def read_cluster_view(client: KazooClient, chroot: str) -> ClusterView:
         brokers=tuple(brokers),
         controller_id=controller.get("brokerid") if isinstance(controller, dict) else None,
         controller_epoch=epoch if isinstance(epoch, int) else None,
+        topics=tuple(topics),
+    )
+
+
+def kraft_cluster_view(image: MetadataImage) -> ClusterView:
+    """The same view of a KRaft cluster, from its metadata log: unfenced brokers (epoch: the
+    broker epoch), the quorum's leader and epoch."""
+    brokers = [
+        BrokerEntry(b.broker_id, f"{b.endpoints[0][0]}://{b.endpoints[0][1]}:{b.endpoints[0][2]}"
+                    if b.endpoints else "?", b.epoch)
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+        if not b.fenced
+    ]  # fmt: skip
+    topics = []
+    for name, topic_id in sorted(image.topic_ids.items()):
+        parts = image.partitions[topic_id]
+        rf = max((len(p.replicas) for p in parts.values()), default=0)
+        topics.append(TopicEntry(name, len(parts), rf))
+    leader = image.quorum.leader
+    return ClusterView(
+        brokers=tuple(brokers),
+        controller_id=leader if leader >= 0 else None,
+        controller_epoch=image.quorum.epoch or None,
         topics=tuple(topics),
     )
 

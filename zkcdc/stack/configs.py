@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zkcdc.stack.layout import KafkaBroker, StackLayout, ZookeeperNode
+from zkcdc.stack.layout import KafkaBroker, KraftController, StackLayout, ZookeeperNode
 from zkcdc.stack.secure import SecureMaterial
 from zkcdc.stack.settings import StackSettings
 
@@ -62,14 +62,13 @@ def broker_config(
     n = len(layout.brokers)
     protocol = "SASL_SSL" if secure is not None else "PLAINTEXT"
     listener = f"{protocol}://{layout.host}:{broker.port}"
+    node = "broker.id" if settings.mode == "zookeeper" else "node.id"
     values = {
-        "broker.id": str(broker.broker_id),
+        node: str(broker.broker_id),
         "listeners": listener,
         "advertised.listeners": listener,
         "log.dirs": str(broker.log_dir),
-        "zookeeper.connect": layout.zookeeper_connect,
-        "zookeeper.session.timeout.ms": str(settings.session_timeout_ms),
-        "zookeeper.connection.timeout.ms": "30000",
+        **_coordination(layout, settings, "broker"),
         "replica.lag.time.max.ms": str(settings.replica_lag_ms),
         "controlled.shutdown.enable": "true",
         "delete.topic.enable": "true",
@@ -107,6 +106,42 @@ def broker_config(
             "zookeeper.set.acl": "true",
         })  # fmt: skip
     values.update(settings.broker_config)
+    return _properties(values)
+
+
+def _coordination(layout: StackLayout, settings: StackSettings, role: str) -> dict[str, str]:
+    """How a node finds its cluster: ZooKeeper, or the KRaft controller quorum."""
+    if settings.mode == "zookeeper":
+        return {
+            "zookeeper.connect": layout.zookeeper_connect,
+            "zookeeper.session.timeout.ms": str(settings.session_timeout_ms),
+            "zookeeper.connection.timeout.ms": "30000",
+        }
+    return {
+        "process.roles": role,
+        "controller.quorum.voters": layout.quorum_voters,
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        # Brokers fenced within seconds of going quiet, as ZooKeeper sessions expire.
+        "broker.session.timeout.ms": str(settings.session_timeout_ms),
+        "broker.heartbeat.interval.ms": str(max(500, settings.session_timeout_ms // 6)),
+    }
+
+
+def controller_config(
+    layout: StackLayout, controller: KraftController, settings: StackSettings
+) -> str:
+    """A KRaft controller (`process.roles=controller`) of the stack's quorum."""
+    listener = f"CONTROLLER://{layout.host}:{controller.port}"
+    values = {
+        **_coordination(layout, settings, "controller"),
+        "node.id": str(controller.node_id),
+        "listeners": listener,
+        "log.dirs": str(controller.log_dir),
+        "num.io.threads": "2",
+        "num.network.threads": "2",
+        "background.threads": "2",
+    }
     return _properties(values)
 
 

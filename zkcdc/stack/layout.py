@@ -49,6 +49,33 @@ class KafkaBroker:
 
 
 @dataclass(frozen=True)
+class KraftController:
+    node_id: int
+    port: int
+    home: Path
+
+    @property
+    def name(self) -> str:
+        return f"controller-{self.node_id}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def metadata_dir(self) -> Path:
+        """Its copy of the metadata log (`__cluster_metadata-0`)."""
+        return self.log_dir / "__cluster_metadata-0"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "server.properties"
+
+
+CONTROLLER_IDS = 101  # the first controller's node id: apart from the brokers' 1, 2, 3
+
+
+@dataclass(frozen=True)
 class StackLayout:
     """Ports and paths of every node; the same settings always give the same layout."""
 
@@ -57,11 +84,12 @@ class StackLayout:
     chroot: str
     zookeepers: tuple[ZookeeperNode, ...]
     brokers: tuple[KafkaBroker, ...]
+    controllers: tuple[KraftController, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: StackSettings) -> StackLayout:
         state = settings.state_dir.resolve()
-        n = settings.zookeeper_nodes
+        n = settings.zookeeper_nodes if settings.mode == "zookeeper" else 0
         # Quorum and election ports sit right after the client ports of the ensemble.
         zookeepers = tuple(
             ZookeeperNode(
@@ -79,7 +107,15 @@ class StackLayout:
             )
             for i in range(settings.brokers)
         )
-        return cls(state, settings.host, settings.chroot, zookeepers, brokers)
+        controllers = tuple(
+            KraftController(
+                node_id=CONTROLLER_IDS + i,
+                port=settings.controller_port + i,
+                home=state / "controller" / str(i + 1),
+            )
+            for i in range(settings.controllers if settings.mode == "kraft" else 0)
+        )
+        return cls(state, settings.host, settings.chroot, zookeepers, brokers, controllers)
 
     @property
     def logs_dir(self) -> Path:
@@ -100,6 +136,15 @@ class StackLayout:
         return self.zookeeper_hosts + self.chroot
 
     @property
+    def quorum_voters(self) -> str:
+        """`controller.quorum.voters`: id@host:port of each controller."""
+        return ",".join(f"{c.node_id}@{self.host}:{c.port}" for c in self.controllers)
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        return ",".join(f"{self.host}:{c.port}" for c in self.controllers)
+
+    @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{self.host}:{b.port}" for b in self.brokers)
 
@@ -113,8 +158,15 @@ class StackLayout:
             out.append((z.name, z.client_port))
             if len(self.zookeepers) > 1:
                 out += [(z.name, z.quorum_port), (z.name, z.election_port)]
+        out += [(c.name, c.port) for c in self.controllers]
         out += [(b.name, b.port) for b in self.brokers]
         return out
+
+    def controller(self, name: str) -> KraftController:
+        for c in self.controllers:
+            if c.name == name:
+                return c
+        raise KeyError(name)
 
     def broker(self, broker_id: int) -> KafkaBroker:
         for b in self.brokers:

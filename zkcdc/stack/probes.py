@@ -28,10 +28,22 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def _ephemeral_ports_start(default: int = 32768) -> int:
+    """The lowest port the kernel hands out as a connection's own: a server stopped and
+    started again must not find its port taken by some client's outgoing connection."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A first port of `count` consecutive free ports, away from the 2181/9092 defaults."""
+    """A first port of `count` consecutive free ports, away from the 2181/9092 defaults and
+    below the kernel's ephemeral range."""
+    top = min(_ephemeral_ports_start(), 60000)
+    low = 10000 if top > 12000 else 1024
     for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
+        base = random.randrange(low, top - count)
         if all(port_is_free(host, base + i) for i in range(count)):
             return base
     raise StackError(f"no block of {count} free ports found on {host}")

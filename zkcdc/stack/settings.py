@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,6 +23,8 @@ class StackSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ZKCDC_STACK_", frozen=True)
 
     state_dir: Path = Field(default_factory=default_state_dir)
+    # zookeeper: ZooKeeper + brokers in ZooKeeper mode; kraft: a KRaft controller quorum + brokers.
+    mode: Literal["zookeeper", "kraft"] = "zookeeper"
     cache_dir: Path = Field(default_factory=default_cache_dir)
     kafka_version: str = KAFKA_VERSION
     zookeeper_nodes: int = Field(default=1, ge=1, le=7)
@@ -31,6 +34,10 @@ class StackSettings(BaseSettings):
     kafka_port: int = Field(default=9092, ge=1024, le=65000)
     chroot: str = "/kafka"
     zookeeper_heap_mb: int = Field(default=256, ge=64)
+    # --mode kraft: the controller quorum (node ids 101, 102, ...; ports from controller_port).
+    controllers: int = Field(default=3, ge=1, le=5)
+    controller_port: int = Field(default=9192, ge=1024, le=65000)
+    controller_heap_mb: int = Field(default=256, ge=128)
     kafka_heap_mb: int = Field(default=384, ge=128)
     # Short timeouts so that a dead or lagging broker shows within seconds.
     zookeeper_tick_ms: int = 500

@@ -1,0 +1,191 @@
+"""Metadata logs written by a real Kafka 3.9.2 in KRaft mode: every record Kafka wrote decodes,
+and the tree rebuilt from each controller's files is what the Admin API describes."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from zkcdc.capture.kraft.metadata_dir import file_entries, load_image, segment_files
+from zkcdc.capture.kraft.metadata_image import MetadataImage
+from zkcdc.capture.kraft.metadata_records import ControlRecord, MetadataRecord, Undecodable
+from zkcdc.capture.kraft.quorum_client import QuorumClient
+from zkcdc.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+WRITTEN_BY_THIS_TEST = {
+    "LeaderChangeMessage", "BeginTransactionRecord", "EndTransactionRecord",
+    "FeatureLevelRecord", "ZkMigrationStateRecord", "RegisterControllerRecord",
+    "RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord", "PartitionRecord",
+    "ConfigRecord", "PartitionChangeRecord", "RemoveTopicRecord", "NoOpRecord",
+}  # fmt: skip
+
+
+def _wait(predicate: Any, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.3)
+
+
+def _done(futures: dict[Any, Any]) -> None:
+    for future in futures.values():
+        future.result(timeout=60)
+
+
+def _stage_changes(admin: AdminClient, stack: LocalStack) -> None:
+    """Topics with configs, more partitions, config changes, a deleted topic, a broker's
+    controlled shutdown and restart (fenced, ISRs shrunk and expanded)."""
+    _done(admin.create_topics([
+        NewTopic("orders", 3, 3, config={"retention.ms": "86400000", "min.insync.replicas": "2"}),
+        NewTopic("audit", 2, 2),
+        NewTopic("doomed", 1, 1),
+    ]))  # fmt: skip
+    _done(admin.create_partitions([NewPartitions("audit", 4)]))
+    _done(admin.incremental_alter_configs([
+        ConfigResource("topic", "orders", incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ]),
+        ConfigResource("broker", "2", incremental_configs=[
+            ConfigEntry("log.cleaner.threads", "2", incremental_operation=AlterConfigOpType.SET),
+        ]),
+    ]))  # fmt: skip
+    _done(admin.delete_topics(["doomed"], operation_timeout=30))
+    stack.stop_broker(3, signal.SIGTERM)
+    stack.start_broker(3)
+
+
+def _admin_view(bootstrap: str) -> dict[str, Any]:
+    """Brokers, topics (id, replicas, leader, ISR, leader epoch) and dynamic configs; a client
+    of its own each time and retried: brokers restarted a moment ago drop connections."""
+    for attempt in range(20):
+        try:
+            return _describe(AdminClient({"bootstrap.servers": bootstrap}))
+        except KafkaException:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
+def _describe(admin: AdminClient) -> dict[str, Any]:
+    cluster = admin.describe_cluster().result(timeout=30)
+    names = [t for t in admin.list_topics(timeout=30).topics if not t.startswith("__")]
+    described = admin.describe_topics(TopicCollection(names)) if names else {}
+    topics: dict[str, Any] = {}
+    wanted: dict[TopicPartition, OffsetSpec] = {}
+    for name, future in described.items():
+        description = future.result(timeout=30)
+        topics[name] = {
+            # librdkafka prints a Uuid in plain base64; Kafka in URL-safe base64.
+            "id": str(description.topic_id).translate(str.maketrans("+/", "-_")),
+            "partitions": {
+                p.id: {"replicas": [n.id for n in p.replicas], "leader": p.leader.id,
+                       "isr": sorted(n.id for n in p.isr)}
+                for p in description.partitions
+            },
+        }  # fmt: skip
+        for p in description.partitions:
+            wanted[TopicPartition(name, p.id)] = OffsetSpec.latest()
+    if wanted:
+        for tp, future in admin.list_offsets(wanted).items():
+            topics[tp.topic]["partitions"][tp.partition]["leader_epoch"] = future.result(
+                timeout=30
+            ).leader_epoch
+    configs = {}
+    # One broker a call: the Admin API takes no more.
+    calls = [[ConfigResource("topic", n) for n in names]] if names else []
+    calls += [[ConfigResource("broker", str(n.id))] for n in cluster.nodes]
+    dynamic_sources = (
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+    )
+    for resources in calls:
+        for resource, future in admin.describe_configs(resources).items():
+            dynamic = {
+                k: e.value
+                for k, e in future.result(timeout=30).items()
+                if e.source in dynamic_sources
+            }
+            if dynamic:
+                configs[(int(resource.restype.value), resource.name)] = dynamic
+    return {"brokers": sorted(n.id for n in cluster.nodes), "topics": topics, "configs": configs}
+
+
+def _image_view(image: MetadataImage) -> dict[str, Any]:
+    topics = {}
+    for name, topic_id in image.topic_ids.items():
+        if name.startswith("__"):
+            continue
+        topics[name] = {
+            "id": topic_id,
+            "partitions": {
+                p: {"replicas": list(s.replicas), "leader": s.leader, "isr": sorted(s.isr),
+                    "leader_epoch": s.leader_epoch}
+                for p, s in image.partitions[topic_id].items()
+            },
+        }  # fmt: skip
+    configs = {
+        (kind, resource): values
+        for (kind, resource), values in image.configs.items()
+        if not resource.startswith("__")
+    }
+    brokers = sorted(b.broker_id for b in image.brokers.values() if not b.fenced)
+    return {"brokers": brokers, "topics": topics, "configs": configs}
+
+
+def test_every_record_decodes_and_the_rebuilt_tree_equals_the_admin_api(
+    kraft_stack: LocalStack,
+) -> None:
+    info = kraft_stack.info()
+    admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
+    _stage_changes(admin, kraft_stack)
+    _wait(lambda: all(len(p["isr"]) == len(p["replicas"])
+                      for t in _admin_view(info.bootstrap_servers)["topics"].values()
+                      for p in t["partitions"].values()),
+          90, "every ISR back to full after the restart")  # fmt: skip
+    servers = [(h, int(p)) for h, p in (s.split(":") for s in info.bootstrap_servers.split(","))]
+    quorum = QuorumClient(servers)
+    try:
+        for directory in info.metadata_log_dirs:
+            seen: Counter[str] = Counter()
+            for _, segment in segment_files(directory):
+                for entry in file_entries(segment, lambda d: pytest.fail(f"damaged: {d}")):
+                    assert not isinstance(entry, Undecodable), entry
+                    assert isinstance(entry, MetadataRecord | ControlRecord)
+                    seen[entry.name] += 1
+            assert set(seen) >= WRITTEN_BY_THIS_TEST, sorted(WRITTEN_BY_THIS_TEST - set(seen))
+
+            def views(d: Any = directory) -> tuple[dict[str, Any], dict[str, Any]]:
+                loaded = load_image(d, upto=quorum.status().high_watermark)
+                assert not loaded.damage and not loaded.undecodable
+                return _image_view(loaded.image), _admin_view(info.bootstrap_servers)
+
+            deadline = time.monotonic() + 30  # the Admin API's view catches up, or the files'
+            while (compared := views())[0] != compared[1] and time.monotonic() < deadline:
+                time.sleep(0.5)
+            rebuilt, described = compared
+            assert rebuilt == described, directory
+    finally:
+        quorum.close()
