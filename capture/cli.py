@@ -27,9 +27,20 @@ from zkcdc.ground.kafka_options import kafka_config_options
 @click.option("--zookeeper", help="HOST:PORT[,..][/chroot] of Kafka's tree [env ZKCDC_ZOOKEEPER].")
 @click.option(
     "--source",
-    type=click.Choice(["watch", "txnlog"]),
+    type=click.Choice(["watch", "txnlog", "kraft"]),
     help="watch: a ZooKeeper client's watches [default]; txnlog: a ZooKeeper server's own "
-    "snapshot and transaction logs (run beside it), every version with its exact zxid.",
+    "snapshot and transaction logs (run beside it), every version with its exact zxid; "
+    "kraft: a KRaft node's metadata log (run beside it), every committed record.",
+)
+@click.option(
+    "--metadata-log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="--source kraft: the node's __cluster_metadata-0 folder.",
+)
+@click.option(
+    "--bootstrap-controllers",
+    help="--source kraft: HOST:PORT of controllers (or brokers) asked how far the metadata log "
+    "is committed [default: --bootstrap-servers].",
 )
 @click.option(
     "--zk-data-dir",

@@ -50,6 +50,14 @@ class EventType(enum.StrEnum):
     LOG_DIR_FAILED = "LOG_DIR_FAILED"
     UNPARSEABLE = "UNPARSEABLE"
     UNKNOWN_ZNODE = "UNKNOWN_ZNODE"
+    # KRaft only (ChangeRecord v2): from the /kraft subtree and partition states' ELR.
+    BROKER_FENCED = "BROKER_FENCED"
+    BROKER_UNFENCED = "BROKER_UNFENCED"
+    BROKER_CONTROLLED_SHUTDOWN = "BROKER_CONTROLLED_SHUTDOWN"
+    ELR_CHANGED = "ELR_CHANGED"
+    FEATURE_LEVEL_CHANGED = "FEATURE_LEVEL_CHANGED"
+    CONTROLLER_QUORUM_CHANGED = "CONTROLLER_QUORUM_CHANGED"
+    MIGRATION_STATE_CHANGED = "MIGRATION_STATE_CHANGED"
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,15 @@ class ClusterEvent:
     offset_before: int | None = None
     offset_after: int | None = None
     reason: str | None = None
+    elr_before: Ints | None = None
+    elr_after: Ints | None = None
+    last_known_elr: Ints | None = None
+    feature: str | None = None
+    level_before: int | None = None
+    level_after: int | None = None
+    voters: Ints | None = None
+    migration_state_before: str | None = None
+    migration_state_after: str | None = None
 
 
 @dataclass(frozen=True)

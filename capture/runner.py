@@ -21,6 +21,7 @@ from typing import Any
 from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
 from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.metrics import CaptureMetrics
 from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.source import Source
@@ -234,6 +235,8 @@ def source_for(
 ) -> Source:
     if settings.source == "txnlog":
         return TxnlogSource(settings, now_ms)
+    if settings.source == "kraft":
+        return KraftSource(settings, now_ms, sleep)
     return WatchSource(settings, metrics, now_ms, sleep)
 
 

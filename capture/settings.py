@@ -51,8 +51,12 @@ class CaptureSettings(BaseSettings):
     )
     # watch: a ZooKeeper client's watches; txnlog: a ZooKeeper server's own data dir (its
     # snapshot, then its transaction logs), every version with its exact zxid.
-    source: Literal["watch", "txnlog"] = "watch"
+    # kraft: a KRaft node's copy of the metadata log, up to the quorum's high watermark.
+    source: Literal["watch", "txnlog", "kraft"] = "watch"
     zk_data_dir: Path | None = None
+    metadata_log_dir: Path | None = None  # kraft: `__cluster_metadata-0` of a controller or broker
+    # kraft: where the quorum's high watermark is asked (DescribeQuorum) [default: the brokers]
+    bootstrap_controllers: str | None = None
     chroot: str | None = None  # txnlog: Kafka's chroot [default: that of `zookeeper`, or none]
     # txnlog: how often the log is read while records await Kafka's acks, or where the log
     # folder cannot be watched with inotify (otherwise a write wakes the capture).
@@ -119,6 +123,16 @@ class CaptureSettings(BaseSettings):
             raise ValueError("zookeeper: required with --source watch (HOST:PORT[/chroot])")
         if self.source == "txnlog" and self.zk_data_dir is None:
             raise ValueError("zk_data_dir: required with --source txnlog (ZooKeeper's dataDir)")
+        if self.source == "kraft":
+            if self.metadata_log_dir is None:
+                raise ValueError(
+                    "metadata_log_dir: required with --source kraft (a __cluster_metadata-0 dir)"
+                )
+            if not (self.bootstrap_controllers or self.bootstrap_servers):
+                raise ValueError(
+                    "bootstrap_controllers: --source kraft asks the quorum what is committed: "
+                    "give --bootstrap-controllers or --bootstrap-servers"
+                )
         return self
 
     def excluded_paths(self, chroot: str) -> Callable[[str], bool]:

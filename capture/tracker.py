@@ -191,7 +191,7 @@ def apply_records(state: TrackerState, records: Iterable[dict[str, Any]]) -> int
         state.seq = record["seq"]
         applied += 1
         source = record["source"]
-        if source["mode"] == "txnlog" and not source["snapshot"] and record["zxid"]:
+        if source["mode"] in ("txnlog", "kraft") and not source["snapshot"] and record["zxid"]:
             state.zxid = max(state.zxid, record["zxid"])
         op = record["op"]
         if op == "HEARTBEAT":

@@ -16,6 +16,9 @@ class PartitionState:
     isr: tuple[int, ...]
     leader_epoch: int
     controller_epoch: int
+    # KRaft's eligible leader replicas (KIP-966), in the states a KRaft capture renders.
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -30,6 +33,10 @@ def parse(data: bytes | None) -> PartitionState:
         isr=integers(obj, "isr"),
         leader_epoch=integer(obj, "leader_epoch"),
         controller_epoch=integer(obj, "controller_epoch"),
+        elr=integers(obj, "eligible_leader_replicas")
+        if "eligible_leader_replicas" in obj
+        else None,
+        last_known_elr=integers(obj, "last_known_elr") if "last_known_elr" in obj else None,
     )
 
 
@@ -107,4 +114,7 @@ def _diff(
         events.append(event(EventType.ISR_SHRUNK, leader=new.leader, removed=removed))
     if added:
         events.append(event(EventType.ISR_EXPANDED, leader=new.leader, added=added))
+    if (new.elr, new.last_known_elr) != (old.elr, old.last_known_elr):
+        events.append(event(EventType.ELR_CHANGED, leader=new.leader, elr_before=old.elr,
+                            elr_after=new.elr, last_known_elr=new.last_known_elr))  # fmt: skip
     return events

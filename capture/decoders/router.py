@@ -17,6 +17,7 @@ from zkcdc.capture.decoders import (
     config,
     consumers,
     controller,
+    kraft,
     notifications,
     partition_state,
     topics,
@@ -111,6 +112,16 @@ _ROUTES: list[tuple[str, Decoder | None]] = [
         r"/log_dir_event_notification/[^/]+",
         lambda m, b, a: notifications.decode_log_dir_event(_data(b), _data(a)),
     ),
+    (
+        r"/kraft/brokers/(?P<broker>[0-9]+)",
+        lambda m, b, a: kraft.decode_broker(_int(m, "broker"), _data(b), _data(a)),
+    ),
+    (
+        r"/kraft/features/(?P<name>[^/]+)",
+        lambda m, b, a: kraft.decode_feature(m["name"], _data(b), _data(a)),
+    ),
+    (r"/kraft/quorum", lambda m, b, a: kraft.decode_quorum(_data(b), _data(a))),
+    (r"/kraft/migration", lambda m, b, a: kraft.decode_migration(_data(b), _data(a))),
     # Known, and nothing to say on their own.
     (
         r"/|/brokers|/brokers/ids|/brokers/topics|/brokers/seqid"
@@ -119,6 +130,7 @@ _ROUTES: list[tuple[str, Decoder | None]] = [
         r"|/consumers(/[^/]+(/(ids|owners|offsets)(/[^/]+)?)?)?"
         r"|/isr_change_notification|/log_dir_event_notification"
         r"|/cluster|/cluster/id|/feature|/latest_producer_id_block|/migration"
+        r"|/kraft|/kraft/brokers|/kraft/features|/kraft/controllers(/\d+)?"
         r"|/kafka-acl(-changes|-extended|-extended-changes)?(/.*)?|/delegation_token(/.*)?",
         None,
     ),

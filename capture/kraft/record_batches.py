@@ -55,6 +55,7 @@ class Batch:
     base_offset: int
     last_offset: int
     epoch: int  # partitionLeaderEpoch: the Raft epoch of the leader that wrote it
+    crc: int
     max_timestamp_ms: int
     control: bool
     records: tuple[Record, ...]
@@ -128,6 +129,7 @@ def parse_batch(data: bytes, position: int = 0) -> Batch:
         base_offset=base_offset,
         last_offset=base_offset + last_delta,
         epoch=epoch,
+        crc=crc,
         max_timestamp_ms=max_ts,
         control=bool(attributes & 0x20),
         records=records,

@@ -90,7 +90,9 @@ def test_a_flipped_bit_is_damage_named_at_its_block_never_another_record(
         assert damage, "records went missing without a word"
     hit = [b for b, (start, end) in enumerate(ranges) if start <= position < end]
     if hit:  # inside a block (not the header): that block, and only around it, is lost
-        assert damage and damage[0].block == hit[0], (damage, hit)
+        # A bit no reader looks at (zstd's unused frame-header bit) changes nothing: no damage,
+        # every record read back as written (checked above).
+        assert not damage or damage[0].block == hit[0], (damage, hit)
         lost = {r["seq"] for r in written} - {r["seq"] for r in records}
         assert lost <= set(range(hit[0] * PER_BLOCK + 1, (hit[0] + 2) * PER_BLOCK + 1))
 
