@@ -91,8 +91,12 @@ class KraftTracker:
     def _changes(self, keys: set[Key], offset: int, ts_ms: int) -> list[ChangeRecord]:
         changes: list[Change] = [c for key in keys for c in render(self.image, key)]
         tree = self.state.tree
-        writes = sorted((c for c in changes if c[1] is not None), key=lambda c: _depth(c[0]))
-        deletes = sorted((c for c in changes if c[1] is None), key=lambda c: -_depth(c[0]))
+        # Parents before children, children before parents when deleted; and by path, so that
+        # every capture of the same log gives the same records in the same order.
+        writes = sorted(
+            (c for c in changes if c[1] is not None), key=lambda c: (_depth(c[0]), c[0])
+        )
+        deletes = sorted((c for c in changes if c[1] is None), key=lambda c: (-_depth(c[0]), c[0]))
         records: list[ChangeRecord] = []
         for path, data in writes:
             for parent in _ancestors(path):
