@@ -150,14 +150,22 @@ def _read(
     txnlog: Path | None,
     chroot: str,
     keep: RecordFilter,
+    metadata_log: Path | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The records (of an event log, or of a ZooKeeper data dir's files) that `keep` accepts;
-    damage is reported on stderr at the end, and then the command exits 1."""
-    damaged: list[Damage | LogDamage] = []
+    """The records (of an event log, a ZooKeeper data dir's files or a KRaft metadata log's)
+    that `keep` accepts; damage is reported on stderr at the end, and then the command exits 1."""
+    damaged: list[Damage | LogDamage | str] = []
     records: Iterator[dict[str, Any]]
-    if (path is None) == (txnlog is None):
-        raise CaptureError("give an event log PATH or --from-txnlog DIR (one of them)")
-    if txnlog is not None:
+    if sum(given is not None for given in (path, txnlog, metadata_log)) != 1:
+        raise CaptureError(
+            "give an event log PATH, --from-txnlog DIR or --from-metadata-log DIR (one of them)"
+        )
+    if metadata_log is not None:
+        from zkcdc.capture.kraft.history import metadata_history
+
+        found_kraft = metadata_history(metadata_log, keep.cluster, damaged.append)
+        records = (r.to_avro() for r in found_kraft)
+    elif txnlog is not None:
         from zkcdc.capture.txnlog.history import history
 
         def problem(text: str) -> None:
@@ -172,7 +180,8 @@ def _read(
         records = read_records(path, damaged.append)
     yield from (r for r in records if keep(r))
     for damage in damaged:
-        click.echo(f"zkcdc: {damage.describe()}", err=True)
+        text = damage if isinstance(damage, str) else damage.describe()
+        click.echo(f"zkcdc: {text}", err=True)
     if damaged:
         sys.exit(1)
 
@@ -200,6 +209,9 @@ source_options = option_group(
     click.option("--from-txnlog", "txnlog", type=click.Path(exists=True, file_okay=False,
                  path_type=Path), help="Instead of PATH: a ZooKeeper data dir (or a copy of it)."),
     click.option("--chroot", default="", help="With --from-txnlog: Kafka's chroot, e.g. /kafka."),
+    click.option("--from-metadata-log", "metadata_log", type=click.Path(exists=True,
+                 file_okay=False, path_type=Path),
+                 help="Instead of PATH: a KRaft __cluster_metadata-0 folder (or a copy of it)."),
 )  # fmt: skip
 
 filter_options = option_group(
@@ -229,10 +241,18 @@ def _filter(
 @source_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @filter_options
-def cat(path: Path | None, txnlog: Path | None, chroot: str, as_json: bool, **filters: Any) -> None:
-    """Print the records of an event log file or folder (or of a ZooKeeper data dir)."""
+def cat(
+    path: Path | None,
+    txnlog: Path | None,
+    chroot: str,
+    metadata_log: Path | None,
+    as_json: bool,
+    **filters: Any,
+) -> None:
+    """Print the records of an event log file or folder (or of a ZooKeeper data dir, or of a
+    KRaft metadata log)."""
     try:
-        for record in _read(path, txnlog, chroot, _filter(**filters)):
+        for record in _read(path, txnlog, chroot, _filter(**filters), metadata_log):
             click.echo(json.dumps(_plain(record)) if as_json else _line(record))
     except BrokenPipeError:
         sys.stderr.close()
@@ -243,12 +263,17 @@ def cat(path: Path | None, txnlog: Path | None, chroot: str, as_json: bool, **fi
 @click.option("--json", "as_json", is_flag=True, help="The counts as one JSON object.")
 @filter_options
 def stats(
-    path: Path | None, txnlog: Path | None, chroot: str, as_json: bool, **filters: Any
+    path: Path | None,
+    txnlog: Path | None,
+    chroot: str,
+    metadata_log: Path | None,
+    as_json: bool,
+    **filters: Any,
 ) -> None:
     """Counts by op and event type, time span, seq range and versions skipped of a log."""
     counted = LogStats()
     try:
-        for record in _read(path, txnlog, chroot, _filter(**filters)):
+        for record in _read(path, txnlog, chroot, _filter(**filters), metadata_log):
             counted.add(record)
     finally:
         if as_json:

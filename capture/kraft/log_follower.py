@@ -95,6 +95,11 @@ class MetadataLogFollower:
             assert self._file is not None
             size = os.fstat(self._file).st_size
         out = self._read(size)
+        while not out and self._position < size:
+            before = self._position
+            out = self._read(size)  # a chunk of skipped or damaged batches: read on
+            if self._position == before:
+                break  # damage with no way past it
         if not out and size == self._position:
             newer = [s for s in segment_files(self.directory) if s[0] > self._segment[0]]
             if newer and os.fstat(self._file).st_size == self._position:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.kraft.kraft_tracker import KraftTracker
 from zkcdc.capture.kraft.log_follower import MetadataLogFollower, MetadataLogGap
 from zkcdc.capture.kraft.metadata_dir import load_image, snapshot_files
@@ -45,7 +46,9 @@ def cluster_id_of(directory: Path) -> str:
                     return value.strip()
         except OSError:
             continue
-    raise ValueError(f"no cluster.id in a meta.properties beside {directory}")
+    raise CaptureError(
+        f"no cluster.id in a meta.properties beside {directory}: name the cluster (--cluster NAME)"
+    )
 
 
 def servers(text: str) -> list[tuple[str, int]]:

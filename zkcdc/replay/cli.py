@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from zkcdc.capture.delivery.event_log import Damage, log_files, scan_blocks
+from zkcdc.capture.kraft.history import metadata_history
 from zkcdc.capture.txnlog.data_dir import LogDamage
 from zkcdc.capture.txnlog.history import history, write_event_log
 from zkcdc.ground import kafka_connection, logs
@@ -41,7 +42,11 @@ def _report(damage: Damage) -> None:
 @click.option("--from-txnlog", "txnlog", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Instead of PATH: a ZooKeeper data dir (or a copy), its whole retained history.")  # fmt: skip
 @click.option("--chroot", default="", help="With --from-txnlog: Kafka's chroot, e.g. /kafka.")
-@click.option("--cluster", help="With --from-txnlog: the cluster's name [default: /cluster/id].")
+@click.option("--from-metadata-log", "metadata_log",
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Instead of PATH: a KRaft __cluster_metadata-0 folder (or a copy), its history.")  # fmt: skip
+@click.option("--cluster", help="With --from-txnlog or --from-metadata-log: the cluster's name "
+              "[default: /cluster/id, or the KRaft cluster id].")  # fmt: skip
 @click.option("--bootstrap-servers", help="Re-publish the records to this Kafka.")
 @kafka_config_options
 @click.option("--topic", default="zkcdc.changes", show_default=True)
@@ -66,6 +71,7 @@ def replay(
     path: Path | None,
     txnlog: Path | None,
     chroot: str,
+    metadata_log: Path | None,
     cluster: str | None,
     bootstrap_servers: str | None,
     kafka_config_file: Path | None,
@@ -81,8 +87,10 @@ def replay(
     master: str,
 ) -> None:
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
-    if (path is None) == (txnlog is None):
-        raise ReplayError("give an event log PATH or --from-txnlog DIR (one of them)")
+    if sum(given is not None for given in (path, txnlog, metadata_log)) != 1:
+        raise ReplayError(
+            "give an event log PATH, --from-txnlog DIR or --from-metadata-log DIR (one of them)"
+        )
     kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
     if bool(kafka) == bool(alerts_out):
         raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
@@ -90,7 +98,7 @@ def replay(
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
         raise ReplayError("--state-out goes with --alerts-out")
-    with _event_log(path, txnlog, chroot, cluster) as (log, identity, txnlog_damage):
+    with _event_log(path, txnlog, chroot, cluster, metadata_log) as (log, identity, txnlog_damage):
         if not log_files(log):
             raise ReplayError(f"no event log files in {log}")
         if alerts_out is not None:
@@ -113,25 +121,44 @@ def replay(
 
 @contextlib.contextmanager
 def _event_log(
-    path: Path | None, txnlog: Path | None, chroot: str, cluster: str | None
-) -> Iterator[tuple[Path, Path, list[LogDamage]]]:
+    path: Path | None,
+    txnlog: Path | None,
+    chroot: str,
+    cluster: str | None,
+    metadata_log: Path | None = None,
+) -> Iterator[tuple[Path, Path, list[LogDamage | str]]]:
     """The event log to replay, the path that names the replay (its default checkpoint), and
-    the damage found in ZooKeeper's files: PATH itself, or the retained history of a ZooKeeper
-    data dir written to a temporary event log."""
+    the damage found in Kafka's files: PATH itself, or the retained history of a ZooKeeper data
+    dir or of a KRaft metadata log written to a temporary event log."""
+
+    def problem(text: str) -> None:
+        click.echo(f"zkcdc: {text}", err=True)
+
+    if metadata_log is not None:
+        noted: list[LogDamage | str] = []
+
+        def note(text: str) -> None:
+            noted.append(text)
+            problem(text)
+
+        with tempfile.TemporaryDirectory(prefix="zkcdc-metadata-log-") as scratch:
+            log = Path(scratch) / "events"
+            count = write_event_log(metadata_history(metadata_log, cluster, note), log)
+            click.echo(f"zkcdc: {count} records from the metadata log in {metadata_log}", err=True)
+            yield log, metadata_log, noted
+        return
     if txnlog is None:
         assert path is not None
         yield path, path, []
         return
 
-    def problem(text: str) -> None:
-        click.echo(f"zkcdc: {text}", err=True)
-
-    damaged: list[LogDamage] = []
+    damaged: list[LogDamage | str] = []
     with tempfile.TemporaryDirectory(prefix="zkcdc-txnlog-") as scratch:
         log = Path(scratch) / "events"
         count = write_event_log(history(txnlog, chroot, cluster, problem, damaged.append), log)
         click.echo(f"zkcdc: {count} records from the transaction logs in {txnlog}", err=True)
         for damage in damaged:
+            assert not isinstance(damage, str)
             click.echo(f"zkcdc: {damage.describe()}", err=True)
         yield log, txnlog, damaged
 

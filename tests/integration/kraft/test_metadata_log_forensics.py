@@ -1,0 +1,77 @@
+"""Forensics on a copy of a KRaft node's metadata log: `events cat --from-metadata-log` prints
+the incident's records, `replay --from-metadata-log --alerts-out` runs them through the alert
+rules; a folder that is not a metadata log is one clear line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from zkcdc.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+
+def _zkcdc(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zkcdc", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_a_copy_of_the_metadata_log_shows_and_replays_a_stopped_follower(
+    kraft_stack: LocalStack, tmp_path: Path
+) -> None:
+    info = kraft_stack.info()
+    topic = f"forensics-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
+    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
+        future.result(timeout=60)
+    time.sleep(2)
+    partition = admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
+    follower = next(b for b in partition.replicas if b != partition.leader)
+    kraft_stack.stop_broker(follower, signal.SIGTERM)
+    time.sleep(8)  # longer than broker_down's and under_replicated's hold
+    kraft_stack.start_broker(follower)
+    time.sleep(8)  # back in the ISR, and NoOps after it: time moves on in the log
+    copy = tmp_path / "__cluster_metadata-0"
+    shutil.copytree(info.metadata_log_dirs[0], copy)
+
+    bare = _zkcdc("events", "cat", "--from-metadata-log", str(copy))
+    assert bare.returncode != 0 and "--cluster NAME" in bare.stderr.strip().splitlines()[-1]
+    shown = _zkcdc("events", "cat", "--from-metadata-log", str(copy), "--json", "--cluster", "k",
+                   "--type", "ISR_SHRUNK", "--type", "ISR_EXPANDED")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    events = [e for line in shown.stdout.splitlines() for e in json.loads(line)["events"]
+              if e.get("topic") == topic]  # fmt: skip
+    kinds = [e["type"] for e in events]
+    assert "ISR_SHRUNK" in kinds and "ISR_EXPANDED" in kinds, kinds
+    assert kinds.index("ISR_SHRUNK") < kinds.index("ISR_EXPANDED")
+    shrunk = events[kinds.index("ISR_SHRUNK")]
+    assert shrunk["removed"] == [follower]
+
+    alerts_file = tmp_path / "alerts.jsonl"
+    replayed = _zkcdc("replay", "--from-metadata-log", str(copy), "--cluster", "k",
+                      "--alerts-out", str(alerts_file), timeout=600)  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
+    for rule, entity in (("under_replicated", f"{topic}/0"), ("broker_down", f"broker/{follower}")):
+        statuses = [a["status"] for a in alerts if a["rule"] == rule and a["entity"] == entity]
+        assert statuses[:1] == ["FIRING"] and "RESOLVED" in statuses, (rule, statuses)
+
+
+def test_a_folder_that_is_not_a_metadata_log_is_one_clear_line(tmp_path: Path) -> None:
+    for command in (("events", "cat"), ("replay",)):
+        extra = ("--alerts-out", str(tmp_path / "a.jsonl")) if command == ("replay",) else ()
+        done = _zkcdc(*command, "--from-metadata-log", str(tmp_path), *extra, timeout=120)
+        assert done.returncode != 0
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no metadata log" in lines[0], done.stderr
