@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import struct
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 from zkcdc.capture.errors import CaptureError
@@ -165,9 +164,20 @@ class _Compiler:
         raise ValueError(f"no reader for type {kind!r}")
 
 
-@cache
+_COMPILED: dict[tuple[str, int], Reader] = {}
+
+
 def compiled(layout: MessageLayout, version: int) -> Reader:
-    """The reader of `layout` at `version` (compiled on first use, then cached)."""
+    """The reader of `layout` at `version` (compiled on first use, then kept; by name, as
+    hashing a layout's nested fields on every record costs more than reading it)."""
+    key = (layout.name, version)
+    reader = _COMPILED.get(key)
+    if reader is None:
+        reader = _COMPILED[key] = _compile(layout, version)
+    return reader
+
+
+def _compile(layout: MessageLayout, version: int) -> Reader:
     compiler = _Compiler()
     entry = compiler.struct(layout.fields, version)
     namespace: dict[str, Any] = {

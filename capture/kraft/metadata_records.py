@@ -8,16 +8,14 @@ cannot be read is given as `Undecodable` with the reason: the log goes on."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from zkcdc.capture.kraft.message_layouts import CONTROL, CONTROL_NAMES, METADATA
 from zkcdc.capture.kraft.message_reader import MessageError, read_message, uvarint
 from zkcdc.capture.kraft.record_batches import Batch
 
 
-@dataclass(frozen=True)
-class MetadataRecord:
+class MetadataRecord(NamedTuple):
     offset: int
     epoch: int  # the Raft epoch of the controller that wrote it
     timestamp_ms: int
@@ -27,8 +25,7 @@ class MetadataRecord:
     fields: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ControlRecord:
+class ControlRecord(NamedTuple):
     offset: int
     epoch: int
     timestamp_ms: int
@@ -37,8 +34,7 @@ class ControlRecord:
     fields: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Undecodable:
+class Undecodable(NamedTuple):
     offset: int
     epoch: int
     timestamp_ms: int
@@ -50,12 +46,15 @@ Entry = MetadataRecord | ControlRecord | Undecodable
 
 def decode_metadata(value: bytes) -> tuple[int, int, str, dict[str, Any]]:
     """(apiKey, version, name, fields) of one metadata record value."""
-    try:
-        frame, p = uvarint(value, 0)
-        api_key, p = uvarint(value, p)
-        version, p = uvarint(value, p)
-    except IndexError as exc:
-        raise MessageError("record value cut short in its frame") from exc
+    if len(value) >= 3 and value[0] < 0x80 and value[1] < 0x80 and value[2] < 0x80:
+        frame, api_key, version, p = value[0], value[1], value[2], 3  # the usual one-byte frame
+    else:
+        try:
+            frame, p = uvarint(value, 0)
+            api_key, p = uvarint(value, p)
+            version, p = uvarint(value, p)
+        except IndexError as exc:
+            raise MessageError("record value cut short in its frame") from exc
     if frame != 1:
         raise MessageError(f"frame version {frame} (only 1 is known)")
     layout = METADATA.get(api_key)
