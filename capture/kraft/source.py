@@ -16,13 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.kraft.kraft_tracker import KraftTracker
 from zkcdc.capture.kraft.log_follower import MetadataLogFollower, MetadataLogGap
 from zkcdc.capture.kraft.metadata_dir import load_image, snapshot_files
 from zkcdc.capture.kraft.metadata_records import Entry, Undecodable, entries
-from zkcdc.capture.kraft.quorum_client import QuorumClient, QuorumUnavailable
+from zkcdc.capture.kraft.quorum_client import QuorumClient, QuorumStatus, QuorumUnavailable
 from zkcdc.capture.kraft.record_batches import Batch, BatchDamage
 from zkcdc.capture.records import ChangeRecord
 from zkcdc.capture.settings import CaptureSettings
@@ -51,6 +52,14 @@ def cluster_id_of(directory: Path) -> str:
     )
 
 
+class QuorumStatusSource(Protocol):
+    """Where the high watermark comes from: Kafka (QuorumClient), or a test's own."""
+
+    def status(self) -> QuorumStatus: ...
+
+    def close(self) -> None: ...
+
+
 def servers(text: str) -> list[tuple[str, int]]:
     out = []
     for item in text.split(","):
@@ -69,16 +78,21 @@ class KraftSource:
         settings: CaptureSettings,
         now_ms: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
+        quorum: QuorumStatusSource | None = None,
     ) -> None:
         assert settings.metadata_log_dir is not None
         self._settings = settings
         self._now_ms = now_ms
         self._sleep = sleep
         self._directory = settings.metadata_log_dir
-        quorum = settings.bootstrap_controllers or settings.bootstrap_servers
-        if not quorum:
-            raise ValueError("--source kraft needs --bootstrap-controllers or --bootstrap-servers")
-        self._quorum = QuorumClient(servers(quorum))
+        if quorum is None:
+            asked = settings.bootstrap_controllers or settings.bootstrap_servers
+            if not asked:
+                raise CaptureError(
+                    "--source kraft needs --bootstrap-controllers or --bootstrap-servers"
+                )
+            quorum = QuorumClient(servers(asked))
+        self._quorum = quorum
         self._high_watermark = 0
         self._tracker: KraftTracker | None = None
         self._follower: MetadataLogFollower | None = None

@@ -1,0 +1,118 @@
+"""The KRaft source gives out only what the quorum has committed: records past the high
+watermark wait, a held tail cut back and written again is read again (the old records never
+given), and a restart goes on after the last offset given without a record twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kraft_log_writer import leader_change, metadata_batch
+
+from zkcdc.capture.kraft.quorum_client import QuorumStatus, QuorumUnavailable
+from zkcdc.capture.kraft.source import KraftSource
+from zkcdc.capture.records import ChangeRecord
+from zkcdc.capture.settings import CaptureSettings
+from zkcdc.capture.tracker import TrackerState
+
+
+class Quorum:
+    """A high watermark the test moves (None: the quorum cannot be reached)."""
+
+    def __init__(self) -> None:
+        self.high_watermark: int | None = 0
+
+    def status(self) -> QuorumStatus:
+        if self.high_watermark is None:
+            raise QuorumUnavailable("down")
+        return QuorumStatus(101, 1, self.high_watermark)
+
+    def close(self) -> None:
+        pass
+
+
+def topic(offset: int, name: str, epoch: int = 1) -> bytes:
+    return metadata_batch(offset, epoch, [(2, 0, {"Name": name, "TopicId": "A" * 21 + "Q"})])
+
+
+def source(folder: Path, quorum: Quorum) -> KraftSource:
+    (folder.parent / "meta.properties").write_text("cluster.id=testcluster\n")
+    settings = CaptureSettings(
+        source="kraft", metadata_log_dir=folder, bootstrap_controllers="127.0.0.1:1",
+        poll_interval_s=0.001,
+    )  # fmt: skip
+    return KraftSource(settings, lambda: 1_700_000_000_000, lambda s: None, quorum=quorum)
+
+
+def turns(found: KraftSource, n: int = 3) -> list[ChangeRecord]:
+    out: list[ChangeRecord] = []
+    for _ in range(n):
+        out += found.poll(0.0).records
+    return out
+
+
+def topics_created(records: list[ChangeRecord]) -> list[tuple[str, int | None]]:
+    return [(r.path, r.zxid) for r in records
+            if r.op.value == "CREATE" and r.path.startswith("/brokers/topics/")
+            and r.path.count("/") == 3]  # fmt: skip
+
+
+def test_records_past_the_high_watermark_wait_until_it_passes_them(tmp_path: Path) -> None:
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    (folder / f"{0:020d}.log").write_bytes(
+        leader_change(0, 1, 101, [101]) + topic(1, "a") + topic(2, "b")
+    )
+    quorum = Quorum()
+    found = source(folder, quorum)
+    assert found.open() == "testcluster"
+    found.start(TrackerState(cluster="testcluster"))
+    quorum.high_watermark = 2
+    assert topics_created(turns(found)) == [("/brokers/topics/a", 1)]
+    quorum.high_watermark = None  # down: nothing more, and no error
+    assert turns(found) == []
+    assert not found.connected
+    quorum.high_watermark = 3
+    assert topics_created(turns(found)) == [("/brokers/topics/b", 2)]
+
+
+def test_a_held_tail_written_again_by_a_new_leader_gives_the_new_records_only(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(leader_change(0, 1, 101, [101]) + topic(1, "a") + topic(2, "lost"))
+    quorum = Quorum()
+    found = source(folder, quorum)
+    found.start(TrackerState(cluster="testcluster"))
+    quorum.high_watermark = 2
+    assert topics_created(turns(found)) == [("/brokers/topics/a", 1)]
+    # Offset 2 was never committed: the new leader (epoch 2) truncates it and writes its own.
+    log.write_bytes(leader_change(0, 1, 101, [101]) + topic(1, "a") + topic(2, "kept", epoch=2))
+    quorum.high_watermark = 3
+    assert topics_created(turns(found)) == [("/brokers/topics/kept", 2)]
+
+
+def test_a_restart_goes_on_after_the_last_offset_given_out(tmp_path: Path) -> None:
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(leader_change(0, 1, 101, [101]) + topic(1, "a") + topic(2, "b"))
+    quorum = Quorum()
+    quorum.high_watermark = 3
+    first = source(folder, quorum)
+    state = TrackerState(cluster="testcluster")
+    first.start(state)
+    given = turns(first)
+    first.close()
+    with log.open("ab") as stream:
+        stream.write(topic(3, "c"))
+    quorum.high_watermark = 4
+    restored: dict[str, Any] = {"seq": state.seq, "tree": dict(state.tree), "zxid": state.zxid}
+    again = source(folder, quorum)
+    again.start(TrackerState(cluster="testcluster", **restored))
+    more = turns(again)
+    assert topics_created(given) == [("/brokers/topics/a", 1), ("/brokers/topics/b", 2)]
+    assert topics_created(more) == [("/brokers/topics/c", 3)]
+    assert [r.seq for r in given + more] == list(range(1, len(given + more) + 1))
