@@ -25,6 +25,7 @@ BENCHMARKS = (
     "b4_replay",
     "b5_txnlog",
     "b6_soak",
+    "b7_kraft",
 )
 
 

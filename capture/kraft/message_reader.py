@@ -70,6 +70,11 @@ def _default(field: Field) -> object:
     return _ZERO.get(kind, 0) if isinstance(kind, str) else None
 
 
+# An unsigned varint into `n`, its usual single byte read inline (a call per field costs more
+# than the field).
+_LENGTH = ["n = b[p]", "if n < 0x80:", "    p += 1", "else:", "    n, p = uv(b, p)"]
+
+
 class _Compiler:
     """Python source for one layout at one version; nested structs become functions too."""
 
@@ -96,7 +101,8 @@ class _Compiler:
                 lines.append(f"    o[{field.name!r}] = {self.constant(_default(field))}")
             else:
                 lines += ["    " + line for line in self.value(field, version, "o")]
-        lines += ["    t, p = uv(b, p)", "    for _ in range(t):",
+        lines += ["    " + line for line in _LENGTH]
+        lines += ["    for _ in range(n):",
                   "        tag, p = uv(b, p)", "        size, p = uv(b, p)",
                   "        end = p + size"]  # fmt: skip
         for i, field in enumerate(tagged):
@@ -121,7 +127,7 @@ class _Compiler:
             return [f"{out}[{key}], p = {sub}(b, p)"]
         if isinstance(kind, StructArray):
             sub = self.struct(kind.fields, version)
-            return ["n, p = uv(b, p)", "if n == 0:", *null, "else:",
+            return [*_LENGTH, "if n == 0:", *null, "else:",
                     "    a = []", "    for _ in range(n - 1):",
                     f"        x, p = {sub}(b, p)", "        a.append(x)",
                     f"    {out}[{key}] = a"]  # fmt: skip
@@ -129,13 +135,13 @@ class _Compiler:
             element = kind[2:]
             if element in _FIXED:
                 code, size = _FIXED[element]
-                return ["n, p = uv(b, p)", "if n == 0:", *null, "else:",
+                return [*_LENGTH, "if n == 0:", *null, "else:",
                         "    n -= 1", f"    e = p + {size} * n",
                         "    if e > len(b): raise MessageError('array past the end')",
                         f"    {out}[{key}] = list(unpack_from('>' + str(n) + {code[1:]!r}, b, p))",
                         "    p = e"]  # fmt: skip
             reads = self.scalar(element, "x", nullable=False)
-            return ["n, p = uv(b, p)", "if n == 0:", *null, "else:", "    a = []",
+            return [*_LENGTH, "if n == 0:", *null, "else:", "    a = []",
                     "    for _ in range(n - 1):", *("        " + r for r in reads),
                     "        a.append(x)", f"    {out}[{key}] = a"]  # fmt: skip
         return self.scalar(kind, f"{out}[{key}]", nullable, field.name)
@@ -157,7 +163,7 @@ class _Compiler:
                 else f"raise MessageError('null {name} where it may not be null')"
             )
             take = "b[p:e].decode('utf-8')" if kind == "string" else "bytes(b[p:e])"
-            return ["n, p = uv(b, p)", "if n == 0:", f"    {null}", "else:",
+            return [*_LENGTH, "if n == 0:", f"    {null}", "else:",
                     "    e = p + n - 1",
                     "    if e > len(b): raise MessageError('string past the end')",
                     f"    {target} = {take}", "    p = e"]  # fmt: skip

@@ -12,12 +12,12 @@ from __future__ import annotations
 import gzip
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import crc32c
 
 from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.kraft.message_reader import MessageError, uvarint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -50,8 +50,9 @@ class Record(NamedTuple):
     value: bytes | None
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(NamedTuple):
+    """A tuple, as `Record`: the controller writes a batch for every one or two records."""
+
     position: int  # the byte in its file where it starts
     size: int  # its bytes in the file
     base_offset: int
@@ -68,17 +69,12 @@ class Batch:
 
 
 def _varint(b: bytes, p: int) -> tuple[int, int]:
-    """A zig-zag varint (Kafka's record fields)."""
-    value = shift = 0
-    while True:
-        byte = b[p]
-        p += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), p
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
+    """A zig-zag varint (Kafka's record fields); most are one byte."""
+    byte = b[p]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), p + 1
+    value, p = uvarint(b, p)
+    return (value >> 1) ^ -(value & 1), p
 
 
 def _records(body: bytes, count: int, base_offset: int, base_ts: int) -> tuple[Record, ...]:
@@ -132,7 +128,7 @@ def parse_batch(data: bytes, position: int = 0) -> Batch:
         raise BatchDamage(position, base_offset, f"compressed with {name}: not supported")
     try:
         records = _records(body, count, base_offset, base_ts)
-    except (ValueError, IndexError) as exc:
+    except (ValueError, IndexError, MessageError) as exc:
         raise BatchDamage(position, base_offset, f"records unreadable: {exc}") from exc
     return Batch(
         position=position,

@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+from conftest import wait_until
 
 from zkcdc.capture.kraft.metadata_dir import file_entries, load_image, segment_files
 from zkcdc.capture.kraft.metadata_image import MetadataImage
@@ -35,17 +36,6 @@ WRITTEN_BY_THIS_TEST = {
     "RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord", "PartitionRecord",
     "ConfigRecord", "PartitionChangeRecord", "RemoveTopicRecord", "NoOpRecord",
 }  # fmt: skip
-
-
-def _wait(predicate: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.3)
 
 
 def _done(futures: dict[Any, Any]) -> None:
@@ -161,10 +151,10 @@ def test_every_record_decodes_and_the_rebuilt_tree_equals_the_admin_api(
     info = kraft_stack.info()
     admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
     _stage_changes(admin, kraft_stack)
-    _wait(lambda: all(len(p["isr"]) == len(p["replicas"])
+    wait_until(lambda: all(len(p["isr"]) == len(p["replicas"])
                       for t in _admin_view(info.bootstrap_servers)["topics"].values()
                       for p in t["partitions"].values()),
-          90, "every ISR back to full after the restart")  # fmt: skip
+          timeout_s=90, what="every ISR back to full after the restart")  # fmt: skip
     servers = [(h, int(p)) for h, p in (s.split(":") for s in info.bootstrap_servers.split(","))]
     quorum = QuorumClient(servers)
     try:
