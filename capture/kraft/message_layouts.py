@@ -8,8 +8,9 @@ version where it may be null, its tag if it is a tagged field, and its default (
 as where absent: a tagged field not written, a version without it).
 
 Every metadata message is "flexible" from version 0 (compact strings and arrays, tagged fields).
-A layout reaches up to the newest version Kafka 3.9 and 4.x write; a newer version is named as
-unknown, never guessed."""
+A layout reaches up to the newest version Kafka 3.9 and 4.x (up to 4.3) write; a newer version
+is named as unknown, never guessed. `tests/integration/kraft/test_message_layouts.py` compares
+them with the schemas compiled into Kafka's own jars."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ _FEATURE = (f("Name", "string"), f("MinSupportedVersion", "int16"),
 
 # apiKey -> layout (the metadata records: a record value's frame names the key and version).
 METADATA: dict[int, MessageLayout] = {
-    0: MessageLayout("RegisterBrokerRecord", (0, 3), (
+    0: MessageLayout("RegisterBrokerRecord", (0, 4), (
         f("BrokerId", "int32"),
         f("IsMigratingZkBroker", "bool", 2),
         f("IncarnationId", "uuid"),
@@ -92,6 +93,7 @@ METADATA: dict[int, MessageLayout] = {
         f("Fenced", "bool", default=True),
         f("InControlledShutdown", "bool", 1),
         f("LogDirs", "[]uuid", 3, tag=0),
+        f("CordonedLogDirs", "[]uuid", 4, nullable=4, tag=1, default=None),  # Kafka 4.x
     )),
     1: MessageLayout("UnregisterBrokerRecord", (0, 0), (
         f("BrokerId", "int32"), f("BrokerEpoch", "int64"),
@@ -152,12 +154,13 @@ METADATA: dict[int, MessageLayout] = {
     15: MessageLayout("ProducerIdsRecord", (0, 0), (
         f("BrokerId", "int32"), f("BrokerEpoch", "int64"), f("NextProducerId", "int64"),
     )),
-    17: MessageLayout("BrokerRegistrationChangeRecord", (0, 2), (
+    17: MessageLayout("BrokerRegistrationChangeRecord", (0, 3), (
         f("BrokerId", "int32"),
         f("BrokerEpoch", "int64"),
         f("Fenced", "int8", tag=0),
         f("InControlledShutdown", "int8", 1, tag=1),
         f("LogDirs", "[]uuid", 2, tag=2),
+        f("CordonedLogDirs", "[]uuid", 3, nullable=3, tag=3, default=None),  # Kafka 4.x
     )),
     18: MessageLayout("AccessControlEntryRecord", (0, 0), (
         f("Id", "uuid"), f("ResourceType", "int8"), f("ResourceName", "string"),

@@ -11,6 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from zkcdc.ground.user_dirs import default_cache_dir, state_home
 
 KAFKA_VERSION = "3.9.2"
+# A Kafka 4.x (KRaft only) for the metadata log format tests: the newest whose jars are all in
+# the Maven repository reachable here (4.2.2 and 4.4.0 lack kafka-tools).
+KAFKA_4_VERSION = "4.3.1"
 
 
 def default_state_dir() -> Path:
