@@ -255,8 +255,26 @@ def render(result: dict[str, Any]) -> str:
             f"A KRaft stack of three controllers and one broker; `zkcdc capture --source kraft` beside "
             f"the first controller (event log only). Topic config changes through the Admin API at "
             f"each rate for {result['step_s']:g} s, round {result['topics']} topics. Lag: the "
-            "record's `captured_ms` minus the controller's time on the metadata record.",
-            table(["changes/s", "changes", "records", "lag p50 ms", "lag p99 ms", "max ms"], rows),
+            "record's `captured_ms` minus the controller's time on the metadata record, split at "
+            "the moment the record could first be read from the file at all (a bare follower of "
+            "the folder polling every millisecond): Kafka's part (its append linger, 25 ms by "
+            "default, and the quorum's replication to this controller) and zkcdc's (the high "
+            "watermark asked, the record made; a turn's event-log fsync can hold the next).",
+            table(
+                [
+                    "changes/s",
+                    "changes",
+                    "records",
+                    "lag p50 ms",
+                    "p99",
+                    "Kafka's part p50",
+                    "p99",
+                    "zkcdc's part p50",
+                    "p99",
+                    "max",
+                ],
+                rows,
+            ),
             f"Parsing the segment the run left ({fmt(parsing['segment_bytes'])} bytes, "
             f"{fmt(parsing['records_per_pass'])} records, read {parsing['passes']} times over): "
             f"**{fmt(parsing['records_per_s'])} records/s** (batches, CRC32C, every message decoded; "
@@ -275,7 +293,7 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     top = max(s["target_per_s"] for s in result["steps"])
     return [
         ("metadata log parsed", f"{rate:,} records/s", "≥ 200,000 records/s", rate >= 200_000),
-        (f"KRaft capture lag p99 (file -> record), paced up to {top:g} changes/s", f"{p99:g} ms",
+        (f"KRaft capture lag p99 (file -> record), paced up to {top:g} changes/s", f"{p99:.1f} ms",
          "≤ 20 ms", p99 <= 20),
         (f"KRaft capture lag p99 (controller's record time -> record; Kafka's 25 ms append "
          f"linger inside), paced up to {top:g} changes/s", f"{total:g} ms", "≤ 20 ms",
