@@ -103,6 +103,11 @@ class KraftSource:
         self._connected = True
 
     def open(self) -> str:
+        if not self._directory.is_dir():
+            raise CaptureError(
+                f"no metadata log folder {self._directory}: --metadata-log-dir takes a KRaft "
+                "node's __cluster_metadata-0"
+            )
         return self._settings.cluster or cluster_id_of(self._directory)
 
     def start(self, state: TrackerState) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kraft_log_writer import leader_change, metadata_batch
 
+from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.kraft.quorum_client import QuorumStatus, QuorumUnavailable
 from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.records import ChangeRecord
@@ -116,3 +118,9 @@ def test_a_restart_goes_on_after_the_last_offset_given_out(tmp_path: Path) -> No
     assert topics_created(given) == [("/brokers/topics/a", 1), ("/brokers/topics/b", 2)]
     assert topics_created(more) == [("/brokers/topics/c", 3)]
     assert [r.seq for r in given + more] == list(range(1, len(given + more) + 1))
+
+
+def test_a_folder_that_is_not_there_is_one_clear_error(tmp_path: Path) -> None:
+    found = source(tmp_path / "__cluster_metadata-0", Quorum())  # never created
+    with pytest.raises(CaptureError, match=r"no metadata log folder .*__cluster_metadata-0"):
+        found.open()
