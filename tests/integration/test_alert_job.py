@@ -181,7 +181,7 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         )  # fmt: skip
-        assert submitted.returncode == 0, submitted.stderr[-3000:]
+        assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
         assert len(list((tmp_path / "spark" / "worker").glob("app-*"))) == 2
         # zkcdc's code zip went to a private folder, removed when each job ended.
         zips_after = set(temp.glob("zkcdc-py-*")) | set(temp.glob("zkcdc-submit-*"))
