@@ -1,6 +1,12 @@
 """The `/kraft` subtree a KRaft capture renders (capture/kraft/zk_tree.py): what only KRaft
 has. Broker registrations with their fencing and controlled shutdown, finalized feature levels,
-the controller quorum's voters and the ZooKeeper-migration state."""
+the controller quorum's voters and the ZooKeeper-migration state.
+
+And `/migration`, the znode a KRaft controller keeps in ZooKeeper while it migrates the
+cluster (`zookeeper.metadata.migration.enable`): written when it claims ZooKeeper with no
+metadata offset yet (PRE_MIGRATION), then with the offset of the migrated metadata from which
+it dual-writes (MIGRATION): the phases named as the KRaft log's ZkMigrationStateRecord names
+them, so a watch capture and a KRaft capture say the same."""
 
 from __future__ import annotations
 
@@ -71,6 +77,24 @@ def _migration(data: bytes | None) -> str:
 def decode_migration(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:
     new = None if after is None else _migration(after)
     old = previous(_migration, before)
+    if new == old:
+        return []
+    return [ClusterEvent(type=EventType.MIGRATION_STATE_CHANGED, migration_state_before=old,
+                         migration_state_after=new)]  # fmt: skip
+
+
+def _zk_migration(data: bytes | None) -> str:
+    obj = json_object(data)
+    if integer(obj, "version") != 0:
+        raise Unparseable(f"migration version {obj.get('version')} is not known")
+    integer(obj, "kraft_controller_id")
+    return "MIGRATION" if integer(obj, "kraft_metadata_offset") >= 0 else "PRE_MIGRATION"
+
+
+def decode_zk_migration(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:
+    """`/migration` in ZooKeeper: a KRaft controller migrating the cluster."""
+    new = None if after is None else _zk_migration(after)
+    old = previous(_zk_migration, before)
     if new == old:
         return []
     return [ClusterEvent(type=EventType.MIGRATION_STATE_CHANGED, migration_state_before=old,

@@ -122,6 +122,7 @@ _ROUTES: list[tuple[str, Decoder | None]] = [
     ),
     (r"/kraft/quorum", lambda m, b, a: kraft.decode_quorum(_data(b), _data(a))),
     (r"/kraft/migration", lambda m, b, a: kraft.decode_migration(_data(b), _data(a))),
+    (r"/migration", lambda m, b, a: kraft.decode_zk_migration(_data(b), _data(a))),
     # Known, and nothing to say on their own.
     (
         r"/|/brokers|/brokers/ids|/brokers/topics|/brokers/seqid"
@@ -129,7 +130,7 @@ _ROUTES: list[tuple[str, Decoder | None]] = [
         r"|/admin|/admin/delete_topics|/config|/config/(topics|brokers|users|clients|ips)"
         r"|/consumers(/[^/]+(/(ids|owners|offsets)(/[^/]+)?)?)?"
         r"|/isr_change_notification|/log_dir_event_notification"
-        r"|/cluster|/cluster/id|/feature|/latest_producer_id_block|/migration"
+        r"|/cluster|/cluster/id|/feature|/latest_producer_id_block"
         r"|/kraft|/kraft/brokers|/kraft/features|/kraft/controllers(/\d+)?"
         r"|/kafka-acl(-changes|-extended|-extended-changes)?(/.*)?|/delegation_token(/.*)?",
         None,

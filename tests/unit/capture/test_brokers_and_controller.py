@@ -97,3 +97,48 @@ def test_controller_epoch_is_a_bare_integer():
     assert controller.decode_epoch(b"2", b"2") == []
     with pytest.raises(Unparseable, match="not an integer"):
         controller.decode_epoch(None, b'{"epoch":1}')
+
+
+def _migration_znode(offset: int, epoch: int = 1) -> bytes:
+    return (
+        b'{"version":0,"kraft_controller_id":101,"kraft_controller_epoch":%d,'
+        b'"kraft_metadata_offset":%d,"kraft_metadata_epoch":%d}' % (epoch, offset, epoch)
+    )
+
+
+def test_the_migration_znode_names_each_phase_of_a_zookeeper_to_kraft_migration() -> None:
+    from zkcdc.capture.decoders import router
+
+    claimed = _migration_znode(-1)
+    migrated = _migration_znode(345)
+    dual_write = _migration_znode(512, epoch=2)
+    phases = [
+        [(e.migration_state_before, e.migration_state_after) for e in router.decode(
+            "/migration", None if b is None else znode(b), None if a is None else znode(a))]
+        for b, a in [(None, claimed), (claimed, migrated), (migrated, dual_write)]
+    ]  # fmt: skip
+    assert phases == [[(None, "PRE_MIGRATION")], [("PRE_MIGRATION", "MIGRATION")], []]
+    assert [e.type for e in router.decode("/migration", None, znode(claimed))] == [
+        EventType.MIGRATION_STATE_CHANGED
+    ]
+
+
+def test_a_controller_znode_of_a_kraft_controller_is_a_controller_election() -> None:
+    v2 = b'{"version":2,"brokerid":101,"timestamp":"1700000000000","kraftControllerEpoch":3}'
+    v1 = b'{"version":1,"brokerid":2,"timestamp":"1700000000000"}'
+    events = controller.decode_controller(v1, v2)
+    assert [(e.type, e.broker_id) for e in events] == [
+        (EventType.CONTROLLER_RESIGNED, 2), (EventType.CONTROLLER_ELECTED, 101)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"version":1,"kraft_controller_id":1,"kraft_metadata_offset":1}',
+     b'{"version":0,"kraft_metadata_offset":1}', b'{"version":0,"kraft_controller_id":1}', b"[]"],
+)  # fmt: skip
+def test_a_migration_znode_not_in_kafka_s_format_is_unparseable(data: bytes) -> None:
+    from zkcdc.capture.decoders import router
+
+    events = router.decode("/migration", None, znode(data))
+    assert [e.type for e in events] == [EventType.UNPARSEABLE]
