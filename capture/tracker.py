@@ -26,6 +26,9 @@ class TrackerState:
     seq: int = 0
     tree: dict[str, Znode] = field(default_factory=dict)
     zxid: int = 0  # txnlog mode: the last transaction read (the tree is as of it)
+    # The source that gave the last record (watch, txnlog, kraft; "" before any): a KRaft
+    # capture that finds another source's tree takes the stream over (a migrated cluster).
+    mode: str = ""
 
 
 class Tracker:
@@ -108,6 +111,7 @@ class Tracker:
     def heartbeat(self) -> ChangeRecord:
         now = self._now_ms()
         self.state.seq += 1
+        self.state.mode = self.mode
         return ChangeRecord(
             cluster=self.state.cluster,
             seq=self.state.seq,
@@ -160,6 +164,7 @@ def change_record(
 ) -> ChangeRecord:
     """The next record of `state`'s cluster (its seq), with the typed events of the change."""
     state.seq += 1
+    state.mode = source.mode
     failpoints.hit("tracker.record")
     return ChangeRecord(
         cluster=state.cluster,
@@ -191,6 +196,7 @@ def apply_records(state: TrackerState, records: Iterable[dict[str, Any]]) -> int
         state.seq = record["seq"]
         applied += 1
         source = record["source"]
+        state.mode = source["mode"]
         if source["mode"] in ("txnlog", "kraft") and not source["snapshot"] and record["zxid"]:
             state.zxid = max(state.zxid, record["zxid"])
         op = record["op"]

@@ -111,7 +111,9 @@ class CheckpointStore:
         self._delivering = _in_background(self._delivered_file, lambda s: s.write(body), point)
 
     # -- tree ---------------------------------------------------------------------------
-    def save_tree(self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0) -> None:
+    def save_tree(
+        self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0, mode: str = ""
+    ) -> None:
         """Writes the tree as of `seq` (and, in txnlog mode, of `zxid`); `tree` must not change
         afterwards (pass a copy)."""
         if self._writing is not None and self._writing.is_alive():
@@ -126,6 +128,7 @@ class CheckpointStore:
                     "zkcdc.cluster": self.cluster,
                     "zkcdc.seq": str(seq),
                     "zkcdc.zxid": str(zxid),
+                    "zkcdc.mode": mode,
                 },
             )
             for path, z in items:
@@ -159,6 +162,7 @@ class CheckpointStore:
                         )
                     state.seq = int(meta["zkcdc.seq"])
                     state.zxid = int(meta.get("zkcdc.zxid", "0"))
+                    state.mode = str(meta.get("zkcdc.mode", ""))
                     for item in reader:
                         assert isinstance(item, dict)
                         path = item.pop("path")

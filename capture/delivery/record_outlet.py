@@ -120,7 +120,8 @@ class RecordOutlet:
                 self.store.save_delivered(self.publisher.acked_through, background=True)
                 self._next_delivered = now + 1.0
         if now >= self._next_checkpoint and state.seq == self.logged_seq:
-            self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid)
+            self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid,
+                                 mode=state.mode)  # fmt: skip
             self._next_checkpoint = now + self.settings.checkpoint_s
 
     def close(self, state: TrackerState, failing: bool = False) -> None:
@@ -145,7 +146,8 @@ class RecordOutlet:
                 problems.append(exc)
         if state.seq == self.logged_seq:
             try:
-                self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid)
+                self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid,
+                                     mode=state.mode)  # fmt: skip
             except CaptureError as exc:
                 problems.append(exc)
         else:

@@ -34,6 +34,7 @@ class TopicFollower:
         self._decoder = decoder
         self._latest: dict[str, tuple[int, Znode | None]] = {}
         self._seq = 0
+        self._mode = ""
         self._lock = threading.Lock()
         self._assigned = False
 
@@ -79,7 +80,8 @@ class TopicFollower:
     def _take(self, record: dict[str, Any]) -> None:
         seq = record["seq"]
         with self._lock:
-            self._seq = max(self._seq, seq)
+            if seq > self._seq:
+                self._seq, self._mode = seq, record["source"]["mode"]
             if record["op"] == "HEARTBEAT":
                 return
             path = record["path"]
@@ -119,7 +121,7 @@ class TopicFollower:
     def state(self) -> TrackerState:
         with self._lock:
             tree = {p: z for p, (_, z) in self._latest.items() if z is not None}
-            return TrackerState(cluster=self._cluster, seq=self._seq, tree=tree)
+            return TrackerState(cluster=self._cluster, seq=self._seq, tree=tree, mode=self._mode)
 
     def close(self) -> None:
         self._consumer.close()

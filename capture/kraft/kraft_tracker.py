@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from zkcdc.capture.kraft.metadata_image import Key, MetadataImage
 from zkcdc.capture.kraft.metadata_records import ControlRecord, Entry, MetadataRecord
-from zkcdc.capture.kraft.zk_tree import Change, render, whole_tree
+from zkcdc.capture.kraft.zk_tree import Change, render, rendered, whole_tree
 from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
 from zkcdc.capture.tracker import Tracker, TrackerState, change_record
@@ -51,24 +51,46 @@ class KraftTracker:
             if isinstance(entry, MetadataRecord | ControlRecord):
                 self.image.apply(entry)
 
+    def adopt(self, image: MetadataImage) -> None:
+        """Takes `image` as the one behind the known tree, with the epoch base that tree was
+        rendered with (0 unless a ZooKeeper capture's epochs were ahead at a take-over)."""
+        known = self.state.tree.get("/controller_epoch")
+        try:
+            epoch = int(known.data) if known is not None and known.data else None
+        except ValueError:
+            epoch = None
+        image.epoch_base = 0 if epoch is None else max(0, epoch - image.quorum.epoch)
+        self.image = image
+
     def load(self, image: MetadataImage, last_offset: int, ts_ms: int) -> list[ChangeRecord]:
         """The image as of `last_offset` (a snapshot, or the log up to it) as the tree: READ
-        records the first time, otherwise what differs from the known tree (a gap in the log:
-        the versions not seen are `versions_skipped`). Ends with a heartbeat at that offset."""
-        self.image = image
-        tracker = self._watch_like
-        tracker.begin_sync()
+        records the first time, otherwise what differs from the known tree: after a gap in the
+        log, or when the known tree is another source's (a cluster migrated from ZooKeeper
+        whose stream this capture takes over; znodes KRaft does not hold, `/consumers`,
+        `/admin`, ..., are left as ZooKeeper last had them). Ends with a heartbeat."""
+        self.adopt(image)
+        tree = self.state.tree
+        first = not tree
+        now = whole_tree(image)
         records: list[ChangeRecord] = []
-        for path, data in whole_tree(image).items():
-            known = self.state.tree.get(path)
-            if known is not None and known.data == self._redact(path, data):
-                records += tracker.read(path, known)
+        for path in sorted(now, key=lambda p: (_depth(p), p)):
+            known = tree.get(path)
+            if known is not None and known.data == self._redact(path, now[path]):
                 continue
-            version = 0 if known is None else known.version + 1
-            czxid = last_offset if known is None else known.czxid
-            znode = Znode(data, version, czxid, last_offset, ts_ms, ts_ms, 0)
-            records += tracker.read(path, znode)
-        records += tracker.end_sync()
+            if not first:
+                records.append(self._write(path, now[path], last_offset, ts_ms))
+                continue
+            after = Znode(self._redact(path, now[path]), 0, last_offset, last_offset, ts_ms,
+                          ts_ms, 0)  # fmt: skip
+            tree[path] = after
+            records.append(change_record(
+                self.state, Op.READ, path, None, after, zxid=last_offset, ts_ms=ts_ms,
+                captured_ms=self._now_ms(), skipped=0, source=Source(MODE, None, True),
+            ))  # fmt: skip
+        gone = sorted((p for p in tree if p not in now and rendered(p)),
+                      key=lambda p: (-_depth(p), p))  # fmt: skip
+        for path in gone:
+            records.append(self._record(Op.DELETE, path, tree.pop(path), None, last_offset, ts_ms))
         self.state.zxid = last_offset
         records.append(self.heartbeat(ts_ms))
         return records

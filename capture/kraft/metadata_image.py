@@ -65,6 +65,10 @@ class MetadataImage:
     features: dict[str, int] = field(default_factory=dict)
     quorum: Quorum = field(default_factory=lambda: Quorum(-1, 0, (), 0))
     migration_state: int | None = None
+    # Added to Raft epochs where the tree shows ZooKeeper's controller epochs: 0, except on a
+    # cluster migrated from ZooKeeper whose stream a KRaft capture took over, where ZooKeeper's
+    # epoch was ahead of the Raft one (an epoch that went back would be a zombie controller).
+    epoch_base: int = 0
     _pending: list[MetadataRecord] | None = None  # an open transaction's records
 
     # ---- applying ----------------------------------------------------------------------

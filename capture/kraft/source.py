@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.kraft.kraft_tracker import MODE as tracker_mode
 from zkcdc.capture.kraft.kraft_tracker import KraftTracker
 from zkcdc.capture.kraft.log_follower import MetadataLogFollower, MetadataLogGap
 from zkcdc.capture.kraft.metadata_dir import load_image, snapshot_files
@@ -114,10 +115,33 @@ class KraftSource:
         tracker = KraftTracker(state, self._now_ms, self._settings.redact())
         self._tracker = tracker
         self._wakeup = DirectoryWakeup(self._directory, self._settings.poll_interval_s)
+        if state.tree and state.mode not in ("", tracker_mode):
+            self._pending = self._take_over(tracker, state.mode)
+            return
         if state.tree and self._rebuild(tracker):
             self._pending = []
             return
         self._pending = self._snapshot(tracker)
+
+    def _take_over(self, tracker: KraftTracker, mode: str) -> list[ChangeRecord]:
+        """The stream of a cluster migrated from ZooKeeper, captured until now by a `mode`
+        capture (same cluster id, same state or topic): the committed image compared with the
+        tree that capture last gave, the differences given out as changes with the seq going
+        on, then the log followed from there."""
+        deadline = time.monotonic() + max(30.0, self._settings.connect_timeout_s * 3)
+        while not self._ask_quorum():
+            if time.monotonic() > deadline:
+                raise CaptureError(
+                    f"cannot take the stream over from the {mode} capture: no high watermark "
+                    "from the quorum (--bootstrap-controllers)"
+                )
+        loaded = load_image(self._directory, upto=self._high_watermark)
+        last = loaded.next_offset - 1
+        records = tracker.load(loaded.image, last, self._now_ms())
+        self._follower = MetadataLogFollower(self._directory, loaded.next_offset, _damaged)
+        log.info("taking the stream over from a ZooKeeper capture", previous_source=mode,
+                 metadata_offset=last, changes=len(records) - 1)  # fmt: skip
+        return records
 
     def _rebuild(self, tracker: KraftTracker) -> bool:
         """The image as of the position (a restart); False when the log no longer has it."""
@@ -130,7 +154,7 @@ class KraftSource:
                 log_reaches=loaded.next_offset,
             )
             return False
-        tracker.image = loaded.image
+        tracker.adopt(loaded.image)
         self._follower = MetadataLogFollower(self._directory, wanted, _damaged)
         log.info("metadata image rebuilt", position=wanted - 1)
         return True

@@ -17,6 +17,8 @@ What only KRaft has goes under `/kraft`, a subtree ZooKeeper never had: `/kraft/
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from zkcdc.capture.kraft.metadata_image import BROKER, TOPIC, Key, MetadataImage
@@ -97,7 +99,7 @@ def partition_state(image: MetadataImage, name: str, partition: int) -> bytes | 
     if known is None:
         return None
     value: dict[str, object] = {
-        "controller_epoch": known.controller_epoch,
+        "controller_epoch": known.controller_epoch + image.epoch_base,
         "leader": known.leader,
         "version": 1,
         "leader_epoch": known.leader_epoch,
@@ -153,11 +155,12 @@ def render(image: MetadataImage, key: Key) -> list[Change]:
         return [(config_path(key[1], key[2]), config(image, key[1], key[2]))]
     if kind == "controller":
         q = image.quorum
+        epoch = _json(q.epoch + image.epoch_base)
         if q.leader < 0:
-            return [("/controller", None), ("/controller_epoch", _json(q.epoch))]
+            return [("/controller", None), ("/controller_epoch", epoch)]
         controller = {"version": 2, "brokerid": q.leader, "timestamp": str(q.since_ms),
                       "kraftControllerEpoch": q.epoch}  # fmt: skip
-        return [("/controller", _json(controller)), ("/controller_epoch", _json(q.epoch))]
+        return [("/controller", _json(controller)), ("/controller_epoch", epoch)]
     if kind == "quorum":
         q = image.quorum
         quorum = {"leader": q.leader, "epoch": q.epoch, "voters": list(q.voters)}
@@ -181,6 +184,18 @@ def render(image: MetadataImage, key: Key) -> list[Change]:
         }
         return [(f"/kraft/controllers/{key[1]}", _json(registration))]
     raise ValueError(f"no znode for {key!r}")
+
+
+_RENDERED = re.compile(
+    r"/(brokers(/ids(/\d+)?|/topics(/[^/]+(/partitions(/\d+(/state)?)?)?)?)?"
+    r"|config(/topics(/[^/]+)?|/brokers(/[^/]+)?)?|controller|controller_epoch|kraft(/.*)?)"
+)
+
+
+def rendered(path: str) -> bool:
+    """Whether a path is one the image renders: the rest of a ZooKeeper tree (`/consumers`,
+    `/admin`, `/migration`, ...) is not in KRaft's metadata."""
+    return _RENDERED.fullmatch(path) is not None
 
 
 def whole_tree(image: MetadataImage) -> dict[str, bytes]:

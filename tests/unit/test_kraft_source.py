@@ -124,3 +124,64 @@ def test_a_folder_that_is_not_there_is_one_clear_error(tmp_path: Path) -> None:
     found = source(tmp_path / "__cluster_metadata-0", Quorum())  # never created
     with pytest.raises(CaptureError, match=r"no metadata log folder .*__cluster_metadata-0"):
         found.open()
+
+
+def test_a_zookeeper_capture_s_stream_is_taken_over_with_the_seq_going_on(tmp_path: Path) -> None:
+    """A migrated cluster: the watch capture's last tree is compared with the committed image;
+    only the differences are given, ZooKeeper-only znodes stay, epochs never go back."""
+    from zkcdc.capture.records import Znode
+
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    log = folder / f"{0:020d}.log"
+    log.write_bytes(leader_change(0, 1, 101, [101]) + topic(1, "a"))
+    quorum = Quorum()
+    quorum.high_watermark = 2
+
+    def zk(data: bytes) -> Znode:
+        return Znode(data, 3, 0x100000010, 0x100000099, 1, 2, 0)
+
+    watched = {
+        "/consumers": zk(b""), "/consumers/g": zk(b""),
+        "/migration": zk(b'{"version":0,"kraft_controller_id":101,"kraft_controller_epoch":1,'
+                         b'"kraft_metadata_offset":1,"kraft_metadata_epoch":1}'),
+        "/controller_epoch": zk(b"7"),
+        "/brokers": zk(b""), "/brokers/topics": zk(b""), "/brokers/topics/gone": zk(b"{}"),
+    }  # fmt: skip
+    state = TrackerState(cluster="testcluster", seq=40, tree=dict(watched), mode="watch")
+    found = source(folder, quorum)
+    found.start(state)
+    given = turns(found)
+    paths = {r.path: r for r in given}
+    assert given[0].seq == 41 and [r.seq for r in given] == list(range(41, 41 + len(given)))
+    assert all(r.source.mode == "kraft" for r in given)
+    assert topics_created(given) == [("/brokers/topics/a", 1)]
+    assert paths["/brokers/topics/gone"].op.value == "DELETE"
+    # ZooKeeper-only znodes are not KRaft's to delete; the epoch (1 in Raft) stays 7.
+    assert not {"/consumers", "/consumers/g", "/migration", "/controller_epoch"} & set(paths)
+    assert state.tree["/migration"] == watched["/migration"]
+    assert state.mode == "kraft"
+    # The next leader's epoch goes on from ZooKeeper's: 8, never back to 2.
+    with log.open("ab") as stream:
+        stream.write(leader_change(2, 2, 102, [101, 102]))
+    quorum.high_watermark = 3
+    after = turns(found)
+    epochs = [e for r in after for e in r.events if e.type.value == "CONTROLLER_EPOCH_CHANGED"]
+    assert [(e.epoch_before, e.epoch_after) for e in epochs] == [(7, 8)]
+
+
+def test_a_kraft_capture_s_own_state_is_not_taken_over_again(tmp_path: Path) -> None:
+    folder = tmp_path / "__cluster_metadata-0"
+    folder.mkdir()
+    (folder / f"{0:020d}.log").write_bytes(leader_change(0, 1, 101, [101]) + topic(1, "a"))
+    quorum = Quorum()
+    quorum.high_watermark = 2
+    state = TrackerState(cluster="testcluster")
+    first = source(folder, quorum)
+    first.start(state)
+    turns(first)
+    assert state.mode == "kraft"
+    again = source(folder, quorum)
+    again.start(TrackerState(cluster="testcluster", seq=state.seq, tree=dict(state.tree),
+                             zxid=state.zxid, mode=state.mode))  # fmt: skip
+    assert turns(again) == []
