@@ -38,6 +38,13 @@ from zkcdc.ground.kafka_options import kafka_config_options
     help="--source kraft: the node's __cluster_metadata-0 folder.",
 )
 @click.option(
+    "--take-over",
+    is_flag=True,
+    default=None,
+    help="--source kraft: go on from the changes topic's stream (a ZooKeeper capture's, on "
+    "another host) after a migration to KRaft: seq goes on, only differences are given.",
+)
+@click.option(
     "--bootstrap-controllers",
     help="--source kraft: HOST:PORT of controllers (or brokers) asked how far the metadata log "
     "is committed [default: --bootstrap-servers].",

@@ -20,6 +20,8 @@ from typing import Any
 
 from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
+from zkcdc.capture.delivery.topic_follower import TopicFollower
+from zkcdc.capture.encoding.avro_codec import change_decoder
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.metrics import CaptureMetrics
@@ -146,7 +148,9 @@ class CaptureRunner:
         """The state to go on from: the topic's (as a standby followed it) once elected, an
         empty one for a source without election. None: stopped while standby."""
         if not self.source.elected:
-            followed: TrackerState | None = TrackerState(cluster=cluster)
+            followed: TrackerState | None = (
+                self._followed_topic(cluster) if self.settings.take_over else TrackerState(cluster)
+            )
         else:
             self._election = Election(
                 self.settings, self._stop, self.stop, self.turned, self._sleep
@@ -156,6 +160,18 @@ class CaptureRunner:
             self._active = True
             self.metrics.active.set(1)
         return followed
+
+    def _followed_topic(self, cluster: str) -> TrackerState:
+        """The stream's last state on the topic: where another capture of `cluster` got to."""
+        s = self.settings
+        kafka = s.kafka()
+        assert kafka is not None
+        follower = TopicFollower(kafka, s.topic, cluster, change_decoder(s.schema_registry))
+        try:
+            follower.catch_up(s.connect_timeout_s, self.turned)
+            return follower.state()
+        finally:
+            follower.close()
 
     # -- capture ------------------------------------------------------------------------
     def _capture(self, cluster: str, followed: TrackerState) -> None:

@@ -57,6 +57,9 @@ class CaptureSettings(BaseSettings):
     metadata_log_dir: Path | None = None  # kraft: `__cluster_metadata-0` of a controller or broker
     # kraft: where the quorum's high watermark is asked (DescribeQuorum) [default: the brokers]
     bootstrap_controllers: str | None = None
+    # kraft: go on from the stream on the topic (a ZooKeeper capture's, on another host) when
+    # it is further on than this host's own state: the hand-over of a migrated cluster.
+    take_over: bool = False
     chroot: str | None = None  # txnlog: Kafka's chroot [default: that of `zookeeper`, or none]
     # txnlog: how often the log is read while records await Kafka's acks, or where the log
     # folder cannot be watched with inotify (otherwise a write wakes the capture).
@@ -127,6 +130,10 @@ class CaptureSettings(BaseSettings):
             if self.metadata_log_dir is None:
                 raise ValueError(
                     "metadata_log_dir: required with --source kraft (a __cluster_metadata-0 dir)"
+                )
+            if self.take_over and not self.bootstrap_servers:
+                raise ValueError(
+                    "take_over: --take-over reads the stream from Kafka: give --bootstrap-servers"
                 )
             if not (self.bootstrap_controllers or self.bootstrap_servers):
                 raise ValueError(

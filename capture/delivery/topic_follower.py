@@ -35,6 +35,7 @@ class TopicFollower:
         self._latest: dict[str, tuple[int, Znode | None]] = {}
         self._seq = 0
         self._mode = ""
+        self._zxid = 0
         self._lock = threading.Lock()
         self._assigned = False
 
@@ -80,8 +81,11 @@ class TopicFollower:
     def _take(self, record: dict[str, Any]) -> None:
         seq = record["seq"]
         with self._lock:
+            source = record["source"]
             if seq > self._seq:
-                self._seq, self._mode = seq, record["source"]["mode"]
+                self._seq, self._mode = seq, source["mode"]
+            if source["mode"] in ("txnlog", "kraft") and not source["snapshot"] and record["zxid"]:
+                self._zxid = max(self._zxid, record["zxid"])  # where a log-reading source was
             if record["op"] == "HEARTBEAT":
                 return
             path = record["path"]
@@ -121,7 +125,8 @@ class TopicFollower:
     def state(self) -> TrackerState:
         with self._lock:
             tree = {p: z for p, (_, z) in self._latest.items() if z is not None}
-            return TrackerState(cluster=self._cluster, seq=self._seq, tree=tree, mode=self._mode)
+            return TrackerState(cluster=self._cluster, seq=self._seq, tree=tree, mode=self._mode,
+                                zxid=self._zxid)  # fmt: skip
 
     def close(self) -> None:
         self._consumer.close()
