@@ -24,7 +24,7 @@ import orjson
 from zkcdc.capture.kraft.metadata_image import BROKER, TOPIC, Key, MetadataImage
 
 PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
-MIGRATION_STATES = {0: "NONE", 1: "MIGRATION", 2: "POST_MIGRATION", 3: "PRE_MIGRATION",
+MIGRATION_STATES = {0: "NONE", 1: "MIGRATION", 2: "PRE_MIGRATION", 3: "POST_MIGRATION",
                     4: "ZK"}  # fmt: skip
 
 # Znodes that are always there in a Kafka tree, parents of what the image renders.

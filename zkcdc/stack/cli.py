@@ -1,4 +1,4 @@
-"""`zkcdc stack up | down | status`."""
+"""`zkcdc stack up | down | status | migrate`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rich.table import Table
 from zkcdc.ground.cli_options import invalid_setting, key_values
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.errors import StackError
+from zkcdc.stack.migration import PHASES, StackMigration
 from zkcdc.stack.settings import StackSettings
 
 _state_dir_option = click.option(
@@ -109,6 +110,33 @@ def up(**flags: Any) -> None:
     if info.kafka_config_file is not None:
         click.echo(f"kafka config:     {info.kafka_config_file}  (--kafka-config-file)")
         click.echo(f"zookeeper config: {info.zookeeper_config_file}  (--zookeeper-config-file)")
+
+
+@stack.command()
+@_state_dir_option
+@click.option(
+    "--until",
+    type=click.Choice(list(PHASES)),
+    default="finalized",
+    show_default=True,
+    help="The last phase to run: controllers, dual-write (brokers rolled with migration; the "
+    "metadata copied), kraft-brokers (brokers rolled to KRaft), finalized.",
+)
+@click.option("--controllers", type=int, help="KRaft controllers to add [default 3].")
+@click.option("--controller-port", type=int, help="The first controller's port [default 9192].")
+def migrate(
+    state_dir: Path | None, until: str, controllers: int | None, controller_port: int | None
+) -> None:
+    """Take the running ZooKeeper-mode stack to KRaft by Kafka's documented steps, phase by
+    phase; a later call goes on from the phase reached."""
+    local = LocalStack.open(_state_dir(state_dir))
+    reached = StackMigration(local, lambda line: click.echo(line, err=True)).run(
+        until, controllers, controller_port
+    )
+    click.echo(f"migration: {reached}")
+    click.echo(f"controllers: {local.layout.bootstrap_controllers}")
+    for c in local.layout.controllers:
+        click.echo(f"metadata log: {c.metadata_dir}  (--metadata-log-dir)")
 
 
 @stack.command()

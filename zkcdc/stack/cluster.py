@@ -284,10 +284,15 @@ class LocalStack:
             self._format_kraft_storage()
         self._save()
 
-    def _format_kraft_storage(self) -> None:
-        """`kafka-storage format` of every node's log dir with one new cluster id."""
-        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-        homes = [c.home for c in self.layout.controllers] + [b.home for b in self.layout.brokers]
+    def _format_kraft_storage(
+        self, cluster_id: str | None = None, homes: list[Path] | None = None
+    ) -> None:
+        """`kafka-storage format` of every node's log dir with one new cluster id (or, for a
+        migration, the controllers' with the ZooKeeper cluster's)."""
+        cluster_id = cluster_id or base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if homes is None:
+            homes = [c.home for c in self.layout.controllers]
+            homes += [b.home for b in self.layout.brokers]
         for home in homes:
             command = java_command(
                 heap_mb=128,
@@ -410,7 +415,7 @@ class LocalStack:
         deadline = self._deadline()
         names = [self.layout.broker(b).name for b in broker_ids]
         kafka = self.kafka()
-        if self.settings.mode == "kraft":
+        if self.settings.kraft_brokers:
             while not broker_ids <= probes.admin_api_brokers(kafka):
                 self._fail_if_exited(names)
                 if self._now() > deadline:
@@ -523,7 +528,7 @@ class LocalStack:
 
     # ---- status and down ----------------------------------------------------------------
     def cluster_view(self) -> ClusterView:
-        if self.settings.mode == "kraft":
+        if self.settings.kraft_brokers:
             # The active controller's copy of the log is the newest; any controller's will do.
             leader = self.quorum_leader()
             chosen = [c for c in self.layout.controllers if leader and c.node_id == leader[0]]

@@ -62,7 +62,7 @@ def broker_config(
     n = len(layout.brokers)
     protocol = "SASL_SSL" if secure is not None else "PLAINTEXT"
     listener = f"{protocol}://{layout.host}:{broker.port}"
-    node = "broker.id" if settings.mode == "zookeeper" else "node.id"
+    node = "node.id" if settings.kraft_brokers else "broker.id"
     values = {
         node: str(broker.broker_id),
         "listeners": listener,
@@ -110,14 +110,26 @@ def broker_config(
 
 
 def _coordination(layout: StackLayout, settings: StackSettings, role: str) -> dict[str, str]:
-    """How a node finds its cluster: ZooKeeper, or the KRaft controller quorum."""
-    if settings.mode == "zookeeper":
-        return {
-            "zookeeper.connect": layout.zookeeper_connect,
-            "zookeeper.session.timeout.ms": str(settings.session_timeout_ms),
-            "zookeeper.connection.timeout.ms": "30000",
+    """How a node finds its cluster: ZooKeeper, or the KRaft controller quorum, or (while
+    migrating, Kafka's documented steps) both."""
+    zookeeper = {
+        "zookeeper.connect": layout.zookeeper_connect,
+        "zookeeper.session.timeout.ms": str(settings.session_timeout_ms),
+        "zookeeper.connection.timeout.ms": "30000",
+    }
+    migrating = settings.migration in ("controllers", "dual-write", "kraft-brokers")
+    if role == "broker" and not settings.kraft_brokers:
+        if settings.migration != "dual-write":
+            return zookeeper
+        return {  # a ZooKeeper-mode broker that registers with the KRaft controllers too
+            **zookeeper,
+            "zookeeper.metadata.migration.enable": "true",
+            "controller.quorum.voters": layout.quorum_voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.protocol.version": ".".join(settings.kafka_version.split(".")[:2]),
         }
-    return {
+    kraft = {
         "process.roles": role,
         "controller.quorum.voters": layout.quorum_voters,
         "controller.listener.names": "CONTROLLER",
@@ -126,6 +138,13 @@ def _coordination(layout: StackLayout, settings: StackSettings, role: str) -> di
         "broker.session.timeout.ms": str(settings.session_timeout_ms),
         "broker.heartbeat.interval.ms": str(max(500, settings.session_timeout_ms // 6)),
     }
+    if role == "controller" and migrating:
+        kraft.update({
+            **zookeeper,
+            "zookeeper.metadata.migration.enable": "true",
+            "inter.broker.listener.name": "PLAINTEXT",  # its requests to ZooKeeper-mode brokers
+        })  # fmt: skip
+    return kraft
 
 
 def controller_config(

@@ -113,7 +113,7 @@ class StackLayout:
                 port=settings.controller_port + i,
                 home=state / "controller" / str(i + 1),
             )
-            for i in range(settings.controllers if settings.mode == "kraft" else 0)
+            for i in range(settings.controllers if settings.has_controllers else 0)
         )
         return cls(state, settings.host, settings.chroot, zookeepers, brokers, controllers)
 

@@ -28,6 +28,11 @@ class StackSettings(BaseSettings):
     state_dir: Path = Field(default_factory=default_state_dir)
     # zookeeper: ZooKeeper + brokers in ZooKeeper mode; kraft: a KRaft controller quorum + brokers.
     mode: Literal["zookeeper", "kraft"] = "zookeeper"
+    # A ZooKeeper-mode stack migrated to KRaft (`zkcdc stack migrate`), the last phase done:
+    # controllers (started with migration enabled), dual-write (brokers rolled with it; the
+    # metadata migrated), kraft-brokers (brokers rolled to KRaft), finalized (controllers
+    # rolled without ZooKeeper).
+    migration: Literal["", "controllers", "dual-write", "kraft-brokers", "finalized"] = ""
     cache_dir: Path = Field(default_factory=default_cache_dir)
     kafka_version: str = KAFKA_VERSION
     zookeeper_nodes: int = Field(default=1, ge=1, le=7)
@@ -55,6 +60,16 @@ class StackSettings(BaseSettings):
     schema_registry: bool = False
     schema_registry_port: int = Field(default=8081, ge=1024, le=65000)
     schema_registry_heap_mb: int = Field(default=256, ge=128)
+
+    @property
+    def has_controllers(self) -> bool:
+        """Whether the stack runs KRaft controllers: a KRaft stack, or one being migrated."""
+        return self.mode == "kraft" or self.migration != ""
+
+    @property
+    def kraft_brokers(self) -> bool:
+        """Whether the brokers run in KRaft mode (no ZooKeeper of their own)."""
+        return self.mode == "kraft" or self.migration in ("kraft-brokers", "finalized")
 
     @field_validator("chroot")
     @classmethod
