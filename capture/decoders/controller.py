@@ -14,6 +14,13 @@ def controller_id(data: bytes | None) -> int:
     return integer(obj, "brokerid")
 
 
+def kraft_epoch(data: bytes | None) -> int | None:
+    """v2's `kraftControllerEpoch`: the controller is a KRaft one (a migration), and the
+    partition states it writes carry that epoch, not `/controller_epoch`'s."""
+    value = json_object(data).get("kraftControllerEpoch")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def decode_controller(before: bytes | None, after: bytes | None) -> list[ClusterEvent]:
     new = controller_id(after) if after is not None else None
     old = previous(controller_id, before)
@@ -24,7 +31,8 @@ def decode_controller(before: bytes | None, after: bytes | None) -> list[Cluster
         )
     if new is not None and new != old:
         events.append(
-            ClusterEvent(type=EventType.CONTROLLER_ELECTED, broker_id=new, broker_id_before=old)
+            ClusterEvent(type=EventType.CONTROLLER_ELECTED, broker_id=new, broker_id_before=old,
+                         epoch_after=kraft_epoch(after))  # fmt: skip
         )
     return events
 

@@ -45,7 +45,10 @@ class AlertEngine:
         live = record["op"] in _LIVE
         touched: set[Entity] = set()
         window_keys: list[alert_rules.WindowKey] = []
-        before = (self.state.controller_epoch, self.state.last_controller)
+        # Under a KRaft controller (a migration) states carry its epoch: the one to compare.
+        kraft_epoch = getattr(self.state, "kraft_controller_epoch", None)  # older pickled states
+        epoch = kraft_epoch if kraft_epoch is not None else self.state.controller_epoch
+        before = (epoch, self.state.last_controller)
         for event in record["events"] or ():
             touched |= self.state.apply(event)
             if live:

@@ -56,6 +56,8 @@ class ClusterState:
     controller: int | None = None
     last_controller: int | None = None
     controller_epoch: int | None = None
+    # A KRaft controller's epoch (a ZooKeeper-to-KRaft migration): what it writes states with.
+    kraft_controller_epoch: int | None = None
     deletions: set[str] = field(default_factory=set)
     reassignments: set[PartitionKey] = field(default_factory=set)
     groups: dict[str, Group] = field(default_factory=dict)
@@ -173,12 +175,14 @@ def _broker(alive: bool) -> Any:
 
 def _controller_elected(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
     state.controller = event["broker_id"]
+    state.kraft_controller_epoch = event.get("epoch_after")
     return {("controller", None)}
 
 
 def _controller_resigned(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
     state.last_controller = event["broker_id"]
     state.controller = None
+    state.kraft_controller_epoch = None
     return {("controller", None)}
 
 

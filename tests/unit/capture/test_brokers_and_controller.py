@@ -142,3 +142,39 @@ def test_a_migration_znode_not_in_kafka_s_format_is_unparseable(data: bytes) -> 
 
     events = router.decode("/migration", None, znode(data))
     assert [e.type for e in events] == [EventType.UNPARSEABLE]
+
+
+def test_a_kraft_controller_s_election_carries_its_epoch_and_states_are_checked_against_it() -> (
+    None
+):
+    """During a migration partition states carry the KRaft controller's epoch (1), not
+    /controller_epoch's (4): no controller_epoch_regression for them."""
+    from zkcdc.streaming.rules.alert_engine import AlertEngine
+
+    v2 = b'{"version":2,"brokerid":101,"timestamp":"1700000000000","kraftControllerEpoch":1}'
+    [elected] = controller.decode_controller(None, v2)
+    assert elected.epoch_after == 1
+    assert controller.decode_controller(None, b'{"version":1,"brokerid":1,"timestamp":"1"}')[
+        0
+    ].epoch_after is None
+
+    def record(seq: int, events: list[dict[str, object]]) -> dict[str, object]:
+        return {"seq": seq, "op": "UPDATE", "ts_ms": 1000 + seq, "events": events}
+
+    def isr_shrunk(epoch: int) -> dict[str, object]:
+        return {"type": "ISR_SHRUNK", "topic": "t", "partition": 0, "leader": 1,
+                "isr_before": [1, 2], "isr_after": [1], "removed": [2],
+                "controller_epoch": epoch}  # fmt: skip
+
+    engine = AlertEngine("c")
+    engine.process(record(1, [{"type": "CONTROLLER_EPOCH_CHANGED", "epoch_before": 3,
+                               "epoch_after": 4}]))  # fmt: skip
+    engine.process(record(2, [{"type": "CONTROLLER_ELECTED", "broker_id": 101,
+                               "broker_id_before": None, "epoch_after": 1}]))  # fmt: skip
+    alerts = engine.process(record(3, [isr_shrunk(1)]))
+    assert "controller_epoch_regression" not in {a.rule for a in alerts}
+    # A ZooKeeper controller again: a state written with an old epoch is a zombie's.
+    engine.process(record(4, [{"type": "CONTROLLER_ELECTED", "broker_id": 2,
+                               "broker_id_before": 101, "epoch_after": None}]))  # fmt: skip
+    alerts = engine.process(record(5, [isr_shrunk(1)]))
+    assert "controller_epoch_regression" in {a.rule for a in alerts}
