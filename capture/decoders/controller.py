@@ -30,10 +30,13 @@ def decode_controller(before: bytes | None, after: bytes | None) -> list[Cluster
             ClusterEvent(type=EventType.CONTROLLER_RESIGNED, broker_id=old, broker_id_before=old)
         )
     if new is not None and new != old:
-        events.append(
-            ClusterEvent(type=EventType.CONTROLLER_ELECTED, broker_id=new, broker_id_before=old,
-                         epoch_after=kraft_epoch(after))  # fmt: skip
+        elected = ClusterEvent(
+            type=EventType.CONTROLLER_ELECTED,
+            broker_id=new,
+            broker_id_before=old,
+            epoch_after=kraft_epoch(after),
         )
+        events.append(elected)
     return events
 
 

@@ -154,9 +154,12 @@ def test_a_kraft_controller_s_election_carries_its_epoch_and_states_are_checked_
     v2 = b'{"version":2,"brokerid":101,"timestamp":"1700000000000","kraftControllerEpoch":1}'
     [elected] = controller.decode_controller(None, v2)
     assert elected.epoch_after == 1
-    assert controller.decode_controller(None, b'{"version":1,"brokerid":1,"timestamp":"1"}')[
-        0
-    ].epoch_after is None
+    assert (
+        controller.decode_controller(None, b'{"version":1,"brokerid":1,"timestamp":"1"}')[
+            0
+        ].epoch_after
+        is None
+    )
 
     def record(seq: int, events: list[dict[str, object]]) -> dict[str, object]:
         return {"seq": seq, "op": "UPDATE", "ts_ms": 1000 + seq, "events": events}
