@@ -7,7 +7,8 @@ every decoder, event and alert rule downstream works on a KRaft cluster unchange
 - `/brokers/topics/T` (v3, with `topic_id`, adding and removing replicas) and
   `.../partitions/P/state` (v1; `controller_epoch` is the Raft epoch of the controller that
   wrote the change; `eligible_leader_replicas` and `last_known_elr` when KRaft keeps them).
-- `/config/topics/T`, `/config/brokers/N` (and `<default>`): `{"version":1,"config":{...}}`.
+- `/config/topics/T` (every topic's, empty without overrides), `/config/brokers/N` (and
+  `<default>`): `{"version":1,"config":{...}}`.
 - `/controller` (v2, `kraftControllerEpoch`) and `/controller_epoch`: the quorum's leader and
   its epoch.
 
@@ -115,7 +116,11 @@ def partition_state(image: MetadataImage, name: str, partition: int) -> bytes | 
 
 
 def config(image: MetadataImage, kind: int, resource: str) -> bytes | None:
+    """`/config/...`: a topic's is there as long as the topic (empty without overrides), as
+    ZooKeeper-mode Kafka creates it with the topic; a broker's while it has overrides."""
     values = image.configs.get((kind, resource))
+    if values is None and kind == TOPIC and resource in image.topic_ids:
+        values = {}
     if values is None:
         return None
     return _json({"version": 1, "config": dict(sorted(values.items()))})
@@ -143,6 +148,7 @@ def render(image: MetadataImage, key: Key) -> list[Change]:
         return [
             (f"/brokers/topics/{name}", data),
             (f"/brokers/topics/{name}/partitions", None if data is None else b""),
+            (config_path(TOPIC, name), config(image, TOPIC, name)),
         ]
     if kind == "partition":
         name, p = key[1], key[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,12 +127,33 @@ def terminate(
     for process in live.values():
         with contextlib.suppress(psutil.Error):
             process.send_signal(sig)
-    _, alive = psutil.wait_procs(list(live.values()), timeout=timeout_s)
+    alive = _wait_gone(list(live.values()), timeout_s)
     for process in alive:
         with contextlib.suppress(psutil.Error):
             process.kill()
-    psutil.wait_procs(alive, timeout=30)
+    _wait_gone(alive, 30)
     return [r for r, p in live.items() if p in alive]
+
+
+def _wait_gone(processes: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Waits until each has exited; those still running after `timeout_s` are returned. An
+    exited process that another process started (`zkcdc stack migrate` stopping a broker that
+    `up` in a test started) stays a zombie until its parent reaps it: gone all the same."""
+    deadline = time.monotonic() + timeout_s
+    alive = processes
+    while alive:
+        _, alive = psutil.wait_procs(alive, timeout=0.2)
+        alive = [p for p in alive if not _exited(p)]
+        if time.monotonic() > deadline:
+            break
+    return alive
+
+
+def _exited(process: psutil.Process) -> bool:
+    try:
+        return bool(process.status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return True
 
 
 def tail(path: Path, lines: int = 20) -> str:
