@@ -11,7 +11,8 @@ from zkcdc.cli import main
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["stack"], ["stack", "up"], ["stack", "down"], ["stack", "status"]]
+    "args",
+    [[], ["stack"], ["stack", "up"], ["stack", "down"], ["stack", "status"], ["stack", "migrate"]],
 )
 def test_every_command_has_help(args: list[str]):
     result = CliRunner().invoke(main, [*args, "--help"])
@@ -74,3 +75,37 @@ def test_following_a_live_event_log_is_refused_in_one_line(tmp_path: Path):
     assert result.exit_code == 1
     assert result.output.startswith("zkcdc: error: --event-log reads a captured log as it stands")
     assert result.output.count("\n") == 1
+
+
+def _recorded_stack(folder: Path, **settings: object) -> None:
+    """A stack.json as `up` leaves it, for a stack whose processes are not running."""
+    from zkcdc.stack.cluster import LocalStack
+    from zkcdc.stack.settings import StackSettings
+
+    LocalStack(StackSettings(state_dir=folder, **settings))._save()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "args", "says"),
+    [
+        (None, [], "no stack in {dir}: run 'zkcdc stack up' first"),
+        ({"mode": "kraft"}, [], "the stack runs in KRaft mode already: nothing to migrate"),
+        ({"secure": True}, [], "a --secure stack cannot be migrated by zkcdc (plaintext only)"),
+        ({}, [], "stack in {dir} is not (all) running"),
+    ],
+)
+def test_a_migration_that_cannot_run_is_one_clear_line(
+    tmp_path: Path, recorded: dict[str, object] | None, args: list[str], says: str
+) -> None:
+    if recorded is not None:
+        _recorded_stack(tmp_path, **recorded)
+    result = CliRunner().invoke(main, ["stack", "migrate", "--state-dir", str(tmp_path), *args])
+    assert result.exit_code == 1
+    assert result.output == "zkcdc: error: " + says.format(dir=tmp_path.resolve()) + "\n"
+
+
+def test_a_migration_phase_that_is_not_kafka_s_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["stack", "migrate", "--state-dir", str(tmp_path),
+                                       "--until", "halfway"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "'halfway' is not one of 'controllers', 'dual-write'" in result.output

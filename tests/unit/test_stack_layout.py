@@ -79,3 +79,46 @@ def test_settings_come_from_zkcdc_stack_env_vars(monkeypatch: pytest.MonkeyPatch
     settings = StackSettings()
     assert settings.brokers == 5
     assert settings.state_dir == tmp_path
+
+
+def test_each_migration_phase_configures_brokers_and_controllers_as_kafka_documents(
+    tmp_path: Path,
+) -> None:
+    """Kafka 3.9's ZooKeeper-to-KRaft steps: controllers with migration and ZooKeeper; brokers
+    first ZooKeeper brokers with migration and the quorum, then KRaft brokers; controllers
+    finally without ZooKeeper."""
+
+    def phase(migration: str) -> tuple[dict[str, str], dict[str, str] | None]:
+        settings = StackSettings(state_dir=tmp_path, migration=migration, controllers=1)  # type: ignore[arg-type]
+        layout = StackLayout.from_settings(settings)
+        broker = _props(configs.broker_config(layout, layout.brokers[0], settings))
+        controller = (
+            _props(configs.controller_config(layout, layout.controllers[0], settings))
+            if layout.controllers
+            else None
+        )
+        return broker, controller
+
+    broker, controller = phase("")
+    assert controller is None and "zookeeper.metadata.migration.enable" not in broker
+    broker, controller = phase("controllers")
+    assert broker["broker.id"] == "1" and "controller.quorum.voters" not in broker
+    assert controller is not None
+    assert controller["zookeeper.metadata.migration.enable"] == "true"
+    assert controller["zookeeper.connect"] == "127.0.0.1:2181/kafka"
+    assert controller["process.roles"] == "controller" and controller["node.id"] == "101"
+    broker, _ = phase("dual-write")
+    assert broker["broker.id"] == "1" and broker["zookeeper.connect"] == "127.0.0.1:2181/kafka"
+    assert broker["zookeeper.metadata.migration.enable"] == "true"
+    assert broker["controller.quorum.voters"] == "101@127.0.0.1:9192"
+    assert broker["inter.broker.protocol.version"] == "3.9"
+    broker, controller = phase("kraft-brokers")
+    assert broker["node.id"] == "1" and broker["process.roles"] == "broker"
+    assert not {"broker.id", "zookeeper.connect", "zookeeper.metadata.migration.enable"} & set(
+        broker
+    )
+    assert controller is not None and controller["zookeeper.metadata.migration.enable"] == "true"
+    broker, controller = phase("finalized")
+    assert broker["process.roles"] == "broker"
+    assert controller is not None
+    assert not {"zookeeper.connect", "zookeeper.metadata.migration.enable"} & set(controller)

@@ -164,15 +164,17 @@ def status(state_dir: Path | None) -> None:
     for name, record in local.records().items():
         processes.add_row(name, str(record.pid), "yes" if alive[name] else "NO")
     console.print(processes)
-    if local.settings.mode == "kraft":
+    if local.settings.has_controllers:
         console.print(f"controllers: {local.layout.bootstrap_controllers}")
-    else:
+    if local.settings.mode != "kraft":
         console.print(f"zookeeper: {local.layout.zookeeper_connect}")
+    if local.settings.migration:
+        console.print(f"migration: {local.settings.migration} (zkcdc stack migrate)")
     console.print(f"bootstrap: {local.layout.bootstrap_servers}")
     if (registry := local.info().schema_registry_url) is not None:
         console.print(f"schema registry: {registry}")
     view = local.cluster_view()
-    epoch_title = "epoch" if local.settings.mode == "kraft" else "epoch (czxid)"
+    epoch_title = "epoch" if local.settings.kraft_brokers else "epoch (czxid)"
     brokers = Table("broker", "endpoint", epoch_title, title=f"brokers ({len(view.brokers)})")
     for broker in view.brokers:
         brokers.add_row(str(broker.broker_id), broker.endpoint, str(broker.epoch))
