@@ -144,6 +144,15 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
         switch = modes.index("kraft")
         assert set(modes[:switch]) == {"watch"} and set(modes[switch:]) == {"kraft"}
         assert len({r["cluster"] for r in records}) == 1
+        # Every phase: the controller claiming ZooKeeper and the metadata copied (ZooKeeper's
+        # /migration), the KRaft controller elected, the brokers rolled to KRaft, finalized.
+        phases = [(e["migration_state_after"], r["source"]["mode"]) for r in records
+                  for e in r["events"] if e["type"] == "MIGRATION_STATE_CHANGED"]  # fmt: skip
+        assert phases == [("PRE_MIGRATION", "watch"), ("MIGRATION", "watch"),
+                          ("MIGRATION", "kraft"), ("POST_MIGRATION", "kraft")]  # fmt: skip
+        kraft_part = records[switch:]
+        rolled = {e["broker_id"] for e in _events(kraft_part, "BROKER_REGISTERED")}
+        assert rolled == {1, 2, 3}
         # The take-over said only what ZooKeeper never had (/kraft), no change of brokers,
         # partitions or the controller: it was all the same cluster.
         taken = records[switch : next(i for i in range(switch, len(records))
