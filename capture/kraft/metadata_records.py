@@ -78,18 +78,20 @@ def decode_control(key: bytes, value: bytes) -> tuple[int, str, dict[str, Any]]:
 
 def entries(batch: Batch) -> list[Entry]:
     out: list[Entry] = []
-    for record in batch.records:
-        at = (record.offset, batch.epoch, record.timestamp_ms)
-        if record.value is None:
-            out.append(Undecodable(*at, "record without a value"))
+    epoch, control = batch.epoch, batch.control
+    for offset, timestamp_ms, key, value in batch.records:
+        if value is None:
+            out.append(Undecodable(offset, epoch, timestamp_ms, "record without a value"))
             continue
         try:
-            if batch.control:
-                kind, name, fields = decode_control(record.key or b"", record.value)
-                out.append(ControlRecord(*at, kind, name, fields))
+            if control:
+                kind, name, fields = decode_control(key or b"", value)
+                out.append(ControlRecord(offset, epoch, timestamp_ms, kind, name, fields))
             else:
-                api_key, version, name, fields = decode_metadata(record.value)
-                out.append(MetadataRecord(*at, api_key, version, name, fields))
+                api_key, version, name, fields = decode_metadata(value)
+                out.append(
+                    MetadataRecord(offset, epoch, timestamp_ms, api_key, version, name, fields)
+                )
         except MessageError as exc:
-            out.append(Undecodable(*at, str(exc)))
+            out.append(Undecodable(offset, epoch, timestamp_ms, str(exc)))
     return out

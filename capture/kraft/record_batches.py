@@ -77,9 +77,13 @@ def _varint(b: bytes, p: int) -> tuple[int, int]:
     return (value >> 1) ^ -(value & 1), p
 
 
-def _records(body: bytes, count: int, base_offset: int, base_ts: int) -> tuple[Record, ...]:
+def _records(
+    body: bytes, count: int, base_offset: int, base_ts: int, p: int = 0, stop: int | None = None
+) -> tuple[Record, ...]:
+    """The `count` records of `body[p:stop]` (the batch's part after its header): read in
+    place, without copying the batch first."""
+    stop = len(body) if stop is None else stop
     out = []
-    p = 0
     for _ in range(count):
         length, p = _varint(body, p)
         end = p + length
@@ -95,17 +99,25 @@ def _records(body: bytes, count: int, base_offset: int, base_ts: int) -> tuple[R
             offset_delta, p = (byte >> 1) ^ -(byte & 1), p + 1
         else:
             offset_delta, p = _varint(body, p)
-        key_len, p = _varint(body, p)
-        key = None if key_len < 0 else body[p : p + key_len]
-        p += max(key_len, 0)
-        value_len, p = _varint(body, p)
+        byte = body[p]
+        if byte == 1:  # -1: no key, as metadata records have
+            key, p = None, p + 1
+        else:
+            key_len, p = _varint(body, p)
+            key = None if key_len < 0 else body[p : p + key_len]
+            p += max(key_len, 0)
+        byte = body[p]
+        if byte < 0x80:
+            value_len, p = (byte >> 1) ^ -(byte & 1), p + 1
+        else:
+            value_len, p = _varint(body, p)
         value = None if value_len < 0 else body[p : p + value_len]
         p = end  # headers: the metadata log writes none we need
-        if end > len(body) or (value is not None and len(value) != value_len):
+        if end > stop or (value is not None and len(value) != value_len):
             raise ValueError("a record runs past its batch")
         out.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, value))
-    if p != len(body):
-        raise ValueError(f"{len(body) - p} byte(s) after the last record")
+    if p != stop:
+        raise ValueError(f"{stop - p} byte(s) after the last record")
     return tuple(out)
 
 
@@ -117,17 +129,17 @@ def parse_batch(data: bytes, position: int = 0) -> Batch:
     if magic != 2:
         raise BatchDamage(position, base_offset, f"magic {magic} (only 2 is known)")
     end = position + size
-    if crc32c.crc32c(data[position + _CRC_START : end]) != crc:
+    if crc32c.crc32c(memoryview(data)[position + _CRC_START : end]) != crc:
         raise BatchDamage(position, base_offset, "CRC32C does not match")
     codec = attributes & 0x07
-    body = data[position + HEADER_SIZE : end]
+    body, start, stop = data, position + HEADER_SIZE, end
     if codec == 1:
-        body = gzip.decompress(body)
+        body, start, stop = gzip.decompress(data[start:end]), 0, None
     elif codec != 0:
         name = COMPRESSION.get(codec, str(codec))
         raise BatchDamage(position, base_offset, f"compressed with {name}: not supported")
     try:
-        records = _records(body, count, base_offset, base_ts)
+        records = _records(body, count, base_offset, base_ts, start, stop)
     except (ValueError, IndexError, MessageError) as exc:
         raise BatchDamage(position, base_offset, f"records unreadable: {exc}") from exc
     return Batch(
