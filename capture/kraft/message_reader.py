@@ -203,11 +203,14 @@ def read_message(
     layout: MessageLayout, version: int, data: bytes, start: int = 0
 ) -> dict[str, Any]:
     """The whole of `data[start:]` as `layout` at `version`; anything left over is an error."""
-    low, high = layout.versions
-    if not low <= version <= high:
-        raise MessageError(f"{layout.name} version {version} is not known (knows {low}-{high})")
+    reader = _COMPILED.get((layout.name, version))
+    if reader is None:
+        low, high = layout.versions
+        if not low <= version <= high:
+            raise MessageError(f"{layout.name} version {version} is not known (knows {low}-{high})")
+        reader = compiled(layout, version)
     try:
-        message, end = compiled(layout, version)(data, start)
+        message, end = reader(data, start)
     except (IndexError, struct.error, UnicodeDecodeError) as exc:
         raise MessageError(f"{layout.name} v{version}: {exc}") from exc
     if end != len(data):
