@@ -111,6 +111,7 @@ def _stats(values: list[float]) -> dict[str, float | None]:
 def lag_step(stack: LocalStack, log: Path, cluster: str, since_seq: int, topics: list[str],
              rate: float, duration_s: float, watcher: FileWatcher) -> tuple[dict[str, Any], int]:  # fmt: skip
     info = stack.info()
+    started_ms = time.time_ns() // 1_000_000
     sent = paced_changes(info.bootstrap_servers, topics, rate, duration_s)
     time.sleep(2.0)  # the last ones through
     lags, kafka_part, zkcdc_part, last_seq = [], [], [], since_seq
@@ -119,7 +120,9 @@ def lag_step(stack: LocalStack, log: Path, cluster: str, since_seq: int, topics:
             if record["seq"] <= since_seq:
                 continue
             last_seq = max(last_seq, record["seq"])
-            if record["path"].startswith("/config/topics/") and record["op"] != "READ":
+            # This step's changes only: not the topics' configs created before the capture.
+            if (record["path"].startswith("/config/topics/") and record["op"] != "READ"
+                    and record["ts_ms"] >= started_ms):  # fmt: skip
                 lags.append(record["captured_ms"] - record["ts_ms"])
                 seen = watcher.seen_ms.get(record["zxid"])
                 if seen is not None:
