@@ -152,7 +152,7 @@ def _line(record: dict[str, Any]) -> str:
     )
 
 
-def _read(
+def read_source(
     path: Path | None,
     txnlog: Path | None,
     chroot: str,
@@ -234,7 +234,7 @@ filter_options = option_group(
 )  # fmt: skip
 
 
-def _filter(
+def record_filter(
     path_prefix: str | None,
     types: tuple[str, ...],
     since: int | None,
@@ -259,7 +259,7 @@ def cat(
     """Print the records of an event log file or folder (or of a ZooKeeper data dir, or of a
     KRaft metadata log)."""
     try:
-        for record in _read(path, txnlog, chroot, _filter(**filters), metadata_log):
+        for record in read_source(path, txnlog, chroot, record_filter(**filters), metadata_log):
             click.echo(json.dumps(_plain(record)) if as_json else _line(record))
     except BrokenPipeError:
         sys.stderr.close()
@@ -280,7 +280,7 @@ def stats(
     """Counts by op and event type, time span, seq range and versions skipped of a log."""
     counted = LogStats()
     try:
-        for record in _read(path, txnlog, chroot, _filter(**filters), metadata_log):
+        for record in read_source(path, txnlog, chroot, record_filter(**filters), metadata_log):
             counted.add(record)
     finally:
         if as_json:

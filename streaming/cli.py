@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,25 @@ from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
+from zkcdc.streaming.sinks.webhook import FORMATS, PayloadFormat
 from zkcdc.streaming.state.state_topic import read_state
 from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
+
+
+def webhook_urls(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    for url in value:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise click.BadParameter(f"{shown(url)!r} is not an http:// or https:// URL")
+    return value
+
+
+def shown(url: str) -> str:
+    """What an error may show of a webhook URL: never past its host (the path can be a secret)."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/…" if parts.netloc else url[:12] + "…"
 
 
 def default_checkpoint(job: str) -> Path:
@@ -136,6 +154,10 @@ def run_job(
 @click.option("--alertmanager-resend-s", type=click.FloatRange(min=0.1), default=60.0,
               show_default=True, help="Firing alerts are sent again this often (endsAt 4 "
               "resends ahead), as Prometheus does.")  # fmt: skip
+@click.option("--webhook", "webhooks", metavar="URL", multiple=True, callback=webhook_urls,
+              help="POST every alert to this URL (repeatable); kept and retried until taken.")
+@click.option("--webhook-format", type=click.Choice(FORMATS), default="json", show_default=True,
+              help="json: the alert record; slack: Slack's incoming-webhook {\"text\": ...}.")
 def alerts_command(
     alerts_topic: str,
     no_publish: bool,
@@ -144,6 +166,8 @@ def alerts_command(
     console: bool,
     alertmanager: str | None,
     alertmanager_resend_s: float,
+    webhooks: tuple[str, ...],
+    webhook_format: PayloadFormat,
     **kw: Any,
 ) -> None:
     """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records, and keep
@@ -151,8 +175,9 @@ def alerts_command(
     kafka = _kafka(kw)
     publish = kafka if kafka and not no_publish else None
     sinks = SinkOptions(
-        publish, alerts_topic, alerts_out, console, alertmanager, alertmanager_resend_s
-    )
+        publish, alerts_topic, alerts_out, console, alertmanager, alertmanager_resend_s,
+        webhooks, webhook_format,
+    )  # fmt: skip
     run_job("alerts", sinks, bool(publish) and not no_state, kafka, **kw)
 
 

@@ -14,6 +14,7 @@ from zkcdc.replay.cli import replay
 from zkcdc.simulate.cli import simulate
 from zkcdc.stack.cli import stack
 from zkcdc.streaming.cli import state_group, stream
+from zkcdc.view.cli import alerts_group, report_command, ui_command
 
 
 class _Group(click.Group):
@@ -42,3 +43,6 @@ main.add_command(simulate)
 main.add_command(stream)
 main.add_command(state_group)
 main.add_command(replay)
+main.add_command(ui_command)
+main.add_command(report_command)
+main.add_command(alerts_group)

@@ -1,5 +1,5 @@
 """Where alerts go, once per micro-batch on the driver: every sink the options name (the
-alerts topic, a JSON-lines file, the console, Prometheus Alertmanager), each with its own
+alerts topic, a JSON-lines file, the console, Prometheus Alertmanager, webhooks), each with its own
 delivery guarantee (`Sink.guarantee`). A re-run of a batch the job died delivering sends each
 sink only what it does not hold yet, where the sink can tell (`ledger.BatchLedger`)."""
 
@@ -14,6 +14,7 @@ from zkcdc.streaming.sinks.console import ConsoleSink
 from zkcdc.streaming.sinks.json_lines import JsonLinesSink
 from zkcdc.streaming.sinks.kafka_topic import KafkaTopicSink
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText, Sink
+from zkcdc.streaming.sinks.webhook import PayloadFormat, WebhookSink
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class SinkOptions:
     console: bool = False
     alertmanager: str | None = None
     alertmanager_resend_s: float = 60.0
+    webhooks: tuple[str, ...] = ()
+    webhook_format: PayloadFormat = "json"
 
     @property
     def files_only(self) -> bool:
@@ -33,6 +36,7 @@ class SinkOptions:
             and not self.kafka
             and not self.console
             and not self.alertmanager
+            and not self.webhooks
         )
 
 
@@ -49,6 +53,8 @@ def build_sinks(options: SinkOptions, checkpoint: Path | None = None) -> list[Si
     if options.alertmanager:
         state = None if checkpoint is None else checkpoint / "alertmanager.json"
         sinks.append(AlertmanagerSink(options.alertmanager, options.alertmanager_resend_s, state))
+    for url in options.webhooks:
+        sinks.append(WebhookSink(url, options.webhook_format, checkpoint))
     return sinks
 
 

@@ -1,0 +1,186 @@
+"""`zkcdc ui`, `zkcdc report` and `zkcdc alerts tail`."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+
+from zkcdc.capture.cli import read_source, record_filter, source_options
+from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.record_filter import parse_time
+from zkcdc.ground import kafka_connection, logs
+from zkcdc.ground.change_values import ChangeValueDecoder, registry_fetcher
+from zkcdc.ground.cli_options import key_values
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.streaming.rules.alert_records import RULE_IDS
+from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.view.alerts_tail import AlertFilter, alert_line, tail
+from zkcdc.view.errors import ViewError
+from zkcdc.view.live_feeds import LiveFeeds
+from zkcdc.view.live_model import LiveModel
+from zkcdc.view.report import write_report
+from zkcdc.view.topic_follower import TopicFollower
+
+
+def _kafka(bootstrap: str | None, config_file: Path | None, config: dict[str, str]) -> KafkaConnection:
+    kafka = kafka_connection.load(bootstrap, config_file, config)
+    if kafka is None:
+        raise ViewError("give --bootstrap-servers (or --kafka-config-file with it)")
+    return kafka
+
+
+def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    try:
+        return None if value is None else parse_time(value)
+    except CaptureError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ViewError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+@click.command("ui")
+@click.option("--bootstrap-servers", help="Kafka holding the state, alerts and changes topics.")
+@kafka_config_options
+@click.option("--state-topic", default="zkcdc.state", show_default=True)
+@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
+@click.option("--topic", default="zkcdc.changes", show_default=True,
+              help="The changes topic (histories and the records behind an alert).")
+@click.option("--no-changes", is_flag=True, help="Do not read the changes topic.")
+@click.option("--schema-registry", metavar="URL",
+              help="Read Confluent-framed change records too (writer schema by id).")
+@click.option("--capture-metrics", multiple=True, metavar="URL",
+              help="A capture daemon's /metrics to show its health (repeatable).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
+              help="Rule settings the page uses (default_min_insync_replicas=2).")
+def ui_command(
+    bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
+    state_topic: str, alerts_topic: str, topic: str, no_changes: bool,
+    schema_registry: str | None, capture_metrics: tuple[str, ...], host: str, port: int,
+    rules: dict[str, str],
+) -> None:  # fmt: skip
+    """A live web view of the clusters zkcdc watches: brokers, controller, partitions, alerts,
+    consumer groups and capture health, pushed to the page as they change."""
+    import uvicorn
+
+    from zkcdc.view.web_app import app
+
+    kafka = _kafka(bootstrap_servers, kafka_config_file, kafka_config)
+    settings = RuleSettings().with_overrides(rules)
+    _port_free(host, port)
+    if not kafka.brokers_answering(10):
+        raise ViewError(f"no Kafka broker answers at {kafka.describe()}")
+    logs.configure()
+    model = LiveModel()
+    topics = {"state": state_topic, "alerts": alerts_topic}
+    if not no_changes:
+        topics["changes"] = topic
+    registry = registry_fetcher(schema_registry) if schema_registry else None
+    feeds = LiveFeeds(kafka, topics, model, list(capture_metrics), ChangeValueDecoder(registry))
+    web = app(model, default_min_isr=settings.default_min_insync_replicas)
+    server = uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning"))
+    shown_host = f"[{host}]" if ":" in host else host
+    click.echo(f"zkcdc ui: http://{shown_host}:{port}/", err=True)
+    try:
+        server.run()
+    finally:
+        feeds.close()
+    if not server.started:
+        raise ViewError(f"cannot serve on {host}:{port}")
+
+
+@click.command("report")
+@source_options
+@click.option("-o", "--output", "out", required=True,
+              type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              help="The HTML file to write.")
+@click.option("--title", default=None, help="The page's title [default: the log's name].")
+@click.option("--since", callback=_time, metavar="TIME", help="ZooKeeper time from.")
+@click.option("--until", callback=_time, metavar="TIME", help="ZooKeeper time up to, excluded.")
+@click.option("--cluster", help="Only this cluster's records.")
+@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
+              help="Override a rule setting, as for `zkcdc stream alerts`.")
+def report_command(
+    path: Path | None, txnlog: Path | None, chroot: str, metadata_log: Path | None, out: Path,
+    title: str | None, since: int | None, until: int | None, cluster: str | None,
+    rules: dict[str, str],
+) -> None:  # fmt: skip
+    """Write an incident view of an event log (or --from-txnlog, --from-metadata-log) as one
+    self-contained HTML file: scrub through time, see the state, the changes and the alerts."""
+    settings = RuleSettings().with_overrides(rules)
+    keep = record_filter(None, (), since, until, cluster)
+    records = read_source(path, txnlog, chroot, keep, metadata_log)
+    name = title or f"zkcdc incident: {(path or txnlog or metadata_log or Path('log')).name}"
+    timeline = write_report(records, out, settings, name)
+    click.echo(
+        f"{out}: {timeline.records} records, {len(timeline.steps)} changes, "
+        f"{sum(len(s.alerts) for s in timeline.steps)} alerts", err=True,
+    )  # fmt: skip
+
+
+@click.group("alerts")
+def alerts_group() -> None:
+    """The alerts the alert job published."""
+
+
+@alerts_group.command("tail")
+@click.option("--bootstrap-servers", help="Kafka holding the alerts topic.")
+@kafka_config_options
+@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
+@click.option("-f", "--follow", is_flag=True, help="Keep showing new alerts until interrupted.")
+@click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
+@click.option("--rule", "rules", multiple=True, help="Only this rule (repeatable).")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(["FIRING", "RESOLVED"],
+              case_sensitive=False), help="Only FIRING or only RESOLVED.")
+@click.option("--since", callback=_time, metavar="TIME",
+              help="Event time from (epoch ms or ISO 8601): a FIRING's start, a RESOLVED's end.")
+@click.option("--json", "as_json", is_flag=True, help="The alert records as JSON lines.")
+def tail_command(
+    bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
+    alerts_topic: str, follow: bool, clusters: tuple[str, ...], rules: tuple[str, ...],
+    statuses: tuple[str, ...], since: int | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Show the alerts topic, coloured by severity; --follow keeps reading."""
+    unknown = sorted(set(rules) - RULE_IDS)
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: no such rule (rules: "
+                                 f"{', '.join(sorted(RULE_IDS))})", param_hint="--rule")  # fmt: skip
+    kafka = _kafka(bootstrap_servers, kafka_config_file, kafka_config)
+    keep = AlertFilter(frozenset(clusters), frozenset(rules),
+                       frozenset(s.upper() for s in statuses), since)  # fmt: skip
+    console = Console(highlight=False, soft_wrap=True)
+
+    def show(alert: dict[str, Any]) -> None:
+        if as_json:
+            sys.stdout.write(orjson.dumps(alert, option=orjson.OPT_SORT_KEYS).decode() + "\n")
+            sys.stdout.flush()
+        else:
+            console.print(alert_line(alert))
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    follower = TopicFollower(kafka, alerts_topic)
+    try:
+        tail(follower, keep, show, follow, stop)
+    except BrokenPipeError:
+        sys.stderr.close()
+    finally:
+        follower.close()

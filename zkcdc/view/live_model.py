@@ -1,0 +1,181 @@
+"""What `zkcdc ui` knows, rebuilt from Kafka at every start (it keeps nothing of its own): the
+newest state per key (state topic), every alert's FIRING and RESOLVED (alerts topic), recent
+event rows per entity (changes topic) and capture health (its metrics). Pure and
+thread-safe: feeds put in, the web app takes snapshots and the changes since a version."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import deque
+from typing import Any
+
+from zkcdc.view.event_rows import concerns
+from zkcdc.view.group_assignment import with_expected
+
+ROWS_PER_ENTITY = 50
+RECENT_ROWS = 300
+CONTROLLER_ROWS = 200
+ALERTS_KEPT = 5_000
+JOURNAL_MAX = 500_000  # past this a client that is behind gets a whole snapshot again
+
+
+class LiveModel:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.version = 0
+        self._state: dict[str, dict[str, Any]] = {}
+        self._alerts: dict[str, dict[str, Any]] = {}  # alert_id -> merged FIRING/RESOLVED
+        self._by_entity: dict[tuple[str, str], deque[dict[str, Any]]] = {}
+        self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_ROWS)
+        self._controller: dict[str, deque[dict[str, Any]]] = {}
+        self._capture: dict[str, dict[str, Any]] = {}
+        self._fenced: dict[str, set[int]] = {}  # KRaft: registered brokers the controller fenced
+        self._journal_versions: list[int] = []
+        self._journal: list[tuple[str, str]] = []  # (kind, key), one per version
+        self._journal_start = 0
+        self.loaded = {"state": False, "alerts": False, "changes": False}
+
+    # -- fed ---------------------------------------------------------------------------------
+    def put_state(self, key: str, value: dict[str, Any] | None) -> None:
+        with self._lock:
+            if value is None:
+                self._state.pop(key, None)
+            else:
+                self._state[key] = value
+            self._note("state", key)
+
+    def put_alert(self, alert: dict[str, Any]) -> None:
+        with self._lock:
+            alert_id = str(alert["alert_id"])
+            merged = {**self._alerts.get(alert_id, {}), **alert}
+            if alert.get("status") == "FIRING" and self._alerts.get(alert_id, {}).get(
+                "status"
+            ) == "RESOLVED":
+                merged = self._alerts[alert_id]  # a late FIRING never re-opens a resolved one
+            self._alerts[alert_id] = merged
+            if len(self._alerts) > ALERTS_KEPT:
+                oldest = min(self._alerts.values(), key=_alert_time)
+                if oldest.get("status") == "RESOLVED":
+                    self._alerts.pop(oldest["alert_id"])
+            self._note("alert", alert_id)
+
+    def put_rows(self, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for row in rows:
+                key = (row["cluster"], row["entity"])
+                kept = self._by_entity.get(key)
+                if kept is None:
+                    kept = self._by_entity[key] = deque(maxlen=ROWS_PER_ENTITY)
+                kept.append(row)
+                self._recent.append(row)
+                if row["type"] in ("BROKER_FENCED", "BROKER_UNFENCED"):
+                    fenced = self._fenced.setdefault(row["cluster"], set())
+                    if row["type"] == "BROKER_FENCED":
+                        fenced.add(int(row["broker_id"]))
+                    else:
+                        fenced.discard(int(row["broker_id"]))
+                if str(row["type"]).startswith("CONTROLLER"):
+                    timeline = self._controller.setdefault(
+                        row["cluster"], deque(maxlen=CONTROLLER_ROWS)
+                    )
+                    timeline.append(row)
+                self._note("row", f"{row['cluster']}/{row['seq']}/{row['type']}")
+
+    def put_capture(self, url: str, health: dict[str, Any]) -> None:
+        with self._lock:
+            if self._capture.get(url) != health:
+                self._capture[url] = health
+                self._note("capture", url)
+
+    def mark_loaded(self, feed: str) -> None:
+        with self._lock:
+            self.loaded[feed] = True
+            self._note("loaded", feed)
+
+    # -- taken -------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "version": self.version,
+                "clusters": self._clusters(),
+                "state": [[k, self._shown(k, v)] for k, v in self._state.items()],
+                "alerts": list(self._alerts.values()),
+                "recent": list(self._recent),
+                "controller": {c: list(rows) for c, rows in self._controller.items()},
+                "capture": self._capture_list(),
+                "loaded": dict(self.loaded),
+                "fenced": self._fenced_lists(),
+            }
+
+    def changes_since(self, version: int) -> dict[str, Any] | None:
+        """What changed after `version`, or None when that is too old to say (take a snapshot)."""
+        with self._lock:
+            if version < self._journal_start:
+                return None
+            at = bisect.bisect_right(self._journal_versions, version)
+            kinds: dict[str, set[str]] = {}
+            for kind, key in self._journal[at:]:
+                kinds.setdefault(kind, set()).add(key)
+            state = [[k, self._shown(k, self._state.get(k))] for k in kinds.get("state", ())]
+            alerts = [self._alerts[a] for a in kinds.get("alert", ()) if a in self._alerts]
+            new_rows = len(kinds.get("row", ()))
+            return {
+                "version": self.version,
+                "clusters": self._clusters() if state else None,
+                "state": state,
+                "alerts": alerts,
+                "recent": list(self._recent)[-new_rows:] if new_rows else [],
+                "controller": {c: list(r) for c, r in self._controller.items()} if new_rows else None,
+                "capture": self._capture_list() if "capture" in kinds else None,
+                "loaded": dict(self.loaded) if "loaded" in kinds else None,
+                "fenced": self._fenced_lists() if new_rows else None,
+            }  # fmt: skip
+
+    def rows_of(self, cluster: str, entity: str, until_ms: int | None = None) -> list[dict[str, Any]]:
+        """The kept rows about `entity` (a partition's history; an alert's causes)."""
+        with self._lock:
+            if entity.startswith(("broker/", "topic/")) or entity == "controller":
+                found = [
+                    r for (c, _), kept in self._by_entity.items() if c == cluster
+                    for r in kept if concerns(r, entity)
+                ]  # fmt: skip
+                found.sort(key=lambda r: (r["t"], r["seq"]))
+            else:
+                found = list(self._by_entity.get((cluster, entity), ()))
+        return [r for r in found if until_ms is None or r["t"] <= until_ms]
+
+    # -- inside ------------------------------------------------------------------------------
+    def _note(self, kind: str, key: str) -> None:
+        self.version += 1
+        self._journal_versions.append(self.version)
+        self._journal.append((kind, key))
+        if len(self._journal) > JOURNAL_MAX:
+            half = len(self._journal) // 2
+            self._journal_start = self._journal_versions[half - 1]
+            del self._journal[:half], self._journal_versions[:half]
+
+    def _clusters(self) -> list[str]:
+        return sorted({k.split("/", 1)[0] for k in self._state} | {
+            str(a.get("cluster")) for a in self._alerts.values()})  # fmt: skip
+
+    def _shown(self, key: str, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None or value.get("kind") != "group":
+            return value
+        cluster = key.split("/", 1)[0]
+
+        def partitions_of(topic: str) -> int:
+            found = self._state.get(f"{cluster}/topic/{topic}") or {}
+            return int(found.get("partitions") or 0)
+
+        return with_expected(value, partitions_of)
+
+    def _fenced_lists(self) -> dict[str, list[int]]:
+        return {cluster: sorted(ids) for cluster, ids in self._fenced.items()}
+
+    def _capture_list(self) -> list[dict[str, Any]]:
+        return [{"url": url, **health} for url, health in sorted(self._capture.items())]
+
+
+def _alert_time(alert: dict[str, Any]) -> int:
+    return int(alert.get("ended_ms") or alert.get("started_ms") or 0)

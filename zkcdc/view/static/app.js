@@ -1,0 +1,433 @@
+"use strict";
+// One model, fed two ways: live (a snapshot from /api/snapshot, then changes pushed over
+// /api/events) or an incident (the timeline's steps applied up to the chosen time). Every view
+// below renders only from the model, so both modes show the same thing for the same state.
+
+const COLORS = { in_sync: "#2e9d4f", under_replicated: "#e8a317", under_min_isr: "#e4572e",
+  offline: "#b00020", reassigning: "#3a7bd5" };
+const STATE_NAMES = { in_sync: "in sync", under_replicated: "under-replicated",
+  under_min_isr: "under min ISR", offline: "offline", reassigning: "reassigning" };
+const LISTED = 200;
+
+const M = {
+  state: new Map(), alerts: new Map(), recent: [], controller: {}, capture: [], fenced: {},
+  clusters: [], cluster: null, version: 0, t: null, loaded: null, connected: false,
+  defaultMinIsr: (DATA && DATA.default_min_isr) || 1,
+};
+const $ = (id) => document.getElementById(id);
+const el = (tag, attrs = {}, text = "") => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== "") node.textContent = text;
+  return node;
+};
+const iso = (ms) => (ms == null ? "-" : new Date(ms).toISOString().replace("T", " ").replace("Z", ""));
+const ints = (xs) => (xs || []).join(",");
+
+function applyState(pairs) {
+  for (const [key, value] of pairs) {
+    if (value == null) M.state.delete(key); else M.state.set(key, value);
+  }
+}
+function applyAlerts(alerts) {
+  for (const a of alerts) {
+    const old = M.alerts.get(a.alert_id);
+    if (old && old.status === "RESOLVED" && a.status === "FIRING") continue;
+    M.alerts.set(a.alert_id, Object.assign({}, old || {}, a));
+  }
+}
+function knownClusters() {
+  const found = new Set(M.clusters);
+  for (const key of M.state.keys()) found.add(key.split("/", 1)[0]);
+  return [...found].sort();
+}
+
+// ---- what the views read ----------------------------------------------------------------
+function clusterView(cluster) {
+  const view = { brokers: [], controller: null, partitions: [], topics: new Map(), groups: [] };
+  const prefix = cluster + "/";
+  for (const [key, v] of M.state) {
+    if (!key.startsWith(prefix)) continue;
+    if (v.kind === "broker") view.brokers.push(v);
+    else if (v.kind === "controller") view.controller = v;
+    else if (v.kind === "partition") view.partitions.push(v);
+    else if (v.kind === "topic") view.topics.set(v.topic, v);
+    else if (v.kind === "group") view.groups.push(v);
+  }
+  view.brokers.sort((a, b) => a.broker_id - b.broker_id);
+  view.partitions.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
+  return view;
+}
+function minIsr(view, topic) {
+  const t = view.topics.get(topic);
+  const configured = t && t.config && t.config["min.insync.replicas"];
+  return configured ? parseInt(configured, 10) : M.defaultMinIsr;
+}
+function partitionState(view, p) {
+  if (p.offline) return "offline";
+  const online = p.leader != null && p.leader !== -1;
+  if (online && (p.isr || []).length < minIsr(view, p.topic)) return "under_min_isr";
+  if (p.under_replicated) return "under_replicated";
+  if ((p.adding || []).length || (p.removing || []).length) return "reassigning";
+  return "in_sync";
+}
+function brokerStatus(b) {
+  const fenced = (M.fenced[M.cluster] || []).includes(b.broker_id);
+  return fenced ? "fenced" : b.alive ? "up" : "down";
+}
+
+// ---- rendering ----------------------------------------------------------------------------
+let drawn = [];  // the partitions in heat-map order, for clicks
+let selected = null;  // [topic, partition] whose history is shown
+let causesOf = null;  // the alert whose records are shown
+
+function render() {
+  const clusters = knownClusters();
+  const pick = $("cluster");
+  if (pick.options.length !== clusters.length || [...pick.options].some((o, i) => o.value !== clusters[i])) {
+    pick.replaceChildren(...clusters.map((c) => el("option", { value: c }, c)));
+  }
+  if (!clusters.includes(M.cluster)) M.cluster = clusters[0] || null;
+  pick.value = M.cluster || "";
+  renderStatus();
+  if (!M.cluster) return;
+  const view = clusterView(M.cluster);
+  renderBrokers(view);
+  renderPartitions(view);
+  renderBalance(view);
+  renderGroups(view);
+  renderAlerts();
+  renderCapture();
+  renderEvents();
+  if (selected) showPartition(selected[0], selected[1]);
+}
+
+function renderStatus() {
+  if (DATA.mode === "live") {
+    const missing = M.loaded ? Object.entries(M.loaded).filter(([, v]) => !v).map(([k]) => k) : [];
+    $("status").textContent = (M.connected ? "live" : "reconnecting…") +
+      (missing.length ? ` · reading ${missing.join(", ")}…` : "") + ` · v${M.version}`;
+  } else {
+    $("status").textContent = `${DATA.timeline.records} records · ${DATA.timeline.steps.length} changes`;
+  }
+}
+
+function renderBrokers(view) {
+  const alive = view.brokers.filter((b) => brokerStatus(b) === "up").length;
+  $("summary").textContent = `${alive}/${view.brokers.length} up`;
+  $("brokers").replaceChildren(...view.brokers.map((b) => {
+    const status = brokerStatus(b);
+    const card = el("div", { class: "broker", "data-broker": b.broker_id, "data-status": status });
+    card.append(el("strong", {}, `broker ${b.broker_id}`), el("small", {}, status),
+      el("small", {}, (b.endpoints || []).join(" ")));
+    return card;
+  }));
+  const c = view.controller || {};
+  $("controller").textContent = c.broker_id == null
+    ? "none" : `broker ${c.broker_id}, epoch ${c.epoch == null ? "-" : c.epoch}`;
+  $("controller").dataset.broker = c.broker_id == null ? "" : c.broker_id;
+  const rows = controllerRows();
+  $("controller-timeline").replaceChildren(...rows.slice(-30).map((r) =>
+    el("li", {}, `${iso(r.t)}  ${r.text}`)));
+}
+
+function renderPartitions(view) {
+  const topicFilter = $("filter-topic").value.trim();
+  const brokerFilter = $("filter-broker").value;
+  const topics = [...view.topics.keys()].sort();
+  const list = $("topics");
+  if (list.childElementCount !== topics.length) list.replaceChildren(...topics.map((t) => el("option", { value: t })));
+  const brokerPick = $("filter-broker");
+  const ids = view.brokers.map((b) => String(b.broker_id));
+  if (brokerPick.options.length !== ids.length + 1) {
+    brokerPick.replaceChildren(el("option", { value: "" }, "all"), ...ids.map((i) => el("option", { value: i }, i)));
+    brokerPick.value = brokerFilter;
+  }
+  const counts = { in_sync: 0, under_replicated: 0, under_min_isr: 0, offline: 0, reassigning: 0 };
+  drawn = [];
+  const problems = [];
+  for (const p of view.partitions) {
+    if (topicFilter && p.topic !== topicFilter) continue;
+    if (brokerFilter && !(p.replicas || []).includes(parseInt(brokerFilter, 10))) continue;
+    const s = partitionState(view, p);
+    counts[s] += 1;
+    drawn.push([p, s]);
+    if (s !== "in_sync") problems.push([p, s]);
+  }
+  const counted = $("partition-counts");
+  counted.textContent = Object.entries(counts).filter(([, n]) => n).map(([s, n]) => `${n} ${STATE_NAMES[s]}`).join(" · ") || "none";
+  for (const [s, n] of Object.entries(counts)) counted.dataset[s] = n;
+  $("legend").replaceChildren(...Object.keys(COLORS).flatMap((s) => [
+    el("span", { class: "swatch", style: `background:${COLORS[s]}` }), el("span", {}, STATE_NAMES[s])]));
+  drawHeatmap();
+  const body = $("problem-partitions").tBodies[0];
+  body.replaceChildren(...problems.slice(0, LISTED).map(([p, s]) => {
+    const tr = el("tr", { "data-partition": `${p.topic}/${p.partition}`, "data-state": s });
+    for (const text of [`${p.topic}/${p.partition}`, STATE_NAMES[s], p.leader == null ? "-" : p.leader,
+      ints(p.isr), ints(p.replicas), p.leader_epoch]) tr.append(el("td", {}, String(text)));
+    tr.onclick = () => showPartition(p.topic, p.partition);
+    return tr;
+  }));
+  if (problems.length > LISTED) body.append(el("tr", {}, `and ${problems.length - LISTED} more`));
+}
+
+function heatGeometry() {
+  const canvas = $("heatmap");
+  const width = canvas.clientWidth || 900;
+  const n = Math.max(drawn.length, 1);
+  const cell = Math.max(1, Math.min(16, Math.floor(Math.sqrt((width * 240) / n))));
+  const columns = Math.max(1, Math.floor(width / cell));
+  return { canvas, cell, columns, rows: Math.ceil(n / columns) };
+}
+function drawHeatmap() {
+  const g = heatGeometry();
+  g.canvas.width = g.columns * g.cell;
+  g.canvas.height = Math.max(g.cell, g.rows * g.cell);
+  const ctx = g.canvas.getContext("2d");
+  const image = ctx.createImageData(g.canvas.width, g.canvas.height);
+  const rgb = {};
+  for (const [s, c] of Object.entries(COLORS)) rgb[s] = [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
+  const gap = g.cell > 3 ? 1 : 0;
+  for (let i = 0; i < drawn.length; i++) {
+    const color = rgb[drawn[i][1]];
+    const x0 = (i % g.columns) * g.cell, y0 = Math.floor(i / g.columns) * g.cell;
+    for (let y = y0; y < y0 + g.cell - gap; y++) {
+      let at = (y * g.canvas.width + x0) * 4;
+      for (let x = 0; x < g.cell - gap; x++, at += 4) {
+        image.data[at] = color[0]; image.data[at + 1] = color[1]; image.data[at + 2] = color[2]; image.data[at + 3] = 255;
+      }
+    }
+  }
+  ctx.putImageData(image, 0, 0);
+}
+$("heatmap").addEventListener("click", (e) => {
+  const g = heatGeometry();
+  const rect = g.canvas.getBoundingClientRect();
+  const scale = g.canvas.width / rect.width;
+  const i = Math.floor(((e.clientY - rect.top) * scale) / g.cell) * g.columns + Math.floor(((e.clientX - rect.left) * scale) / g.cell);
+  if (drawn[i]) showPartition(drawn[i][0].topic, drawn[i][0].partition);
+});
+
+async function showPartition(topic, partition) {
+  selected = [topic, partition];
+  const p = M.state.get(`${M.cluster}/partition/${topic}/${partition}`);
+  $("partition-detail").hidden = false;
+  $("detail-name").textContent = `${topic}/${partition}`;
+  $("detail-now").textContent = p ? `now: leader ${p.leader}, isr [${ints(p.isr)}], replicas [${ints(p.replicas)}], leader epoch ${p.leader_epoch}` : "gone";
+  const rows = await rowsOf(`${topic}/${partition}`, null);
+  $("detail-rows").replaceChildren(...rows.map((r) => el("li", {}, `${iso(r.t)}  ${r.text}`)));
+}
+
+function renderBalance(view) {
+  $("balance").replaceChildren(...view.brokers.filter((b) => b.preferred_partitions).map((b) => {
+    const led = b.preferred_partitions - (b.preferred_not_led || 0);
+    const share = led / b.preferred_partitions;
+    const row = el("div", { class: "bar", "data-broker": b.broker_id });
+    const track = el("div", { class: "track" });
+    track.append(el("div", { class: "fill" + (share < 0.9 ? " low" : ""), style: `width:${(100 * share).toFixed(1)}%` }), el("div", { class: "mark" }));
+    row.append(el("span", {}, `broker ${b.broker_id}`), track, el("span", {}, `${led}/${b.preferred_partitions} (${(100 * share).toFixed(0)} %)`));
+    return row;
+  }));
+}
+
+function renderGroups(view) {
+  if (!view.groups.length) { $("groups").textContent = "none"; return; }
+  const table = el("table");
+  table.append(el("tr")); table.rows[0].append(...["group", "members", "owned", "as the range rebalance", "mismatches"].map((h) => el("th", {}, h)));
+  for (const g of view.groups.sort((a, b) => (a.group < b.group ? -1 : 1))) {
+    const owners = g.owners || {}, expected = g.expected || {};
+    const keys = new Set([...Object.keys(owners), ...Object.keys(expected)]);
+    const wrong = [...keys].filter((k) => owners[k] !== expected[k]).sort();
+    const tr = el("tr", { "data-group": g.group });
+    tr.append(el("td", {}, g.group), el("td", {}, String(Object.keys(g.members || {}).length)),
+      el("td", {}, String(Object.keys(owners).length)), el("td", {}, String(Object.keys(expected).length)),
+      el("td", wrong.length ? { class: "mismatch" } : {}, wrong.length ? wrong.slice(0, 8).map((k) => `${k}: ${owners[k] || "none"} (range: ${expected[k] || "none"})`).join("; ") : "none"));
+    table.append(tr);
+  }
+  $("groups").replaceChildren(table);
+}
+
+function clusterAlerts() {
+  return [...M.alerts.values()].filter((a) => a.cluster === M.cluster);
+}
+function renderAlerts() {
+  const alerts = clusterAlerts();
+  const active = alerts.filter((a) => a.status === "FIRING").sort((a, b) => a.started_ms - b.started_ms);
+  $("active-count").textContent = `${active.length} firing`;
+  $("active-alerts").replaceChildren(...active.map((a) => {
+    const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity },
+      `${a.severity} ${a.rule} ${a.entity}: ${a.summary} (since ${iso(a.started_ms)})`);
+    li.onclick = () => showCauses(a);
+    return li;
+  }));
+  if (!active.length) $("active-alerts").replaceChildren(el("li", { "data-severity": "none" }, "none"));
+  drawAlertTimeline(alerts);
+}
+function drawAlertTimeline(alerts) {
+  const svg = $("alert-timeline");
+  const shown = alerts.sort((a, b) => a.started_ms - b.started_ms).slice(-40);
+  const now = M.t != null ? M.t : Date.now();
+  const start = Math.min(now - 60000, ...shown.map((a) => a.started_ms));
+  const width = svg.clientWidth || 400, span = Math.max(now - start, 1), h = 10;
+  svg.setAttribute("height", String(Math.max(20, shown.length * (h + 2) + 14)));
+  const ns = "http://www.w3.org/2000/svg";
+  const nodes = shown.map((a, i) => {
+    const end = a.status === "RESOLVED" && a.ended_ms != null ? a.ended_ms : now;
+    const rect = document.createElementNS(ns, "rect");
+    const x = ((a.started_ms - start) / span) * width;
+    rect.setAttribute("x", String(x)); rect.setAttribute("y", String(i * (h + 2)));
+    rect.setAttribute("width", String(Math.max(2, ((end - a.started_ms) / span) * width)));
+    rect.setAttribute("height", String(h));
+    rect.setAttribute("fill", a.status === "RESOLVED" ? "#9ca3af" : COLORS[a.severity === "critical" ? "offline" : a.severity === "warning" ? "under_replicated" : "reassigning"]);
+    const title = document.createElementNS(ns, "title");
+    title.textContent = `${a.status} ${a.rule} ${a.entity} ${iso(a.started_ms)} → ${a.ended_ms == null ? "now" : iso(a.ended_ms)}`;
+    rect.append(title);
+    rect.addEventListener("click", () => showCauses(a));
+    return rect;
+  });
+  const axis = document.createElementNS(ns, "text");
+  axis.setAttribute("x", "0"); axis.setAttribute("y", String(shown.length * (h + 2) + 12));
+  axis.setAttribute("font-size", "10"); axis.textContent = `${iso(start)} … ${iso(now)}`;
+  svg.replaceChildren(...nodes, axis);
+}
+async function showCauses(a) {
+  causesOf = a;
+  $("alert-causes").hidden = false;
+  $("causes-of").textContent = `${a.rule} ${a.entity}`;
+  const rows = await rowsOf(a.entity, a.status === "RESOLVED" ? a.ended_ms : a.started_ms);
+  $("causes").replaceChildren(...rows.slice(-30).map((r) => el("li", {}, `${iso(r.t)} seq ${r.seq} ${r.op} ${r.path}: ${r.text}`)));
+  if (!rows.length) $("causes").replaceChildren(el("li", {}, "no change records kept for it"));
+}
+
+function renderCapture() {
+  const body = $("capture").tBodies[0];
+  if (!M.capture.length) { body.replaceChildren(el("tr", {}, DATA.mode === "live" ? "no --capture-metrics given" : "(not in a report)")); return; }
+  body.replaceChildren(...M.capture.map((c) => {
+    const tr = el("tr");
+    for (const text of [c.url, c.up ? "yes" : "NO", c.up ? (c.active ? "active" : "standby") : "-",
+      c.up ? (c.connected ? "connected" : "lost") : "-", c.lag_mean_ms == null ? "-" : `${c.lag_mean_ms} ms`,
+      c.versions_skipped == null ? "-" : c.versions_skipped, c.seq == null ? "-" : c.seq]) tr.append(el("td", {}, String(text)));
+    return tr;
+  }));
+}
+
+function renderEvents() {
+  let rows = M.recent.filter((r) => r.cluster === M.cluster);
+  if (DATA.mode === "incident") {
+    rows = incidentRows.filter((r) => r.cluster === M.cluster && Math.abs(r.t - M.t) <= 60000);
+    $("events-title").textContent = "Changes around this time (±60 s)";
+  }
+  $("events").replaceChildren(...rows.slice(-200).map((r) =>
+    el("li", { class: DATA.mode === "incident" ? (r.t > M.t ? "later" : "now") : "" }, `${iso(r.t)} seq ${r.seq} ${r.text}`)));
+}
+
+// ---- rows: from the server when live, from the timeline in an incident ----------------------
+async function rowsOf(entity, until) {
+  if (DATA.mode === "incident") {
+    const limit = until == null ? M.t : Math.min(until, M.t);
+    return incidentRows.filter((r) => r.cluster === M.cluster && r.t <= limit && concerns(r, entity));
+  }
+  const q = new URLSearchParams({ cluster: M.cluster, entity });
+  if (until != null) q.set("until", String(until));
+  const answer = await fetch(`api/rows?${q}`);
+  return answer.ok ? answer.json() : [];
+}
+function concerns(row, entity) {
+  if (row.entity === entity) return true;
+  if (entity === "controller") return row.type.startsWith("CONTROLLER");
+  if (entity.startsWith("broker/")) return String(row.broker_id) === entity.slice(7);
+  if (entity.startsWith("topic/")) return row.topic === entity.slice(6);
+  return false;
+}
+function controllerRows() {
+  if (DATA.mode === "incident") return incidentRows.filter((r) => r.cluster === M.cluster && r.t <= M.t && r.type.startsWith("CONTROLLER"));
+  return M.controller[M.cluster] || [];
+}
+
+let pending = false;
+function later() {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => { pending = false; render(); });
+}
+$("cluster").addEventListener("change", (e) => { M.cluster = e.target.value; selected = null; later(); });
+$("filter-topic").addEventListener("input", later);
+$("filter-broker").addEventListener("change", later);
+
+// ---- live ---------------------------------------------------------------------------------
+function takeSnapshot(s) {
+  M.state = new Map(); applyState(s.state);
+  M.alerts = new Map(); applyAlerts(s.alerts);
+  M.recent = s.recent; M.controller = s.controller; M.capture = s.capture;
+  M.fenced = s.fenced || {}; M.clusters = s.clusters; M.loaded = s.loaded; M.version = s.version;
+}
+function takeChanges(c) {
+  applyState(c.state); applyAlerts(c.alerts);
+  if (c.recent.length) M.recent = M.recent.concat(c.recent).slice(-300);
+  if (c.controller) M.controller = c.controller;
+  if (c.capture) M.capture = c.capture;
+  if (c.fenced) M.fenced = c.fenced;
+  if (c.clusters) M.clusters = c.clusters;
+  if (c.loaded) M.loaded = c.loaded;
+  M.version = c.version;
+}
+async function live() {
+  $("mode").textContent = "live";
+  const answer = await fetch("api/snapshot");
+  takeSnapshot(await answer.json());
+  render();
+  const source = new EventSource(`api/events?since=${M.version}`);
+  source.addEventListener("open", () => { M.connected = true; later(); });
+  source.addEventListener("error", () => { M.connected = false; later(); });
+  source.addEventListener("changes", (e) => { takeChanges(JSON.parse(e.data)); later(); });
+  source.addEventListener("snapshot", (e) => { takeSnapshot(JSON.parse(e.data)); later(); });
+}
+
+// ---- incident -----------------------------------------------------------------------------
+let incidentRows = [];
+let applied = 0;  // steps applied to the model so far
+function seek(t) {
+  const steps = DATA.timeline.steps;
+  if (M.t == null || t < M.t) {
+    M.state = new Map(); M.alerts = new Map(); M.fenced = {}; incidentRows = []; applied = 0;
+  }
+  while (applied < steps.length && steps[applied][0] <= t) {
+    const [, , cluster, upserts, alerts, rows] = steps[applied++];
+    applyState(upserts); applyAlerts(alerts);
+    for (const r of rows) {
+      if (r.type === "BROKER_FENCED" || r.type === "BROKER_UNFENCED") {
+        const set = new Set(M.fenced[cluster] || []);
+        if (r.type === "BROKER_FENCED") set.add(r.broker_id); else set.delete(r.broker_id);
+        M.fenced[cluster] = [...set];
+      }
+    }
+  }
+  M.t = t;
+  // Rows of every step, so "around this time" also shows what comes next.
+  if (!incidentRows.length) incidentRows = steps.flatMap((s) => s[5]);
+  $("time").value = String(t);
+  $("time-ms").value = String(t);
+  $("time-text").textContent = iso(t);
+  document.body.dataset.t = String(t);
+  render();
+}
+function incident() {
+  $("mode").textContent = "incident";
+  $("scrubber").hidden = false;
+  const tl = DATA.timeline;
+  M.clusters = tl.clusters;
+  const slider = $("time");
+  slider.min = String(tl.start_ms || 0); slider.max = String(tl.end_ms || 0);
+  slider.addEventListener("input", () => seek(parseInt(slider.value, 10)));
+  $("time-ms").addEventListener("change", (e) => seek(parseInt(e.target.value, 10)));
+  const times = tl.steps.map((s) => s[0]);
+  $("step-next").onclick = () => { const n = times.find((x) => x > M.t); if (n != null) seek(n); };
+  $("step-back").onclick = () => { const p = times.filter((x) => x < M.t).pop(); if (p != null) seek(p); };
+  $("next-alert").onclick = () => { const s = tl.steps.find((x) => x[0] > M.t && x[4].length); if (s) seek(s[0]); };
+  window.zkcdcSeek = seek;  // for scripts (and the tests) that pick a time
+  const hash = new URLSearchParams(location.hash.slice(1)).get("t");
+  seek(hash ? parseInt(hash, 10) : (tl.end_ms || 0));
+}
+
+window.zkcdcModel = M;
+if (DATA.mode === "incident") incident(); else live();
