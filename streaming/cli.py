@@ -154,10 +154,21 @@ def run_job(
 @click.option("--alertmanager-resend-s", type=click.FloatRange(min=0.1), default=60.0,
               show_default=True, help="Firing alerts are sent again this often (endsAt 4 "
               "resends ahead), as Prometheus does.")  # fmt: skip
-@click.option("--webhook", "webhooks", metavar="URL", multiple=True, callback=webhook_urls,
-              help="POST every alert to this URL (repeatable); kept and retried until taken.")
-@click.option("--webhook-format", type=click.Choice(FORMATS), default="json", show_default=True,
-              help="json: the alert record; slack: Slack's incoming-webhook {\"text\": ...}.")
+@click.option(
+    "--webhook",
+    "webhooks",
+    metavar="URL",
+    multiple=True,
+    callback=webhook_urls,
+    help="POST every alert to this URL (repeatable); kept and retried until taken.",
+)
+@click.option(
+    "--webhook-format",
+    type=click.Choice(FORMATS),
+    default="json",
+    show_default=True,
+    help='json: the alert record; slack: Slack\'s incoming-webhook {"text": ...}.',
+)
 def alerts_command(
     alerts_topic: str,
     no_publish: bool,

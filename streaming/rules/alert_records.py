@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 
-
 # The rule ids of CONTRACT.md section 3.
 RULE_IDS = frozenset({
     "under_replicated", "under_min_isr", "offline_partition", "isr_flapping",

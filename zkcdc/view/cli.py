@@ -31,7 +31,9 @@ from zkcdc.view.report import write_report
 from zkcdc.view.topic_follower import TopicFollower
 
 
-def _kafka(bootstrap: str | None, config_file: Path | None, config: dict[str, str]) -> KafkaConnection:
+def _kafka(
+    bootstrap: str | None, config_file: Path | None, config: dict[str, str]
+) -> KafkaConnection:
     kafka = kafka_connection.load(bootstrap, config_file, config)
     if kafka is None:
         raise ViewError("give --bootstrap-servers (or --kafka-config-file with it)")
@@ -59,17 +61,34 @@ def _port_free(host: str, port: int) -> None:
 @kafka_config_options
 @click.option("--state-topic", default="zkcdc.state", show_default=True)
 @click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
-@click.option("--topic", default="zkcdc.changes", show_default=True,
-              help="The changes topic (histories and the records behind an alert).")
+@click.option(
+    "--topic",
+    default="zkcdc.changes",
+    show_default=True,
+    help="The changes topic (histories and the records behind an alert).",
+)
 @click.option("--no-changes", is_flag=True, help="Do not read the changes topic.")
-@click.option("--schema-registry", metavar="URL",
-              help="Read Confluent-framed change records too (writer schema by id).")
-@click.option("--capture-metrics", multiple=True, metavar="URL",
-              help="A capture daemon's /metrics to show its health (repeatable).")
+@click.option(
+    "--schema-registry",
+    metavar="URL",
+    help="Read Confluent-framed change records too (writer schema by id).",
+)
+@click.option(
+    "--capture-metrics",
+    multiple=True,
+    metavar="URL",
+    help="A capture daemon's /metrics to show its health (repeatable).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
-              help="Rule settings the page uses (default_min_insync_replicas=2).")
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    callback=key_values,
+    metavar="NAME=VALUE",
+    help="Rule settings the page uses (default_min_insync_replicas=2).",
+)
 def ui_command(
     bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
     state_topic: str, alerts_topic: str, topic: str, no_changes: bool,
@@ -108,15 +127,26 @@ def ui_command(
 
 @click.command("report")
 @source_options
-@click.option("-o", "--output", "out", required=True,
-              type=click.Path(dir_okay=False, writable=True, path_type=Path),
-              help="The HTML file to write.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="The HTML file to write.",
+)
 @click.option("--title", default=None, help="The page's title [default: the log's name].")
 @click.option("--since", callback=_time, metavar="TIME", help="ZooKeeper time from.")
 @click.option("--until", callback=_time, metavar="TIME", help="ZooKeeper time up to, excluded.")
 @click.option("--cluster", help="Only this cluster's records.")
-@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
-              help="Override a rule setting, as for `zkcdc stream alerts`.")
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    callback=key_values,
+    metavar="NAME=VALUE",
+    help="Override a rule setting, as for `zkcdc stream alerts`.",
+)
 def report_command(
     path: Path | None, txnlog: Path | None, chroot: str, metadata_log: Path | None, out: Path,
     title: str | None, since: int | None, until: int | None, cluster: str | None,
@@ -147,10 +177,19 @@ def alerts_group() -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new alerts until interrupted.")
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
 @click.option("--rule", "rules", multiple=True, help="Only this rule (repeatable).")
-@click.option("--status", "statuses", multiple=True, type=click.Choice(["FIRING", "RESOLVED"],
-              case_sensitive=False), help="Only FIRING or only RESOLVED.")
-@click.option("--since", callback=_time, metavar="TIME",
-              help="Event time from (epoch ms or ISO 8601): a FIRING's start, a RESOLVED's end.")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["FIRING", "RESOLVED"], case_sensitive=False),
+    help="Only FIRING or only RESOLVED.",
+)
+@click.option(
+    "--since",
+    callback=_time,
+    metavar="TIME",
+    help="Event time from (epoch ms or ISO 8601): a FIRING's start, a RESOLVED's end.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The alert records as JSON lines.")
 def tail_command(
     bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],

@@ -54,7 +54,9 @@ def _follow(
 def state_feed(model: LiveModel) -> Callable[[Any], None]:
     def take(message: Any) -> None:
         value = message.value()
-        model.put_state((message.key() or b"").decode(), None if value is None else json.loads(value))
+        model.put_state(
+            (message.key() or b"").decode(), None if value is None else json.loads(value)
+        )
 
     return take
 

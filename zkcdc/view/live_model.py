@@ -49,9 +49,10 @@ class LiveModel:
         with self._lock:
             alert_id = str(alert["alert_id"])
             merged = {**self._alerts.get(alert_id, {}), **alert}
-            if alert.get("status") == "FIRING" and self._alerts.get(alert_id, {}).get(
-                "status"
-            ) == "RESOLVED":
+            if (
+                alert.get("status") == "FIRING"
+                and self._alerts.get(alert_id, {}).get("status") == "RESOLVED"
+            ):
                 merged = self._alerts[alert_id]  # a late FIRING never re-opens a resolved one
             self._alerts[alert_id] = merged
             if len(self._alerts) > ALERTS_KEPT:
@@ -132,7 +133,9 @@ class LiveModel:
                 "fenced": self._fenced_lists() if new_rows else None,
             }  # fmt: skip
 
-    def rows_of(self, cluster: str, entity: str, until_ms: int | None = None) -> list[dict[str, Any]]:
+    def rows_of(
+        self, cluster: str, entity: str, until_ms: int | None = None
+    ) -> list[dict[str, Any]]:
         """The kept rows about `entity` (a partition's history; an alert's causes)."""
         with self._lock:
             if entity.startswith(("broker/", "topic/")) or entity == "controller":

@@ -109,7 +109,9 @@ def test_the_outbox_outlives_the_job_and_a_rerun_batch_sends_nothing_twice(tmp_p
     second.send_due()
     # The job died mid-batch and re-runs it: what was sent is held, so not queued again.
     held = second.held(clock.t - 10)
-    second.update([a for a in [_alert(1), _alert(2), _alert(3)] if (a.alert_id, a.status) not in held])
+    second.update(
+        [a for a in [_alert(1), _alert(2), _alert(3)] if (a.alert_id, a.status) not in held]
+    )
     second.send_due()
     assert [a["started_ms"] for a in receiver.taken] == [1, 2, 3]
 
