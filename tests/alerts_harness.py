@@ -7,8 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +52,13 @@ class AlertsTopic(TopicReader):
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(bootstrap, topic)
         self.alerts: list[dict[str, Any]] = []
+        self.arrived_ms: dict[tuple[str, str], int] = {}  # (alert_id, status) -> topic time
 
     def take(self, message: Any) -> None:
         alert = json.loads(message.value())
         assert message.key().decode() == alert["alert_id"]
         self.alerts.append(alert)
+        self.arrived_ms[(alert["alert_id"], alert["status"])] = message.timestamp()[1]
 
     def wait_for(
         self,
@@ -109,3 +113,29 @@ class DeadLetters(TopicReader):
             if time.monotonic() > deadline:
                 raise AssertionError(f"no {what} on {self.topic} in {timeout_s:.0f}s")
         return letter
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1:`port`: keeps every JSON body POSTed, answers 204."""
+
+    def __init__(self, port: int) -> None:
+        self.taken: list[dict[str, Any]] = []
+        taken = self.taken
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                taken.append(json.loads(body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from alerts_harness import Receiver
 from conftest import wait_until
 
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
@@ -19,30 +17,6 @@ from zkcdc.streaming.sinks.sink import AlertText
 
 pytestmark = pytest.mark.integration
 DOWN_S = 30
-
-
-class Receiver:
-    def __init__(self, port: int) -> None:
-        self.taken: list[dict[str, Any]] = []
-        taken = self.taken
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                taken.append(json.loads(body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _alert(n: int, status: str) -> AlertText:

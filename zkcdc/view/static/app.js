@@ -256,7 +256,7 @@ function renderAlerts() {
   $("active-count").textContent = `${active.length} firing`;
   $("active-alerts").replaceChildren(...active.map((a) => {
     const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity },
-      `${a.severity} ${a.rule} ${a.entity}: ${a.summary} (since ${iso(a.started_ms)})`);
+      `${a.severity} ${a.rule}: ${a.summary} (since ${iso(a.started_ms)})`);
     li.onclick = () => showCauses(a);
     return li;
   }));

@@ -1,0 +1,88 @@
+"""The alert job's consumers on the real stack: `zkcdc alerts tail` shows exactly the alerts
+topic (filtered as asked), and a webhook receiver that is down for 30 s through an incident
+still gets every alert the job raised, each FIRING before its RESOLVED."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from alerts_harness import Receiver
+from conftest import wait_until
+from kafka_tree import controller_id, partition_state, registered_brokers
+
+pytestmark = pytest.mark.integration
+DOWN_S = 30
+
+
+def _tail(bootstrap: str, topic: str, *flags: str) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "alerts", "tail", "--bootstrap-servers", bootstrap,
+         "--alerts-topic", topic, "--json", *flags],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_alerts_tail_and_a_webhook_down_for_30_s_see_every_alert_of_a_real_incident(
+    cluster: Any, kafka_zk: Any, new_topic: Any, start_capture: Any, changes_topic: Any,
+    start_alert_job: Any,
+) -> None:  # fmt: skip
+    topic = new_topic(partitions=2, replication_factor=3)
+    wait_until(lambda: all(len((partition_state(kafka_zk, topic, p) or {}).get("isr", [])) == 3
+                           for p in (0, 1)), what="full ISRs")  # fmt: skip
+    daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, "--cluster", "consumers",
+                           publish_to=changes_topic)  # fmt: skip
+    daemon.wait_logged("in sync")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    receiver = Receiver(port)
+    job, alerts = start_alert_job(
+        changes_topic, "--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000",
+        "--webhook", f"http://127.0.0.1:{port}/hook",
+    )  # fmt: skip
+    receiver.stop()  # down through the incident's FIRINGs and beyond
+    down_since = time.monotonic()
+    follower = next(b for b in cluster.broker_ids if b != controller_id(kafka_zk))
+    cluster.stop_broker(follower, signal.SIGTERM)
+    try:
+        urp = alerts.wait_for(lambda a: a["rule"] == "under_replicated" and a["status"] == "FIRING",
+                              "under_replicated", 180, job)  # fmt: skip
+    finally:
+        cluster.start_broker(follower)
+    wait_until(lambda: follower in registered_brokers(kafka_zk), what="the follower back")
+    alerts.wait_for(lambda a: a["alert_id"] == urp["alert_id"] and a["status"] == "RESOLVED",
+                    "under_replicated RESOLVED", 120, job)  # fmt: skip
+    time.sleep(max(0.0, DOWN_S - (time.monotonic() - down_since)))
+    receiver = Receiver(port)
+    try:
+        alerts.poll(1000)
+        raised = [(a["alert_id"], a["status"]) for a in alerts.alerts]
+        wait_until(lambda: len(receiver.taken) >= len(raised), 60, what="the webhook caught up")
+        got = [(a["alert_id"], a["status"]) for a in receiver.taken]
+        assert sorted(got) == sorted(raised), "the webhook lost or doubled an alert"
+        for alert_id, status in got:
+            if status == "RESOLVED" and (alert_id, "FIRING") in got:
+                assert got.index((alert_id, "FIRING")) < got.index((alert_id, status))
+    finally:
+        receiver.stop()
+
+    everything = _tail(cluster.bootstrap_servers, alerts.topic)
+    assert sorted((a["alert_id"], a["status"]) for a in everything) == sorted(raised)
+    resolved = _tail(cluster.bootstrap_servers, alerts.topic, "--rule", "under_replicated",
+                     "--status", "RESOLVED", "--cluster", "consumers")  # fmt: skip
+    assert resolved and all(a["rule"] == "under_replicated" and a["status"] == "RESOLVED"
+                            for a in resolved)  # fmt: skip
+    assert len(resolved) == sum(1 for a in alerts.alerts if a["rule"] == "under_replicated"
+                                and a["status"] == "RESOLVED")  # fmt: skip
+    later = _tail(cluster.bootstrap_servers, alerts.topic, "--since", str(urp["started_ms"] + 1))
+    assert all((a["ended_ms"] or a["started_ms"]) > urp["started_ms"] for a in later)
+    assert job.stop() == 0, job.tail()
