@@ -193,7 +193,8 @@ def read_source(
         sys.exit(1)
 
 
-def _times(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+def time_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """Click callback for a ZooKeeper time option (epoch ms or ISO 8601)."""
     try:
         return None if value is None else parse_time(value)
     except CaptureError as exc:
@@ -226,9 +227,9 @@ filter_options = option_group(
     click.option("--type", "types", multiple=True, metavar="TYPE", callback=_types,
                  help="Only records with this op (UPDATE) or event type (ISR_SHRUNK); "
                  "repeat for several."),
-    click.option("--since", callback=_times, metavar="TIME",
+    click.option("--since", callback=time_value, metavar="TIME",
                  help="ZooKeeper time from (epoch ms or ISO 8601)."),
-    click.option("--until", callback=_times, metavar="TIME",
+    click.option("--until", callback=time_value, metavar="TIME",
                  help="ZooKeeper time up to, excluded."),
     click.option("--cluster", help="Only this cluster's records."),
 )  # fmt: skip

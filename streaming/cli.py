@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 
 from zkcdc.ground import kafka_connection, logs
-from zkcdc.ground.cli_options import key_values, option_group, output_file
+from zkcdc.ground.cli_options import option_group, output_file, rule_overrides_option
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.user_dirs import state_home
@@ -22,7 +22,7 @@ from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
-from zkcdc.streaming.sinks.webhook import FORMATS, PayloadFormat
+from zkcdc.streaming.sinks.webhook import FORMATS, PayloadFormat, shown
 from zkcdc.streaming.state.state_topic import read_state
 from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
 
@@ -35,12 +35,6 @@ def webhook_urls(
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise click.BadParameter(f"{shown(url)!r} is not an http:// or https:// URL")
     return value
-
-
-def shown(url: str) -> str:
-    """What an error may show of a webhook URL: never past its host (the path can be a secret)."""
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}/…" if parts.netloc else url[:12] + "…"
 
 
 def default_checkpoint(job: str) -> Path:
@@ -66,9 +60,7 @@ job_options = option_group(
                  help="Checkpoint folder [default ~/.local/state/zkcdc/stream/<job>]."),
     click.option("--master", default="local[2]", show_default=True,
                  help="Spark master: local[N] or spark://HOST:PORT."),
-    click.option("--rule", "rules", multiple=True, callback=key_values,
-                 metavar="NAME=VALUE",
-                 help="Override a rule setting, e.g. under_replicated_for_ms=2000."),
+    rule_overrides_option("Override a rule setting, e.g. under_replicated_for_ms=2000."),
     click.option("--trigger-ms", default=500, show_default=True),
     click.option("--available-now", is_flag=True,
                  help="Process what is there now, then stop."),

@@ -72,7 +72,13 @@ def post_json(url: str, body: bytes) -> int:
 def shown(url: str) -> str:
     """The URL as logs may show it: scheme and host, never its path or query (a secret)."""
     parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}/…"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is no number: nothing of it is shown
+        port = ""
+    if not parts.scheme or not parts.hostname:
+        return "(not a URL)"
+    return f"{parts.scheme}://{parts.hostname}{port}/…"
 
 
 def state_file_for(checkpoint: Path, url: str) -> Path:

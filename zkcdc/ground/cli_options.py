@@ -33,6 +33,13 @@ def key_values(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -
     return parsed
 
 
+def rule_overrides_option(help: str) -> Callable[[Any], Any]:
+    """The repeatable `--rule NAME=VALUE` of every command that runs or judges the alert rules."""
+    return click.option(
+        "--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE", help=help
+    )
+
+
 def invalid_setting(exc: ValidationError) -> str:
     """The first problem of a settings object, as the one line the user sees."""
     first = exc.errors()[0]

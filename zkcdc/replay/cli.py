@@ -17,7 +17,7 @@ from zkcdc.capture.kraft.history import metadata_history
 from zkcdc.capture.txnlog.data_dir import LogDamage
 from zkcdc.capture.txnlog.history import history, write_event_log
 from zkcdc.ground import kafka_connection, logs
-from zkcdc.ground.cli_options import key_values, output_file
+from zkcdc.ground.cli_options import output_file, rule_overrides_option
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.user_dirs import state_home
@@ -64,8 +64,7 @@ def _report(damage: Damage) -> None:
               help="Run the alert rules over the log; write the alerts as JSON lines.")  # fmt: skip
 @click.option("--state-out", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
               help="With --alerts-out: write the final cluster state as JSON lines.")  # fmt: skip
-@click.option("--rule", "rules", multiple=True, callback=key_values, metavar="NAME=VALUE",
-              help="Override a rule setting (with --alerts-out).")  # fmt: skip
+@rule_overrides_option("Override a rule setting (with --alerts-out).")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
 def replay(
     path: Path | None,

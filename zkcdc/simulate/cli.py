@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from zkcdc.ground.cli_options import key_values, option_group
+from zkcdc.ground.cli_options import option_group, rule_overrides_option
 from zkcdc.simulate.alert_forecast import AlertForecast
 from zkcdc.simulate.build import BuildOptions, build
 from zkcdc.simulate.cluster import SimulatedCluster
@@ -165,13 +165,8 @@ def build_command(
     show_default=True,
     help="Seconds to keep the brokers' sessions after the scenario (alerts need time).",
 )
-@click.option(
-    "--rule",
-    "rules",
-    multiple=True,
-    callback=key_values,
-    metavar="NAME=VALUE",
-    help="Rule settings the expected alerts are judged by (as for `zkcdc stream alerts`).",
+@rule_overrides_option(
+    "Rule settings the expected alerts are judged by (as for `zkcdc stream alerts`)."
 )
 @_expect
 def run_command(

@@ -13,12 +13,10 @@ import click
 import orjson
 from rich.console import Console
 
-from zkcdc.capture.cli import read_source, record_filter, source_options
-from zkcdc.capture.errors import CaptureError
-from zkcdc.capture.record_filter import parse_time
+from zkcdc.capture.cli import read_source, record_filter, source_options, time_value
 from zkcdc.ground import kafka_connection, logs
 from zkcdc.ground.change_values import ChangeValueDecoder, registry_fetcher
-from zkcdc.ground.cli_options import key_values
+from zkcdc.ground.cli_options import rule_overrides_option
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.streaming.rules.alert_records import RULE_IDS
@@ -38,13 +36,6 @@ def _kafka(
     if kafka is None:
         raise ViewError("give --bootstrap-servers (or --kafka-config-file with it)")
     return kafka
-
-
-def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    try:
-        return None if value is None else parse_time(value)
-    except CaptureError as exc:
-        raise click.BadParameter(str(exc)) from exc
 
 
 def _port_free(host: str, port: int) -> None:
@@ -81,14 +72,7 @@ def _port_free(host: str, port: int) -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
-@click.option(
-    "--rule",
-    "rules",
-    multiple=True,
-    callback=key_values,
-    metavar="NAME=VALUE",
-    help="Rule settings the page uses (default_min_insync_replicas=2).",
-)
+@rule_overrides_option("Rule settings the page uses (default_min_insync_replicas=2).")
 def ui_command(
     bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
     state_topic: str, alerts_topic: str, topic: str, no_changes: bool,
@@ -136,17 +120,12 @@ def ui_command(
     help="The HTML file to write.",
 )
 @click.option("--title", default=None, help="The page's title [default: the log's name].")
-@click.option("--since", callback=_time, metavar="TIME", help="ZooKeeper time from.")
-@click.option("--until", callback=_time, metavar="TIME", help="ZooKeeper time up to, excluded.")
-@click.option("--cluster", help="Only this cluster's records.")
+@click.option("--since", callback=time_value, metavar="TIME", help="ZooKeeper time from.")
 @click.option(
-    "--rule",
-    "rules",
-    multiple=True,
-    callback=key_values,
-    metavar="NAME=VALUE",
-    help="Override a rule setting, as for `zkcdc stream alerts`.",
+    "--until", callback=time_value, metavar="TIME", help="ZooKeeper time up to, excluded."
 )
+@click.option("--cluster", help="Only this cluster's records.")
+@rule_overrides_option("Override a rule setting, as for `zkcdc stream alerts`.")
 def report_command(
     path: Path | None, txnlog: Path | None, chroot: str, metadata_log: Path | None, out: Path,
     title: str | None, since: int | None, until: int | None, cluster: str | None,
@@ -186,7 +165,7 @@ def alerts_group() -> None:
 )
 @click.option(
     "--since",
-    callback=_time,
+    callback=time_value,
     metavar="TIME",
     help="Event time from (epoch ms or ISO 8601): a FIRING's start, a RESOLVED's end.",
 )

@@ -15,8 +15,9 @@ def _static(name: str) -> str:
 
 def render(data: dict[str, Any], title: str) -> str:
     """The page with `data` (mode `live` or `incident`) for its script."""
-    # "</" inside the data would end the script element early: escaped as JSON allows.
-    payload = orjson.dumps(data).decode().replace("</", "<\\/")
+    # "</script" or "<!--" inside the data would end the script element early (or make the
+    # parser skip its end): every "<" escaped as JSON allows; it only occurs inside strings.
+    payload = orjson.dumps(data).decode().replace("<", "\\u003c")
     return (
         _static("page.html")
         .replace("{{TITLE}}", _html_escape(title))
