@@ -31,6 +31,10 @@ def _tail(bootstrap: str, topic: str, *flags: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+def _ids(alerts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(a["alert_id"], a["status"]) for a in alerts]
+
+
 def test_alerts_tail_and_a_webhook_down_for_30_s_see_every_alert_of_a_real_incident(
     cluster: Any, kafka_zk: Any, new_topic: Any, start_capture: Any, changes_topic: Any,
     start_alert_job: Any,
@@ -64,25 +68,35 @@ def test_alerts_tail_and_a_webhook_down_for_30_s_see_every_alert_of_a_real_incid
     time.sleep(max(0.0, DOWN_S - (time.monotonic() - down_since)))
     receiver = Receiver(port)
     try:
-        alerts.poll(1000)
-        raised = [(a["alert_id"], a["status"]) for a in alerts.alerts]
-        wait_until(lambda: len(receiver.taken) >= len(raised), 60, what="the webhook caught up")
-        got = [(a["alert_id"], a["status"]) for a in receiver.taken]
-        assert sorted(got) == sorted(raised), "the webhook lost or doubled an alert"
+        # The job goes on raising (a preferred-leader imbalance after the restart, say), so
+        # the webhook is compared with the topic until both hold the same alerts.
+        def same_alerts() -> bool:
+            alerts.poll(500)
+            return set(_ids(receiver.taken)) == set(_ids(alerts.alerts))
+
+        wait_until(same_alerts, 60, what="the webhook holding every alert on the topic")
+        got = _ids(receiver.taken)
+        assert len(set(got)) == len(got), "the webhook doubled an alert"
         for alert_id, status in got:
             if status == "RESOLVED" and (alert_id, "FIRING") in got:
                 assert got.index((alert_id, "FIRING")) < got.index((alert_id, status))
     finally:
         receiver.stop()
 
-    everything = _tail(cluster.bootstrap_servers, alerts.topic)
-    assert sorted((a["alert_id"], a["status"]) for a in everything) == sorted(raised)
+    raised = _ids(alerts.alerts)
+    everything = _ids(_tail(cluster.bootstrap_servers, alerts.topic))
+    alerts.poll(1000)
+    assert len(set(everything)) == len(everything)
+    assert set(raised) <= set(everything) <= set(_ids(alerts.alerts))
     resolved = _tail(cluster.bootstrap_servers, alerts.topic, "--rule", "under_replicated",
                      "--status", "RESOLVED", "--cluster", "consumers")  # fmt: skip
     assert resolved and all(a["rule"] == "under_replicated" and a["status"] == "RESOLVED"
                             for a in resolved)  # fmt: skip
-    assert len(resolved) == sum(1 for a in alerts.alerts if a["rule"] == "under_replicated"
-                                and a["status"] == "RESOLVED")  # fmt: skip
+    alerts.poll(1000)
+    urp_resolved = {
+        i for i in _ids(alerts.alerts) if i[1] == "RESOLVED" and ":under_replicated:" in i[0]
+    }
+    assert {i for i in raised if i in urp_resolved} <= set(_ids(resolved)) <= urp_resolved
     later = _tail(cluster.bootstrap_servers, alerts.topic, "--since", str(urp["started_ms"] + 1))
     assert all((a["ended_ms"] or a["started_ms"]) > urp["started_ms"] for a in later)
     assert job.stop() == 0, job.tail()
