@@ -26,6 +26,7 @@ class LiveModel:
         self.version = 0
         self._state: dict[str, dict[str, Any]] = {}
         self._alerts: dict[str, dict[str, Any]] = {}  # alert_id -> merged FIRING/RESOLVED
+        self._resolved: deque[str] = deque()  # resolved alert ids, in the order they resolved
         self._by_entity: dict[tuple[str, str], deque[dict[str, Any]]] = {}
         self._recent: deque[dict[str, Any]] = deque(maxlen=RECENT_ROWS)
         self._controller: dict[str, deque[dict[str, Any]]] = {}
@@ -54,11 +55,15 @@ class LiveModel:
                 and self._alerts.get(alert_id, {}).get("status") == "RESOLVED"
             ):
                 merged = self._alerts[alert_id]  # a late FIRING never re-opens a resolved one
+            was = self._alerts.get(alert_id, {}).get("status")
+            if merged.get("status") == "RESOLVED" and was != "RESOLVED":
+                if was is None and self._older_than_kept(merged):
+                    return  # one let go already, told again (a sink's redelivery): stays gone
+                self._resolved.append(alert_id)
             self._alerts[alert_id] = merged
-            if len(self._alerts) > ALERTS_KEPT:
-                oldest = min(self._alerts.values(), key=_alert_time)
-                if oldest.get("status") == "RESOLVED":
-                    self._alerts.pop(oldest["alert_id"])
+            # Firing alerts are all kept, and the last ALERTS_KEPT resolved.
+            while len(self._resolved) > ALERTS_KEPT:
+                self._alerts.pop(self._resolved.popleft(), None)
             self._note("alert", alert_id)
 
     def put_rows(self, rows: list[dict[str, Any]]) -> None:
@@ -158,6 +163,13 @@ class LiveModel:
             self._journal_start = self._journal_versions[half - 1]
             del self._journal[:half], self._journal_versions[:half]
 
+    def _older_than_kept(self, resolved: dict[str, Any]) -> bool:
+        """Whether a resolved alert ended before every one kept, with no room left."""
+        if len(self._resolved) < ALERTS_KEPT:
+            return False
+        oldest = self._alerts[self._resolved[0]]
+        return _ended(resolved) < _ended(oldest)
+
     def _clusters(self) -> list[str]:
         return sorted({k.split("/", 1)[0] for k in self._state} | {
             str(a.get("cluster")) for a in self._alerts.values()})  # fmt: skip
@@ -180,5 +192,5 @@ class LiveModel:
         return [{"url": url, **health} for url, health in sorted(self._capture.items())]
 
 
-def _alert_time(alert: dict[str, Any]) -> int:
+def _ended(alert: dict[str, Any]) -> int:
     return int(alert.get("ended_ms") or alert.get("started_ms") or 0)

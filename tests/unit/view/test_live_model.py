@@ -52,6 +52,29 @@ def test_a_resolved_alert_stays_resolved_whatever_order_its_records_come_in() ->
     assert alert["status"] == "RESOLVED" and alert["ended_ms"] == 9
 
 
+def test_every_firing_alert_is_kept_and_past_the_limit_the_first_resolved_are_let_go(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr(live_model, "ALERTS_KEPT", 5)
+    model = LiveModel()
+    for n in range(8):
+        model.put_alert(_alert("FIRING", alert_id=f"old{n}", started_ms=n))
+    for n in range(8):
+        model.put_alert(_alert("RESOLVED", alert_id=f"old{n}", started_ms=n, ended_ms=100 + n))
+    model.put_alert(_alert("RESOLVED", alert_id="old0", started_ms=0, ended_ms=100))  # again
+    for n in range(12):  # a storm: more firing at once than the limit
+        model.put_alert(_alert("FIRING", alert_id=f"new{n}", started_ms=200 + n))
+    kept = {a["alert_id"]: a["status"] for a in model.snapshot()["alerts"]}
+    assert {k for k, s in kept.items() if s == "FIRING"} == {f"new{n}" for n in range(12)}
+    assert {k for k, s in kept.items() if s == "RESOLVED"} == {f"old{n}" for n in range(3, 8)}
+    seen = model.version
+    model.put_alert(_alert("RESOLVED", alert_id="new0", started_ms=200, ended_ms=300))
+    (told,) = model.changes_since(seen)["alerts"]  # type: ignore[index]
+    assert told["alert_id"] == "new0" and told["status"] == "RESOLVED"
+    kept = {a["alert_id"] for a in model.snapshot()["alerts"] if a["status"] == "RESOLVED"}
+    assert kept == {"old4", "old5", "old6", "old7", "new0"}
+
+
 def _record(op: str, events: list[dict[str, Any]], seq: int = 1) -> dict[str, Any]:
     return {"cluster": "c", "seq": seq, "ts_ms": 100 + seq, "path": "/p", "op": op,
             "events": events}  # fmt: skip

@@ -24,10 +24,49 @@ const el = (tag, attrs = {}, text = "") => {
 const iso = (ms) => (ms == null ? "-" : new Date(ms).toISOString().replace("T", " ").replace("Z", ""));
 const ints = (xs) => (xs || []).join(",");
 
+// Per cluster, its entities by kind, kept as the state changes: a render at 200,000 partitions
+// must not walk and sort the whole state again (the partitions' order is redone only when one
+// comes or goes).
+let IDX = new Map();
+function clusterIndex(cluster) {
+  let ix = IDX.get(cluster);
+  if (!ix) {
+    ix = { brokers: new Map(), partitions: new Map(), topics: new Map(), groups: new Map(), controller: null, order: null };
+    IDX.set(cluster, ix);
+  }
+  return ix;
+}
+function resetState() { M.state = new Map(); IDX = new Map(); }
+function indexed(key, old, value) {
+  const v = value || old;
+  if (!v) return;
+  const ix = clusterIndex(key.split("/", 1)[0]);
+  const kinds = { broker: ix.brokers, partition: ix.partitions, topic: ix.topics, group: ix.groups };
+  if (v.kind === "controller") { ix.controller = value; return; }
+  const into = kinds[v.kind];
+  if (!into) return;
+  if (value == null) into.delete(key); else into.set(key, value);
+  if (v.kind === "partition" && (old == null || value == null)) ix.order = null;
+}
 function applyState(pairs) {
   for (const [key, value] of pairs) {
+    const old = M.state.get(key);
     if (value == null) M.state.delete(key); else M.state.set(key, value);
+    indexed(key, old, value);
   }
+}
+// The first n of items by key (ascending), without sorting them all.
+function firstN(items, n, key) {
+  const out = [];
+  for (const item of items) {
+    const k = key(item);
+    if (out.length === n && k >= key(out[n - 1])) continue;
+    let at = out.length;
+    while (at > 0 && key(out[at - 1]) > k) at--;
+    out.splice(at, 0, item);
+    if (out.length > n) out.pop();
+  }
+  return out;
 }
 function applyAlerts(alerts) {
   for (const a of alerts) {
@@ -44,18 +83,18 @@ function knownClusters() {
 
 // ---- what the views read ----------------------------------------------------------------
 function clusterView(cluster) {
-  const view = { brokers: [], controller: null, partitions: [], topics: new Map(), groups: [] };
-  const prefix = cluster + "/";
-  for (const [key, v] of M.state) {
-    if (!key.startsWith(prefix)) continue;
-    if (v.kind === "broker") view.brokers.push(v);
-    else if (v.kind === "controller") view.controller = v;
-    else if (v.kind === "partition") view.partitions.push(v);
-    else if (v.kind === "topic") view.topics.set(v.topic, v);
-    else if (v.kind === "group") view.groups.push(v);
+  const ix = clusterIndex(cluster);
+  if (ix.order == null) {
+    const byName = (a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition);
+    ix.order = [...ix.partitions].sort((a, b) => byName(a[1], b[1])).map(([key]) => key);
   }
-  view.brokers.sort((a, b) => a.broker_id - b.broker_id);
-  view.partitions.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
+  const view = {
+    brokers: [...ix.brokers.values()].sort((a, b) => a.broker_id - b.broker_id),
+    controller: ix.controller,
+    partitions: ix.order.map((key) => ix.partitions.get(key)),
+    topics: new Map([...ix.topics.values()].map((t) => [t.topic, t])),
+    groups: [...ix.groups.values()],
+  };
   return view;
 }
 function minIsr(view, topic) {
@@ -252,20 +291,25 @@ function clusterAlerts() {
 }
 function renderAlerts() {
   const alerts = clusterAlerts();
-  const active = alerts.filter((a) => a.status === "FIRING").sort((a, b) => a.started_ms - b.started_ms);
-  $("active-count").textContent = `${active.length} firing`;
+  const firing = alerts.filter((a) => a.status === "FIRING");
+  const active = firstN(firing, LISTED, (a) => a.started_ms);
+  const rules = {};
+  for (const a of firing) rules[a.rule] = (rules[a.rule] || 0) + 1;
+  $("active-count").textContent = `${firing.length} firing` + (firing.length > LISTED
+    ? ": " + Object.entries(rules).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${n} ${r}`).join(", ") : "");
   $("active-alerts").replaceChildren(...active.map((a) => {
     const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity },
       `${a.severity} ${a.rule}: ${a.summary} (since ${iso(a.started_ms)})`);
     li.onclick = () => showCauses(a);
     return li;
   }));
+  if (firing.length > LISTED) $("active-alerts").append(el("li", {}, `and ${firing.length - LISTED} more`));
   if (!active.length) $("active-alerts").replaceChildren(el("li", { "data-severity": "none" }, "none"));
   drawAlertTimeline(alerts);
 }
 function drawAlertTimeline(alerts) {
   const svg = $("alert-timeline");
-  const shown = alerts.sort((a, b) => a.started_ms - b.started_ms).slice(-40);
+  const shown = firstN(alerts, 40, (a) => -a.started_ms).reverse();
   const now = M.t != null ? M.t : Date.now();
   const start = Math.min(now - 60000, ...shown.map((a) => a.started_ms));
   const width = svg.clientWidth || 400, span = Math.max(now - start, 1), h = 10;
@@ -344,11 +388,22 @@ function controllerRows() {
   return M.controller[M.cluster] || [];
 }
 
+// Renders follow changes at most every other render's time, so a storm of changes (a broker
+// failure across 200,000 partitions) leaves the page at least half its time for people.
 let pending = false;
+let renderMs = 0;
+let renderedAt = 0;
 function later() {
   if (pending) return;
   pending = true;
-  requestAnimationFrame(() => { pending = false; render(); });
+  const wait = Math.max(0, renderedAt + 2 * renderMs - performance.now());
+  setTimeout(() => requestAnimationFrame(() => {
+    pending = false;
+    const started = performance.now();
+    render();
+    renderedAt = performance.now();
+    renderMs = renderedAt - started;
+  }), wait);
 }
 $("cluster").addEventListener("change", (e) => { M.cluster = e.target.value; selected = null; later(); });
 $("filter-topic").addEventListener("input", later);
@@ -356,7 +411,7 @@ $("filter-broker").addEventListener("change", later);
 
 // ---- live ---------------------------------------------------------------------------------
 function takeSnapshot(s) {
-  M.state = new Map(); applyState(s.state);
+  resetState(); applyState(s.state);
   M.alerts = new Map(); applyAlerts(s.alerts);
   M.recent = s.recent; M.controller = s.controller; M.capture = s.capture;
   M.fenced = s.fenced || {}; M.clusters = s.clusters; M.loaded = s.loaded; M.version = s.version;
@@ -389,7 +444,7 @@ let applied = 0;  // steps applied to the model so far
 function seek(t) {
   const steps = DATA.timeline.steps;
   if (M.t == null || t < M.t) {
-    M.state = new Map(); M.alerts = new Map(); M.fenced = {}; incidentRows = []; applied = 0;
+    resetState(); M.alerts = new Map(); M.fenced = {}; incidentRows = []; applied = 0;
   }
   while (applied < steps.length && steps[applied][0] <= t) {
     const [, , cluster, upserts, alerts, rows] = steps[applied++];
