@@ -24,29 +24,64 @@ const el = (tag, attrs = {}, text = "") => {
 const iso = (ms) => (ms == null ? "-" : new Date(ms).toISOString().replace("T", " ").replace("Z", ""));
 const ints = (xs) => (xs || []).join(",");
 
-// Per cluster, its entities by kind, kept as the state changes: a render at 200,000 partitions
-// must not walk and sort the whole state again (the partitions' order is redone only when one
-// comes or goes).
+// Per cluster, its entities by kind and each partition's state (in sync, under-replicated, ...)
+// with the counts, kept as the state changes: a render at 200,000 partitions must not walk,
+// sort or classify the whole state again. The heat-map order is redone only when a partition
+// comes or goes; cells are repainted only for partitions whose state changed (`dirty`).
 let IDX = new Map();
 function clusterIndex(cluster) {
   let ix = IDX.get(cluster);
   if (!ix) {
-    ix = { brokers: new Map(), partitions: new Map(), topics: new Map(), groups: new Map(), controller: null, order: null };
+    ix = { name: cluster, keys: 0, brokers: new Map(), partitions: new Map(), topics: new Map(),
+      groups: new Map(), controller: null, order: null, pos: null, status: new Map(),
+      counts: zeroCounts(), problems: new Set(), byTopic: new Map(), dirty: new Set() };
     IDX.set(cluster, ix);
   }
   return ix;
 }
-function resetState() { M.state = new Map(); IDX = new Map(); }
+function zeroCounts() { return { in_sync: 0, under_replicated: 0, under_min_isr: 0, offline: 0, reassigning: 0 }; }
+function resetState() { M.state = new Map(); IDX = new Map(); heat = null; }
 function indexed(key, old, value) {
   const v = value || old;
   if (!v) return;
   const ix = clusterIndex(key.split("/", 1)[0]);
-  const kinds = { broker: ix.brokers, partition: ix.partitions, topic: ix.topics, group: ix.groups };
+  ix.keys += (value == null ? 0 : 1) - (old == null ? 0 : 1);
   if (v.kind === "controller") { ix.controller = value; return; }
-  const into = kinds[v.kind];
+  if (v.kind === "partition") { indexPartition(ix, key, old, value); return; }
+  const into = { broker: ix.brokers, topic: ix.topics, group: ix.groups }[v.kind];
   if (!into) return;
   if (value == null) into.delete(key); else into.set(key, value);
-  if (v.kind === "partition" && (old == null || value == null)) ix.order = null;
+  if (v.kind === "topic") {  // its min.insync.replicas may have changed: its partitions again
+    for (const pk of ix.byTopic.get(v.topic) || []) classify(ix, pk, ix.partitions.get(pk));
+  }
+}
+function indexPartition(ix, key, old, value) {
+  if (old == null || value == null) {
+    ix.order = null; ix.pos = null;
+    const topic = (value || old).topic;
+    let keys = ix.byTopic.get(topic);
+    if (!keys) ix.byTopic.set(topic, (keys = new Set()));
+    if (value == null) keys.delete(key); else keys.add(key);
+  }
+  if (value == null) ix.partitions.delete(key); else ix.partitions.set(key, value);
+  classify(ix, key, value);
+}
+function classify(ix, key, p) {
+  const was = ix.status.get(key);
+  const now = p == null ? undefined : partitionState(ix, p);
+  if (was === now) return;
+  if (was) ix.counts[was] -= 1;
+  if (now) { ix.counts[now] += 1; ix.status.set(key, now); } else ix.status.delete(key);
+  if (now && now !== "in_sync") ix.problems.add(key); else ix.problems.delete(key);
+  ix.dirty.add(key);
+}
+function orderOf(ix) {
+  if (ix.order == null) {
+    const byName = (a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition);
+    ix.order = [...ix.partitions].sort((a, b) => byName(a[1], b[1])).map(([key]) => key);
+    ix.pos = new Map(ix.order.map((key, i) => [key, i]));
+  }
+  return ix.order;
 }
 function applyState(pairs) {
   for (const [key, value] of pairs) {
@@ -77,35 +112,30 @@ function applyAlerts(alerts) {
 }
 function knownClusters() {
   const found = new Set(M.clusters);
-  for (const key of M.state.keys()) found.add(key.split("/", 1)[0]);
+  for (const [cluster, ix] of IDX) if (ix.keys) found.add(cluster);
   return [...found].sort();
 }
 
 // ---- what the views read ----------------------------------------------------------------
 function clusterView(cluster) {
   const ix = clusterIndex(cluster);
-  if (ix.order == null) {
-    const byName = (a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition);
-    ix.order = [...ix.partitions].sort((a, b) => byName(a[1], b[1])).map(([key]) => key);
-  }
-  const view = {
+  return {
+    ix,
     brokers: [...ix.brokers.values()].sort((a, b) => a.broker_id - b.broker_id),
     controller: ix.controller,
-    partitions: ix.order.map((key) => ix.partitions.get(key)),
     topics: new Map([...ix.topics.values()].map((t) => [t.topic, t])),
     groups: [...ix.groups.values()],
   };
-  return view;
 }
-function minIsr(view, topic) {
-  const t = view.topics.get(topic);
+function minIsr(ix, topic) {
+  const t = ix.topics.get(`${ix.name}/topic/${topic}`);
   const configured = t && t.config && t.config["min.insync.replicas"];
   return configured ? parseInt(configured, 10) : M.defaultMinIsr;
 }
-function partitionState(view, p) {
+function partitionState(ix, p) {
   if (p.offline) return "offline";
   const online = p.leader != null && p.leader !== -1;
-  if (online && (p.isr || []).length < minIsr(view, p.topic)) return "under_min_isr";
+  if (online && (p.isr || []).length < minIsr(ix, p.topic)) return "under_min_isr";
   if (p.under_replicated) return "under_replicated";
   if ((p.adding || []).length || (p.removing || []).length) return "reassigning";
   return "in_sync";
@@ -116,7 +146,7 @@ function brokerStatus(b) {
 }
 
 // ---- rendering ----------------------------------------------------------------------------
-let drawn = [];  // the partitions in heat-map order, for clicks
+let drawn = [];  // the keys of the partitions in heat-map order, for clicks
 let selected = null;  // [topic, partition] whose history is shown
 let causesOf = null;  // the alert whose records are shown
 
@@ -171,6 +201,7 @@ function renderBrokers(view) {
 }
 
 function renderPartitions(view) {
+  const ix = view.ix;
   const topicFilter = $("filter-topic").value.trim();
   const brokerFilter = $("filter-broker").value;
   const topics = [...view.topics.keys()].sort();
@@ -182,34 +213,43 @@ function renderPartitions(view) {
     brokerPick.replaceChildren(el("option", { value: "" }, "all"), ...ids.map((i) => el("option", { value: i }, i)));
     brokerPick.value = brokerFilter;
   }
-  const counts = { in_sync: 0, under_replicated: 0, under_min_isr: 0, offline: 0, reassigning: 0 };
-  drawn = [];
-  const problems = [];
-  for (const p of view.partitions) {
-    if (topicFilter && p.topic !== topicFilter) continue;
-    if (brokerFilter && !(p.replicas || []).includes(parseInt(brokerFilter, 10))) continue;
-    const s = partitionState(view, p);
-    counts[s] += 1;
-    drawn.push([p, s]);
-    if (s !== "in_sync") problems.push([p, s]);
+  const order = orderOf(ix);
+  let keys = order, counts = ix.counts, problems = ix.problems;
+  if (topicFilter || brokerFilter) {  // a person's pick: one walk, over one topic where it can
+    const broker = brokerFilter ? parseInt(brokerFilter, 10) : null;
+    const among = topicFilter ? [...(ix.byTopic.get(topicFilter) || [])].sort((a, b) => ix.pos.get(a) - ix.pos.get(b)) : order;
+    keys = among.filter((k) => broker == null || (ix.partitions.get(k).replicas || []).includes(broker));
+    counts = zeroCounts();
+    problems = [];
+    for (const k of keys) {
+      const s = ix.status.get(k);
+      counts[s] += 1;
+      if (s !== "in_sync") problems.push(k);
+    }
   }
+  drawn = keys;
   const counted = $("partition-counts");
   counted.textContent = Object.entries(counts).filter(([, n]) => n).map(([s, n]) => `${n} ${STATE_NAMES[s]}`).join(" · ") || "none";
   for (const [s, n] of Object.entries(counts)) counted.dataset[s] = n;
-  $("legend").replaceChildren(...Object.keys(COLORS).flatMap((s) => [
+  if (!$("legend").childElementCount) $("legend").replaceChildren(...Object.keys(COLORS).flatMap((s) => [
     el("span", { class: "swatch", style: `background:${COLORS[s]}` }), el("span", {}, STATE_NAMES[s])]));
-  drawHeatmap();
+  drawHeatmap(ix, `${ix.name}|${topicFilter}|${brokerFilter}`);
+  const listed = firstN(problems, LISTED, (k) => ix.pos.get(k));
   const body = $("problem-partitions").tBodies[0];
-  body.replaceChildren(...problems.slice(0, LISTED).map(([p, s]) => {
+  body.replaceChildren(...listed.map((k) => {
+    const p = ix.partitions.get(k), s = ix.status.get(k);
     const tr = el("tr", { "data-partition": `${p.topic}/${p.partition}`, "data-state": s });
     for (const text of [`${p.topic}/${p.partition}`, STATE_NAMES[s], p.leader == null ? "-" : p.leader,
       ints(p.isr), ints(p.replicas), p.leader_epoch]) tr.append(el("td", {}, String(text)));
     tr.onclick = () => showPartition(p.topic, p.partition);
     return tr;
   }));
-  if (problems.length > LISTED) body.append(el("tr", {}, `and ${problems.length - LISTED} more`));
+  const many = problems.length === undefined ? problems.size : problems.length;
+  if (many > LISTED) body.append(el("tr", {}, `and ${many - LISTED} more`));
 }
 
+const RGB = Object.fromEntries(Object.entries(COLORS).map(([s, c]) => [s, [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16))]));
+let heat = null;  // what the canvas shows: its image, geometry, and which partitions in which order
 function heatGeometry() {
   const canvas = $("heatmap");
   const width = canvas.clientWidth || 900;
@@ -218,33 +258,46 @@ function heatGeometry() {
   const columns = Math.max(1, Math.floor(width / cell));
   return { canvas, cell, columns, rows: Math.ceil(n / columns) };
 }
-function drawHeatmap() {
-  const g = heatGeometry();
-  g.canvas.width = g.columns * g.cell;
-  g.canvas.height = Math.max(g.cell, g.rows * g.cell);
-  const ctx = g.canvas.getContext("2d");
-  const image = ctx.createImageData(g.canvas.width, g.canvas.height);
-  const rgb = {};
-  for (const [s, c] of Object.entries(COLORS)) rgb[s] = [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
-  const gap = g.cell > 3 ? 1 : 0;
-  for (let i = 0; i < drawn.length; i++) {
-    const color = rgb[drawn[i][1]];
-    const x0 = (i % g.columns) * g.cell, y0 = Math.floor(i / g.columns) * g.cell;
-    for (let y = y0; y < y0 + g.cell - gap; y++) {
-      let at = (y * g.canvas.width + x0) * 4;
-      for (let x = 0; x < g.cell - gap; x++, at += 4) {
-        image.data[at] = color[0]; image.data[at + 1] = color[1]; image.data[at + 2] = color[2]; image.data[at + 3] = 255;
-      }
+function paintCell(h, i, state) {
+  const color = RGB[state];
+  const x0 = (i % h.columns) * h.cell, y0 = Math.floor(i / h.columns) * h.cell;
+  const data = h.image.data, w = h.image.width;
+  for (let y = y0; y < y0 + h.cell - h.gap; y++) {
+    let at = (y * w + x0) * 4;
+    for (let x = 0; x < h.cell - h.gap; x++, at += 4) {
+      data[at] = color[0]; data[at + 1] = color[1]; data[at + 2] = color[2]; data[at + 3] = 255;
     }
   }
-  ctx.putImageData(image, 0, 0);
+}
+function drawHeatmap(ix, what) {
+  const g = heatGeometry();
+  const same = heat && heat.what === what && heat.keys === drawn && heat.cell === g.cell && heat.columns === g.columns;
+  if (same) {  // only the cells whose state changed
+    if (!ix.dirty.size) return;
+    const at = drawn === ix.order ? ix.pos : heat.pos;
+    for (const k of ix.dirty) {
+      const i = at.get(k);
+      if (i != null && ix.status.has(k)) paintCell(heat, i, ix.status.get(k));
+    }
+  } else {
+    g.canvas.width = g.columns * g.cell;
+    g.canvas.height = Math.max(g.cell, g.rows * g.cell);
+    const ctx = g.canvas.getContext("2d");
+    heat = { what, keys: drawn, cell: g.cell, columns: g.columns, gap: g.cell > 3 ? 1 : 0,
+      image: ctx.createImageData(g.canvas.width, g.canvas.height), ctx,
+      pos: drawn === ix.order ? null : new Map(drawn.map((k, i) => [k, i])) };
+    for (let i = 0; i < drawn.length; i++) paintCell(heat, i, ix.status.get(drawn[i]));
+  }
+  ix.dirty.clear();
+  heat.ctx.putImageData(heat.image, 0, 0);
 }
 $("heatmap").addEventListener("click", (e) => {
   const g = heatGeometry();
   const rect = g.canvas.getBoundingClientRect();
   const scale = g.canvas.width / rect.width;
   const i = Math.floor(((e.clientY - rect.top) * scale) / g.cell) * g.columns + Math.floor(((e.clientX - rect.left) * scale) / g.cell);
-  if (drawn[i]) showPartition(drawn[i][0].topic, drawn[i][0].partition);
+  const p = drawn[i] && M.state.get(drawn[i]);
+  if (p) showPartition(p.topic, p.partition);
 });
 
 async function showPartition(topic, partition) {
