@@ -298,7 +298,10 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
                             "--broker", str(victim), "--hold", "600")  # fmt: skip
             wait_for("the failure staged", lambda: b"holding" in (work / "failure.log").read_bytes(),
                      600, failure)  # fmt: skip
-            turned = settled(reader.under_replicated)
+            # The alert job's micro-batches over 100,000 partitions take a while to start.
+            wait_for("the failure on the state topic", lambda: reader.under_replicated() > 0,
+                     600, failure)  # fmt: skip
+            turned = settled(reader.under_replicated, quiet_s=10.0)
             print(f"{turned} partitions under-replicated on the state topic", flush=True)
 
             def page_shows_storm() -> bool:

@@ -26,7 +26,6 @@ BENCHMARKS = (
     "b5_txnlog",
     "b6_soak",
     "b7_kraft",
-    "b8_ui",
 )
 
 
