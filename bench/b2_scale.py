@@ -21,7 +21,6 @@ import json
 import re
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,16 +30,14 @@ from harness import (
     ZKCDC,
     cpu_seconds,
     fmt,
-    own_stack,
     plot_link,
     profiled,
     reproduce,
-    save,
+    run_at_scale,
     stop,
     table,
     vm_hwm_mb,
 )
-from harness import parser as bench_parser
 
 NAME = "b2_scale"
 STATE_PATH = re.compile(r"^/brokers/topics/[^/]+/partitions/\d+/state$")
@@ -112,18 +109,7 @@ class StateReader:
 
 
 def main() -> None:
-    p = bench_parser(__doc__)
-    p.add_argument("--brokers", type=int, default=6)
-    p.add_argument("--topics", type=int, default=200)
-    p.add_argument("--partitions-per-topic", type=int, default=1000)
-    p.add_argument("--zookeeper-heap-mb", type=int, default=1536)
-    args = p.parse_args()
-    if args.quick:
-        args.topics, args.zookeeper_heap_mb = 20, 512
-    work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b2-"))
-    with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
-        result = measure(args, info, work)
-    print(render(save(NAME, result, args.quick)))
+    run_at_scale(NAME, __doc__, measure, render)
 
 
 def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:

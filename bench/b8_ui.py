@@ -25,7 +25,6 @@ import gzip
 import json
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.request
@@ -33,8 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import ZKCDC, fmt, own_stack, percentile, reproduce, save, stop, table, vm_hwm_mb
-from harness import parser as bench_parser
+from harness import ZKCDC, fmt, percentile, reproduce, run_at_scale, stop, table, vm_hwm_mb
 
 NAME = "b8_ui"
 CLUSTER = "bench"
@@ -194,18 +192,7 @@ def wait_for(what: str, check: Any, timeout_s: float, *processes: subprocess.Pop
 
 
 def main() -> None:
-    p = bench_parser(__doc__)
-    p.add_argument("--brokers", type=int, default=6)
-    p.add_argument("--topics", type=int, default=200)
-    p.add_argument("--partitions-per-topic", type=int, default=1000)
-    p.add_argument("--zookeeper-heap-mb", type=int, default=1536)
-    args = p.parse_args()
-    if args.quick:
-        args.topics, args.zookeeper_heap_mb = 20, 512
-    work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b8-"))
-    with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
-        result = measure(args, info, work)
-    print(render(save(NAME, result, args.quick)))
+    run_at_scale(NAME, __doc__, measure, render)
 
 
 def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:

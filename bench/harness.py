@@ -237,3 +237,23 @@ def reproduce(result: dict[str, Any]) -> str:
         f"{m.get('memory_gib', '?')} GiB, Python {m.get('python', '?')}, {m.get('java', '?')}. "
         f"Reproduce: `{result.get('command', '?')}` (or `make bench`)."
     )
+
+
+def run_at_scale(name: str, doc: str | None, measure: Any, render: Any) -> None:
+    """The main of a benchmark on a big simulated cluster (B2, B8): its flags, a stack of its
+    own (one broker, ZooKeeper with a large heap), `measure(args, info, work)`, then the result
+    saved and printed."""
+    import tempfile
+
+    p = parser(doc)
+    p.add_argument("--brokers", type=int, default=6)
+    p.add_argument("--topics", type=int, default=200)
+    p.add_argument("--partitions-per-topic", type=int, default=1000)
+    p.add_argument("--zookeeper-heap-mb", type=int, default=1536)
+    args = p.parse_args()
+    if args.quick:
+        args.topics, args.zookeeper_heap_mb = 20, 512
+    work = Path(tempfile.mkdtemp(prefix=f"zkcdc-bench-{name.split('_')[0]}-"))
+    with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
+        result = measure(args, info, work)
+    print(render(save(name, result, args.quick)))
