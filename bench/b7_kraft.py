@@ -17,6 +17,8 @@ Run: `.venv/bin/python bench/b7_kraft.py [--quick] [--rates 20,50,100]`
 
 from __future__ import annotations
 
+import bisect
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,8 @@ def kraft_stack() -> Iterator[LocalStack]:
     settings = StackSettings(
         state_dir=state, mode="kraft", brokers=1, kafka_port=free_port_block(1),
         controller_port=free_port_block(3),
+        # The leader logs each move of the high watermark: the moment a record is committed.
+        log_levels={"org.apache.kafka.raft.LeaderState": "DEBUG"},
     )  # fmt: skip
     stack = LocalStack(settings)
     try:
@@ -103,6 +108,38 @@ class FileWatcher(threading.Thread):
         self.join(10)
 
 
+_HW_LINE = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] .*High watermark set to "
+    r"LogOffsetMetadata\(offset=(\d+)"
+)
+
+
+def commit_times(stack: LocalStack) -> tuple[list[int], list[float]]:
+    """Each move of the high watermark the quorum's leaders logged (LeaderState at DEBUG), in
+    time order: (watermarks, epoch ms). A record at offset o is committed at the first move
+    past o. The log's stamp is the controller's clock (this machine's), to the millisecond."""
+    moves: list[tuple[float, int]] = []
+    for controller in stack.layout.controllers:
+        for line in stack.layout.log_file(controller.name).read_text(errors="replace").splitlines():
+            if (m := _HW_LINE.match(line)) is not None:
+                stamp = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+                moves.append((stamp * 1000 + int(m.group(2)), int(m.group(3))))
+    moves.sort()
+    watermarks, times, top = [], [], -1
+    for at, watermark in moves:
+        if watermark > top:  # a new leader's first moves can repeat the old ones
+            top = watermark
+            watermarks.append(watermark)
+            times.append(at)
+    return watermarks, times
+
+
+def committed_at(offset: int, commits: tuple[list[int], list[float]]) -> float | None:
+    watermarks, times = commits
+    i = bisect.bisect_right(watermarks, offset)
+    return times[i] if i < len(times) else None
+
+
 def _stats(values: list[float]) -> dict[str, float | None]:
     return {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99),
             "max": max(values, default=None)}  # fmt: skip
@@ -114,7 +151,9 @@ def lag_step(stack: LocalStack, log: Path, cluster: str, since_seq: int, topics:
     started_ms = time.time_ns() // 1_000_000
     sent = paced_changes(info.bootstrap_servers, topics, rate, duration_s)
     time.sleep(2.0)  # the last ones through
-    lags, kafka_part, zkcdc_part, last_seq = [], [], [], since_seq
+    commits = commit_times(stack)
+    lags, kafka_part, file_part, committed, zkcdc_part = [], [], [], [], []
+    last_seq = since_seq
     for file in log_files(log, cluster):
         for record in read_records(file, lambda d: None):
             if record["seq"] <= since_seq:
@@ -125,9 +164,14 @@ def lag_step(stack: LocalStack, log: Path, cluster: str, since_seq: int, topics:
                     and record["ts_ms"] >= started_ms):  # fmt: skip
                 lags.append(record["captured_ms"] - record["ts_ms"])
                 seen = watcher.seen_ms.get(record["zxid"])
-                if seen is not None:
+                commit = committed_at(record["zxid"], commits)
+                if seen is not None and commit is not None:
                     kafka_part.append(seen - record["ts_ms"])
-                    zkcdc_part.append(record["captured_ms"] - seen)
+                    file_part.append(record["captured_ms"] - seen)
+                    committed.append(commit - record["ts_ms"])
+                    # From the moment the record could be given out (in the file beside the
+                    # capture, and committed) to its change record.
+                    zkcdc_part.append(record["captured_ms"] - max(seen, commit))
     step = {
         "target_per_s": rate,
         "changes": sent,
@@ -136,7 +180,9 @@ def lag_step(stack: LocalStack, log: Path, cluster: str, since_seq: int, topics:
         "lag_ms_p99": percentile(lags, 0.99),
         "lag_ms_max": max(lags, default=None),
         "to_file_ms": _stats(kafka_part),
-        "file_to_record_ms": _stats(zkcdc_part),
+        "to_commit_ms": _stats(committed),
+        "file_to_record_ms": _stats(file_part),
+        "ready_to_record_ms": _stats(zkcdc_part),
     }
     print(f"rate {rate:g}/s: {step}", flush=True)
     return step, last_seq
@@ -243,41 +289,39 @@ def main() -> None:
                 "dump_log": dump}, args.quick)  # fmt: skip
 
 
+LAG_COLUMNS = ["changes/s", "changes", "records", "lag p50 ms", "p99", "in the file p50", "p99",
+               "committed p50", "p99", "file → record p50", "p99", "zkcdc's part p50", "p99",
+               "max"]  # fmt: skip
+
+
 def render(result: dict[str, Any]) -> str:
-    rows = [
-        [fmt(s["target_per_s"]), fmt(s["changes"]), fmt(s["records"]), fmt(s["lag_ms_p50"]),
-         fmt(s["lag_ms_p99"]), fmt(s["to_file_ms"]["p50"]), fmt(s["to_file_ms"]["p99"]),
-         fmt(s["file_to_record_ms"]["p50"]), f"**{fmt(s['file_to_record_ms']['p99'])}**",
-         fmt(s["file_to_record_ms"]["max"])]
-        for s in result["steps"]
-    ]  # fmt: skip
+    rows = []
+    for s in result["steps"]:
+        ready = s.get("ready_to_record_ms")
+        rows.append(
+            [fmt(s["target_per_s"]), fmt(s["changes"]), fmt(s["records"]), fmt(s["lag_ms_p50"]),
+             fmt(s["lag_ms_p99"]), fmt(s["to_file_ms"]["p50"]), fmt(s["to_file_ms"]["p99"]),
+             fmt(s.get("to_commit_ms", {}).get("p50")), fmt(s.get("to_commit_ms", {}).get("p99")),
+             fmt(s["file_to_record_ms"]["p50"]), fmt(s["file_to_record_ms"]["p99"]),
+             fmt(ready and ready["p50"]), f"**{fmt(ready and ready['p99'])}**",
+             fmt(ready and ready["max"])]
+        )  # fmt: skip
     parsing, dump = result["parsing"], result["dump_log"]
     return "\n\n".join(
         [
             reproduce(result),
             f"A KRaft stack of three controllers and one broker; `zkcdc capture --source kraft` beside "
             f"the first controller (event log only). Topic config changes through the Admin API at "
-            f"each rate for {result['step_s']:g} s, round {result['topics']} topics. Lag: the "
-            "record's `captured_ms` minus the controller's time on the metadata record, split at "
-            "the moment the record could first be read from the file at all (a bare follower of "
-            "the folder polling every millisecond): Kafka's part (its append linger, 25 ms by "
-            "default, and the quorum's replication to this controller) and zkcdc's (the high "
-            "watermark asked, the record made; a turn's event-log fsync can hold the next).",
-            table(
-                [
-                    "changes/s",
-                    "changes",
-                    "records",
-                    "lag p50 ms",
-                    "p99",
-                    "Kafka's part p50",
-                    "p99",
-                    "zkcdc's part p50",
-                    "p99",
-                    "max",
-                ],
-                rows,
-            ),
+            f"each rate for {result['step_s']:g} s, round {result['topics']} topics. Times from the "
+            "controller's time on the metadata record (`ts_ms`): **in the file**, when a bare "
+            "follower of the folder polling every millisecond could first read it (Kafka's append "
+            "linger, 25 ms by default, and the replication to this controller); **committed**, "
+            "when the quorum's leader moved its high watermark past it (its own DEBUG log line, "
+            "to the ms); **lag**, the record's `captured_ms`. zkcdc may give a record out only "
+            "once it is both in the file and committed: **zkcdc's part** runs from that moment "
+            "to the change record (the high watermark asked, the record made, the event log "
+            "written); *file → record* includes the wait for the commit.",
+            table(LAG_COLUMNS, rows),
             f"Parsing the segment the run left ({fmt(parsing['segment_bytes'])} bytes, "
             f"{fmt(parsing['records_per_pass'])} records, read {parsing['passes']} times over): "
             f"**{fmt(parsing['records_per_s'])} records/s** (batches, CRC32C, every message decoded; "
@@ -291,16 +335,16 @@ def render(result: dict[str, Any]) -> str:
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     rate = result["parsing"]["records_per_s"]
-    p99 = max(s["file_to_record_ms"]["p99"] or 0 for s in result["steps"])
+    p99 = max(s["ready_to_record_ms"]["p99"] or 0 for s in result["steps"])
     total = max(s["lag_ms_p99"] or 0 for s in result["steps"])
     top = max(s["target_per_s"] for s in result["steps"])
     return [
         ("metadata log parsed", f"{rate:,} records/s", "≥ 200,000 records/s", rate >= 200_000),
-        (f"KRaft capture lag p99 (file -> record), paced up to {top:g} changes/s", f"{p99:.1f} ms",
-         "≤ 20 ms", p99 <= 20),
+        (f"KRaft capture lag p99 (in the file and committed -> record), paced up to {top:g} "
+         "changes/s", f"{p99:.1f} ms", "≤ 20 ms", p99 <= 20),
         (f"KRaft capture lag p99 (controller's record time -> record; Kafka's 25 ms append "
-         f"linger inside), paced up to {top:g} changes/s", f"{total:g} ms", "≤ 20 ms",
-         total <= 20),
+         f"linger and the quorum's commit inside), paced up to {top:g} changes/s",
+         f"{total:g} ms", "≤ 20 ms", total <= 20),
     ]  # fmt: skip
 
 

@@ -6,6 +6,7 @@ flat however long Kafka is away, and nothing is lost or sent out of order."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,12 +17,25 @@ log = logs.get("zkcdc.capture")
 
 ReadAfter = Callable[[int], Iterator[dict[str, Any]]]
 
+# Records read back from the log per step: small enough to check the turn's time budget often.
+_REFILL_STEP = 1_000
+
 
 class KafkaFeed:
-    def __init__(self, publisher: Publisher, read_after: ReadAfter) -> None:
-        """`read_after(seq)`: the event log's records with a seq above `seq`, in order."""
+    def __init__(
+        self,
+        publisher: Publisher,
+        read_after: ReadAfter,
+        budget_s: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`read_after(seq)`: the event log's records with a seq above `seq`, in order.
+        `budget_s`: how long one refill may take; librdkafka takes up to 100,000 records at
+        once, and moving them all in one turn would hold the capture's loop for seconds."""
         self.publisher = publisher
         self._read_after = read_after
+        self._budget_s = budget_s
+        self._clock = clock
         self._next: int | None = None  # from this seq on, records wait in the log
         self._skip: set[int] = set()  # seqs among those that Kafka already has
         self._cursor: Iterator[dict[str, Any]] | None = None
@@ -49,7 +63,9 @@ class KafkaFeed:
 
     def refill(self, logged_seq: int) -> None:
         """Reads waiting records back from the log into the publisher's room; back to direct
-        giving once everything up to `logged_seq` (the log's last record) went out."""
+        giving once everything up to `logged_seq` (the log's last record) went out. Stops
+        after its time budget: the next turn goes on from where it left."""
+        deadline = self._clock() + self._budget_s
         while self._next is not None:
             room = self.publisher.room
             if room <= 0:
@@ -57,7 +73,7 @@ class KafkaFeed:
             fresh = self._cursor is None
             if self._cursor is None:
                 self._cursor = self._read_after(self._next - 1)
-            batch = list(itertools.islice(self._cursor, room))
+            batch = list(itertools.islice(self._cursor, min(room, _REFILL_STEP)))
             if not batch:
                 # The cursor saw the log's end as it was when it got there; a file begun since
                 # (rotation) is picked up by a new one. Single-threaded: nothing was logged
@@ -73,3 +89,5 @@ class KafkaFeed:
             missing = [r for r in batch if r["seq"] not in self._skip]
             if missing:
                 self.publisher.publish(missing)
+            if self._clock() > deadline:
+                return  # at least one step a turn, so the log always drains

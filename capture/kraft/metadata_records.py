@@ -11,7 +11,13 @@ import struct
 from typing import Any, NamedTuple
 
 from zkcdc.capture.kraft.message_layouts import CONTROL, CONTROL_NAMES, METADATA
-from zkcdc.capture.kraft.message_reader import MessageError, read_message, uvarint
+from zkcdc.capture.kraft.message_reader import (
+    MessageError,
+    Reader,
+    compiled,
+    read_message,
+    uvarint,
+)
 from zkcdc.capture.kraft.record_batches import Batch
 
 
@@ -43,6 +49,12 @@ class Undecodable(NamedTuple):
 
 Entry = MetadataRecord | ControlRecord | Undecodable
 
+_new = tuple.__new__  # a NamedTuple made without its Python __new__: a call less a record
+
+
+# (apiKey, version) -> (name, the compiled reader): one lookup a record, not three (B7).
+_READERS: dict[tuple[int, int], tuple[str, Reader]] = {}
+
 
 def decode_metadata(value: bytes) -> tuple[int, int, str, dict[str, Any]]:
     """(apiKey, version, name, fields) of one metadata record value."""
@@ -57,10 +69,22 @@ def decode_metadata(value: bytes) -> tuple[int, int, str, dict[str, Any]]:
             raise MessageError("record value cut short in its frame") from exc
     if frame != 1:
         raise MessageError(f"frame version {frame} (only 1 is known)")
+    known = _READERS.get((api_key, version))
+    if known is not None:
+        name, reader = known
+        try:
+            fields, end = reader(value, p)
+        except (IndexError, struct.error, UnicodeDecodeError) as exc:
+            raise MessageError(f"{name} v{version}: {exc}") from exc
+        if end != len(value):
+            raise MessageError(f"{name} v{version}: {len(value) - end} byte(s) after the end")
+        return api_key, version, name, fields
     layout = METADATA.get(api_key)
     if layout is None:
         raise MessageError(f"apiKey {api_key} is not a known metadata record (version {version})")
-    return api_key, version, layout.name, read_message(layout, version, value, p)
+    fields = read_message(layout, version, value, p)  # checks the version, compiles its reader
+    _READERS[(api_key, version)] = (layout.name, compiled(layout, version))
+    return api_key, version, layout.name, fields
 
 
 def decode_control(key: bytes, value: bytes) -> tuple[int, str, dict[str, Any]]:
@@ -79,7 +103,21 @@ def decode_control(key: bytes, value: bytes) -> tuple[int, str, dict[str, Any]]:
 def entries(batch: Batch) -> list[Entry]:
     out: list[Entry] = []
     epoch, control = batch.epoch, batch.control
+    readers = _READERS
     for offset, timestamp_ms, key, value in batch.records:
+        # The usual record, inline (a call less a record, B7): a one-byte frame 1, apiKey and
+        # version, of a kind read before; anything else takes decode_metadata's whole way.
+        if not control and value is not None and len(value) > 3 and value[0] == 1:
+            known = readers.get((value[1], value[2]))
+            if known is not None:
+                try:
+                    fields, end = known[1](value, 3)
+                except (IndexError, struct.error, UnicodeDecodeError):
+                    end = -1
+                if end == len(value):
+                    out.append(_new(MetadataRecord, (offset, epoch, timestamp_ms, value[1],
+                                                     value[2], known[0], fields)))  # fmt: skip
+                    continue
         if value is None:
             out.append(Undecodable(offset, epoch, timestamp_ms, "record without a value"))
             continue
@@ -89,9 +127,8 @@ def entries(batch: Batch) -> list[Entry]:
                 out.append(ControlRecord(offset, epoch, timestamp_ms, kind, name, fields))
             else:
                 api_key, version, name, fields = decode_metadata(value)
-                out.append(
-                    MetadataRecord(offset, epoch, timestamp_ms, api_key, version, name, fields)
-                )
+                out.append(_new(MetadataRecord,
+                                (offset, epoch, timestamp_ms, api_key, version, name, fields)))  # fmt: skip
         except MessageError as exc:
             out.append(Undecodable(offset, epoch, timestamp_ms, str(exc)))
     return out

@@ -22,6 +22,7 @@ from zkcdc.capture.kraft.message_reader import MessageError, uvarint
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset and length: the part `length` does not count
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
 _CRC_START = 21  # the CRC covers the batch from attributes on
 
 COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -68,6 +69,10 @@ class Batch(NamedTuple):
         return self.last_offset + 1
 
 
+# What a NamedTuple's own __new__ calls: made directly, a Python call less a record (B7).
+_new = tuple.__new__
+
+
 def _varint(b: bytes, p: int) -> tuple[int, int]:
     """A zig-zag varint (Kafka's record fields); most are one byte."""
     byte = b[p]
@@ -85,7 +90,15 @@ def _records(
     stop = len(body) if stop is None else stop
     out = []
     for _ in range(count):
-        length, p = _varint(body, p)
+        # A record's length is mostly two bytes (64 to 8,191 bytes): read those inline too.
+        byte = body[p]
+        if byte < 0x80:
+            length, p = (byte >> 1) ^ -(byte & 1), p + 1
+        elif body[p + 1] < 0x80:
+            raw = (byte & 0x7F) | (body[p + 1] << 7)
+            length, p = (raw >> 1) ^ -(raw & 1), p + 2
+        else:
+            length, p = _varint(body, p)
         end = p + length
         p += 1  # attributes (unused)
         # Timestamp and offset deltas are mostly one byte each: read those inline.
@@ -109,27 +122,33 @@ def _records(
         byte = body[p]
         if byte < 0x80:
             value_len, p = (byte >> 1) ^ -(byte & 1), p + 1
+        elif body[p + 1] < 0x80:
+            raw = (byte & 0x7F) | (body[p + 1] << 7)
+            value_len, p = (raw >> 1) ^ -(raw & 1), p + 2
         else:
             value_len, p = _varint(body, p)
+        if end > stop or p + value_len > end:
+            raise ValueError("a record runs past its batch")
         value = None if value_len < 0 else body[p : p + value_len]
         p = end  # headers: the metadata log writes none we need
-        if end > stop or (value is not None and len(value) != value_len):
-            raise ValueError("a record runs past its batch")
-        out.append(Record(base_offset + offset_delta, base_ts + ts_delta, key, value))
+        out.append(_new(Record, (base_offset + offset_delta, base_ts + ts_delta, key, value)))
     if p != stop:
         raise ValueError(f"{stop - p} byte(s) after the last record")
     return tuple(out)
 
 
-def parse_batch(data: bytes, position: int = 0) -> Batch:
-    """The batch that starts at `position` of `data`, which must hold all of it."""
+def parse_batch(data: bytes, position: int = 0, view: memoryview | None = None) -> Batch:
+    """The batch that starts at `position` of `data`, which must hold all of it (`view`: a
+    memoryview of `data`, made once by a caller reading many batches)."""
     (base_offset, length, epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
      _pid, _pepoch, _seq, count) = HEADER.unpack_from(data, position)  # fmt: skip
     size = LOG_OVERHEAD + length
     if magic != 2:
         raise BatchDamage(position, base_offset, f"magic {magic} (only 2 is known)")
     end = position + size
-    if crc32c.crc32c(memoryview(data)[position + _CRC_START : end]) != crc:
+    if view is None:
+        view = memoryview(data)
+    if crc32c.crc32c(view[position + _CRC_START : end]) != crc:
         raise BatchDamage(position, base_offset, "CRC32C does not match")
     codec = attributes & 0x07
     body, start, stop = data, position + HEADER_SIZE, end
@@ -142,9 +161,8 @@ def parse_batch(data: bytes, position: int = 0) -> Batch:
         records = _records(body, count, base_offset, base_ts, start, stop)
     except (ValueError, IndexError, MessageError) as exc:
         raise BatchDamage(position, base_offset, f"records unreadable: {exc}") from exc
-    # Positional: a NamedTuple made with keywords costs twice as much, once a batch.
-    return Batch(position, size, base_offset, base_offset + last_delta, epoch, crc, max_ts,
-                 bool(attributes & 0x20), records)  # fmt: skip
+    return _new(Batch, (position, size, base_offset, base_offset + last_delta, epoch, crc, max_ts,
+                        attributes & 0x20 != 0, records))  # fmt: skip
 
 
 def batches(data: bytes, start: int = 0) -> Iterator[Batch | BatchDamage]:
@@ -153,8 +171,10 @@ def batches(data: bytes, start: int = 0) -> Iterator[Batch | BatchDamage]:
     caller reads on from `next_position` once more is written."""
     position = start
     total = len(data)
+    view = memoryview(data)
+    head = _OFFSET_AND_LENGTH.unpack_from
     while position + LOG_OVERHEAD <= total:
-        base_offset, length = struct.unpack_from(">qi", data, position)
+        base_offset, length = head(data, position)
         if length < HEADER_SIZE - LOG_OVERHEAD:
             if length == 0 and base_offset == 0:
                 return  # preallocated zeros: the end of what is written
@@ -164,7 +184,7 @@ def batches(data: bytes, start: int = 0) -> Iterator[Batch | BatchDamage]:
         if end > total:
             return  # still being written
         try:
-            yield parse_batch(data, position)
+            yield parse_batch(data, position, view)
         except BatchDamage as damage:
             damage.next_position = end
             yield damage

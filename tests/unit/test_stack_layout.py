@@ -122,3 +122,10 @@ def test_each_migration_phase_configures_brokers_and_controllers_as_kafka_docume
     assert broker["process.roles"] == "broker"
     assert controller is not None
     assert not {"zookeeper.connect", "zookeeper.metadata.migration.enable"} & set(controller)
+
+
+def test_log_levels_of_the_settings_reach_every_process_log4j_config():
+    props = _props(configs.log4j_config({"org.apache.kafka.raft.LeaderState": "DEBUG"}))
+    assert props["log4j.logger.org.apache.kafka.raft.LeaderState"] == "DEBUG"
+    assert props["log4j.rootLogger"] == "INFO, stdout"
+    assert "log4j.logger.org.apache.kafka.raft.LeaderState" not in _props(configs.log4j_config())

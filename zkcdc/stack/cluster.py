@@ -263,7 +263,7 @@ class LocalStack:
                 self.layout.state_dir / "secure", self.layout.bootstrap_servers
             )
             self._secure = secure
-        log4j = configs.log4j_config()
+        log4j = configs.log4j_config(self.settings.log_levels)
         for node in self.layout.zookeepers:
             node.data_dir.mkdir(parents=True)
             (node.data_dir / "myid").write_text(f"{node.node_id}\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from zkcdc.stack.layout import KafkaBroker, KraftController, StackLayout, ZookeeperNode
 from zkcdc.stack.secure import SecureMaterial
 from zkcdc.stack.settings import StackSettings
@@ -164,8 +166,10 @@ def controller_config(
     return _properties(values)
 
 
-def log4j_config() -> str:
-    """One console appender (the process's stdout goes to its log file), Kafka's usual levels."""
+def log4j_config(levels: Mapping[str, str] | None = None) -> str:
+    """One console appender (the process's stdout goes to its log file), Kafka's usual levels,
+    then the stack's own `log_levels`."""
+    extra = {f"log4j.logger.{name}": level for name, level in (levels or {}).items()}
     return _properties(
         {
             "log4j.rootLogger": "INFO, stdout",
@@ -179,5 +183,6 @@ def log4j_config() -> str:
             "log4j.logger.kafka.log": "WARN",
             "log4j.logger.org.apache.zookeeper": "INFO",
             "log4j.logger.state.change.logger": "INFO",
+            **extra,
         }
     )

@@ -96,7 +96,7 @@ class StackMigration:
             if not probes.port_is_free(layout.host, c.port):
                 raise StackError(f"port {c.port} ({c.name}) is in use: choose --controller-port")
         cluster_id = self._zookeeper_cluster_id()
-        log4j = configs.log4j_config()
+        log4j = configs.log4j_config(stack.settings.log_levels)
         for c in layout.controllers:
             c.log_dir.mkdir(parents=True, exist_ok=True)
             atomic_write(c.config_file, configs.controller_config(layout, c, stack.settings))

@@ -54,6 +54,9 @@ class StackSettings(BaseSettings):
     start_timeout_s: float = 120.0
     stop_timeout_s: float = 60.0
     broker_config: dict[str, str] = Field(default_factory=dict)
+    # Extra log4j levels for every Kafka and ZooKeeper process, e.g. a logger at DEBUG to see
+    # when something happened (`{"org.apache.kafka.raft.LeaderState": "DEBUG"}`).
+    log_levels: dict[str, str] = Field(default_factory=dict)
     # SASL_SSL brokers (SCRAM-SHA-512), ZooKeeper on TLS with SASL and Kafka's ACLs on it.
     secure: bool = False
     # A schema registry (Apicurio, Confluent's API) beside the cluster, for --schema-registry.

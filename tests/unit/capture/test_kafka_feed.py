@@ -4,8 +4,11 @@ order. The same path serves a restart's backlog (records Kafka already has left 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from zkcdc.capture.delivery.checkpoint import CheckpointStore
 from zkcdc.capture.delivery.event_log import EventLogWriter
@@ -125,3 +128,36 @@ def test_a_restart_backlog_leaves_out_what_kafka_already_has(tmp_path: Path) -> 
             break
     expected = [s for s in range(1_001, 3_001) if s not in (1_001, 1_500, 2_999)]
     assert producer.delivered == expected
+
+
+def test_a_refill_stops_after_its_time_budget_and_the_next_turns_go_on_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """librdkafka can take 100,000 records at once: read back from the log in one go they
+    would hold the capture's loop (and its ZooKeeper session) for seconds."""
+    monkeypatch.setattr(sys.modules[__name__], "QUEUE", 100_000)
+    writer, _, _, _ = _setup(tmp_path)
+    producer = FakeProducer({})
+    publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
+                          producer_factory=lambda config: producer, max_waiting=10_000)  # fmt: skip
+    store = CheckpointStore(tmp_path / "state", tmp_path / "events", "c1")
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.03  # each look at the clock: 30 ms of work went by
+        return now[0]
+
+    feed = KafkaFeed(publisher, lambda seq: store.records_after(seq), budget_s=0.05, clock=clock)
+    writer.append(_records(1, 5_000))
+    producer.up = True
+    feed.resume(0, on_kafka=set())
+    feed.refill(5_000)
+    moved = publisher.backlog + len(producer.delivered)
+    assert 0 < moved <= 2_000, f"one turn moved {moved} records past its budget"
+    turns = 1
+    while feed.waiting_in_log or publisher.backlog:
+        publisher.poll(0)
+        feed.refill(5_000)
+        turns += 1
+        assert turns < 100, "the log does not drain"
+    assert producer.delivered == list(range(1, 5_001))
