@@ -7,7 +7,7 @@ how fast the log parses, beside Kafka's own `kafka-dump-log --cluster-metadata-d
    rate of `--rates` for `--duration` seconds. Lag: the record's `captured_ms` minus the
    controller's time on the metadata record (`ts_ms`), over the config changes.
 2. Parsing: the segment the run left, read into metadata records (record batches, CRC32C,
-   every message decoded) `--repeat` times over (best of 3); then into change records (the
+   every message decoded) `--repeat` times over (best of 5); then into change records (the
    image and its tree, as `--from-metadata-log` does); and the same file printed by Kafka's
    `kafka-dump-log --cluster-metadata-decoder` (its wall time, JVM start included, and again
    without it: its time on an empty segment taken off).
