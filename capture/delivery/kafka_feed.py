@@ -5,17 +5,25 @@ flat however long Kafka is away, and nothing is lost or sent out of order."""
 
 from __future__ import annotations
 
-import itertools
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from zkcdc.capture.delivery.publisher import Publisher
 from zkcdc.ground import logs
 
 log = logs.get("zkcdc.capture")
 
-ReadAfter = Callable[[int], Iterator[dict[str, Any]]]
+
+class Tail(Protocol):
+    """The event log read on from a seq (`log_tail.LogTail`)."""
+
+    def take(self, limit: int) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+OpenTail = Callable[[int], Tail]
 
 # Records read back from the log per step: small enough to check the turn's time budget often.
 _REFILL_STEP = 1_000
@@ -25,24 +33,29 @@ class KafkaFeed:
     def __init__(
         self,
         publisher: Publisher,
-        read_after: ReadAfter,
+        open_tail: OpenTail,
         budget_s: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`read_after(seq)`: the event log's records with a seq above `seq`, in order.
+        """`open_tail(seq)`: the event log read on from the records with a seq above `seq`.
         `budget_s`: how long one refill may take; librdkafka takes up to 100,000 records at
         once, and moving them all in one turn would hold the capture's loop for seconds."""
         self.publisher = publisher
-        self._read_after = read_after
+        self._open_tail = open_tail
         self._budget_s = budget_s
         self._clock = clock
         self._next: int | None = None  # from this seq on, records wait in the log
         self._skip: set[int] = set()  # seqs among those that Kafka already has
-        self._cursor: Iterator[dict[str, Any]] | None = None
+        self._tail: Tail | None = None
 
     @property
     def waiting_in_log(self) -> bool:
         return self._next is not None
+
+    def _drop_tail(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
 
     def give(self, values: list[dict[str, Any]], encoded: list[bytes] | None) -> None:
         """Records just logged: to the publisher, or left in the log if they must wait."""
@@ -59,7 +72,8 @@ class KafkaFeed:
 
     def resume(self, after_seq: int, on_kafka: set[int]) -> None:
         """A restart: the log's records after `after_seq` go out (those in `on_kafka` not)."""
-        self._next, self._skip, self._cursor = after_seq + 1, on_kafka, None
+        self._drop_tail()
+        self._next, self._skip = after_seq + 1, on_kafka
 
     def refill(self, logged_seq: int) -> None:
         """Reads waiting records back from the log into the publisher's room; back to direct
@@ -70,20 +84,20 @@ class KafkaFeed:
             room = self.publisher.room
             if room <= 0:
                 return
-            fresh = self._cursor is None
-            if self._cursor is None:
-                self._cursor = self._read_after(self._next - 1)
-            batch = list(itertools.islice(self._cursor, min(room, _REFILL_STEP)))
+            fresh = self._tail is None
+            if self._tail is None:
+                self._tail = self._open_tail(self._next - 1)
+            batch = self._tail.take(min(room, _REFILL_STEP))
             if not batch:
-                # The cursor saw the log's end as it was when it got there; a file begun since
-                # (rotation) is picked up by a new one. Single-threaded: nothing was logged
-                # while it read, so past `logged_seq` means caught up; so does a new cursor
-                # finding nothing (records a standby took over from the topic are on Kafka).
-                self._cursor = None
+                # Past `logged_seq` means caught up (single-threaded: nothing is logged while
+                # this reads); so does a new tail finding nothing (records a standby took over
+                # from the topic are on Kafka, or what is left is damaged).
                 if self._next > logged_seq or fresh:
                     log.info("Kafka caught up with the event log", seq=logged_seq)
+                    self._drop_tail()
                     self._next, self._skip = None, set()
                     continue
+                self._drop_tail()  # a fresh look from `_next` the next turn
                 return
             self._next = batch[-1]["seq"] + 1
             missing = [r for r in batch if r["seq"] not in self._skip]

@@ -129,6 +129,16 @@ def blocks(
 ) -> Iterator[tuple[int, Any, dict[str, Any]]]:
     """(block number, fastavro block, the file's metadata) of each readable block, in order.
     Damage is reported to `on_damage` once per damaged stretch, then skipped."""
+    for number, block, metadata, _ in located_blocks(file, on_damage, reader_schema):
+        yield number, block, metadata
+
+
+def located_blocks(
+    file: Path, on_damage: OnDamage, reader_schema: Any | None = None, start: int | None = None
+) -> Iterator[tuple[int, Any, dict[str, Any], int]]:
+    """As `blocks`, each with the byte where the next block starts; from `start` on (such a
+    byte given before) instead of the first block: reading goes on where it stopped, as the
+    file grows, without reading the blocks before again. Block numbers then count from there."""
     try:
         raw = file.open("rb")
     except OSError as exc:
@@ -148,11 +158,21 @@ def blocks(
         raw.seek(head_end)
         metadata = dict(reader.metadata)
         number, base, next_start = 0, 0, head_end
+        if start is not None and start > head_end:
+            if start >= _size(raw):
+                return
+            base, next_start = start - head_end, start
+            try:
+                reader = fastavro.block_reader(cast(BinaryIO, _Spliced(head, raw, start)),
+                                               reader_schema)  # fmt: skip
+            except Exception as exc:
+                on_damage(Damage(file, number, reason_of(exc)))
+                return
         while True:
             try:
                 for block in reader:
                     next_start = base + block.offset + block.size
-                    yield number, block, metadata
+                    yield number, block, metadata, next_start
                     number += 1
                 return
             except Exception as exc:

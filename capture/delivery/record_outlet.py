@@ -12,6 +12,7 @@ from zkcdc.capture import failpoints
 from zkcdc.capture.delivery.checkpoint import CheckpointStore
 from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
+from zkcdc.capture.delivery.log_tail import LogTail
 from zkcdc.capture.delivery.publisher import (
     Publisher,
     delivered_seqs,
@@ -52,7 +53,10 @@ class RecordOutlet:
         self.feed = (
             None
             if self.publisher is None
-            else KafkaFeed(self.publisher, lambda seq: self.store.records_after(seq, _log_damage))
+            else KafkaFeed(
+                self.publisher,
+                lambda seq: LogTail(settings.event_log_path(cluster), cluster, seq, _log_damage),
+            )
         )
         self._writer: EventLogWriter | None = None
         self._next_delivered = now() + 1.0

@@ -10,13 +10,18 @@ from typing import Any
 
 import pytest
 
-from zkcdc.capture.delivery.checkpoint import CheckpointStore
-from zkcdc.capture.delivery.event_log import EventLogWriter
+from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
+from zkcdc.capture.delivery.log_tail import LogTail
 from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
 from zkcdc.capture.records import ChangeRecord, Op, Znode
 from zkcdc.ground.kafka_connection import KafkaConnection
+
+
+def _no_damage(damage: Damage) -> None:
+    raise AssertionError(f"damage reported: {damage.describe()}")
+
 
 QUEUE = 100  # librdkafka's queue, as small as the test wants it
 
@@ -80,8 +85,7 @@ def _setup(tmp_path: Path) -> tuple[EventLogWriter, Publisher, FakeProducer, Kaf
         producer_factory=factory,
         max_waiting=500,
     )
-    store = CheckpointStore(tmp_path / "state", tmp_path / "events", "c1")
-    feed = KafkaFeed(publisher, lambda seq: store.records_after(seq))
+    feed = KafkaFeed(publisher, lambda seq: LogTail(tmp_path / "events", "c1", seq, _no_damage))
     return writer, publisher, producers[0], feed
 
 
@@ -140,14 +144,18 @@ def test_a_refill_stops_after_its_time_budget_and_the_next_turns_go_on_in_order(
     producer = FakeProducer({})
     publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
                           producer_factory=lambda config: producer, max_waiting=10_000)  # fmt: skip
-    store = CheckpointStore(tmp_path / "state", tmp_path / "events", "c1")
     now = [0.0]
 
     def clock() -> float:
         now[0] += 0.03  # each look at the clock: 30 ms of work went by
         return now[0]
 
-    feed = KafkaFeed(publisher, lambda seq: store.records_after(seq), budget_s=0.05, clock=clock)
+    feed = KafkaFeed(
+        publisher,
+        lambda seq: LogTail(tmp_path / "events", "c1", seq, _no_damage),
+        budget_s=0.05,
+        clock=clock,
+    )
     writer.append(_records(1, 5_000))
     producer.up = True
     feed.resume(0, on_kafka=set())
