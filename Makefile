@@ -4,11 +4,13 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# Reinstalled when what `pip install` builds changes: the project's metadata and its one C part.
+BUILT := pyproject.toml setup.py capture/kraft/_batch_walk.c
+STAMP := $(VENV)/.installed-$(shell cat $(BUILT) | cksum | cut -d' ' -f1)
 
 .PHONY: setup demo demo-secure test lint fuzz up status down bench bench-quick clean
 
-$(STAMP): pyproject.toml
+$(STAMP): $(BUILT)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --editable '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@

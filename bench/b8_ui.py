@@ -12,9 +12,12 @@ and an alerts topic, `zkcdc ui` on those three, and Debian's chromium (Playwrigh
 4. updates: `zkcdc simulate run broker-failure`; the controller rewrites the state of every
    partition of the failed broker and the alert job publishes each partition's new state.
    For the broker and for each partition that turns under-replicated: its state record's time
-   on the state topic -> the page showing it (a MutationObserver on the page's counts);
+   on the state topic (the broker's append time) -> the page showing it (a MutationObserver on
+   the page's counts); and the ui server's own reading behind each topic (its /healthz);
 5. responsiveness through that storm: the page's long tasks (PerformanceObserver) and the
-   longest the main thread could not answer (a 50 ms timer's worst delay).
+   longest the main thread could not answer (a 50 ms timer's worst delay), with who used the
+   cores (`cpu_census`). chromium runs at a higher priority than the pipeline (its autogroups
+   at nice -10), as a person's browser on their own machine would not wait for Spark.
 
 Run: `.venv/bin/python bench/b8_ui.py [--quick] [--topics 200 --partitions-per-topic 1000]`
 """
@@ -30,8 +33,9 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import cpu_census
 from harness import ZKCDC, fmt, percentile, reproduce, run_at_scale, stop, table, vm_hwm_mb
 
 NAME = "b8_ui"
@@ -154,6 +158,34 @@ class StateTopicReader:
         self._consumer.close()
 
 
+class ReadLagSampler:
+    """The ui's own reading behind each topic (its /healthz), sampled through the storm: what
+    of an update's time is the ui server's, and what is the page's."""
+
+    def __init__(self, base: str, every_s: float = 0.25) -> None:
+        self.samples: dict[str, list[int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(base, every_s), daemon=True)
+        self._thread.start()
+
+    def _run(self, base: str, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            try:
+                lags = get_json(base + "/healthz").get("read_lag_ms", {})
+            except OSError:
+                continue
+            for feed, lag in lags.items():
+                self.samples.setdefault(feed, []).append(int(lag))
+
+    def close(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(5)
+        return {
+            feed: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "max": max(v)}
+            for feed, v in sorted(self.samples.items()) if v
+        }  # fmt: skip
+
+
 def settled(count: Any, quiet_s: float = 5.0, timeout_s: float = 600) -> int:
     """`count()` once it has not changed for `quiet_s`."""
     deadline = time.monotonic() + timeout_s
@@ -185,7 +217,8 @@ def wait_for(what: str, check: Any, timeout_s: float, *processes: subprocess.Pop
     while not check():
         for process in processes:
             if process.poll() is not None:
-                raise SystemExit(f"{process.args[3]} exited while waiting for {what}")
+                command = cast(list[str], process.args)  # started with a list (`start`)
+                raise SystemExit(f"{command[3]} exited while waiting for {what}")
         if time.monotonic() > deadline:
             raise SystemExit(f"no {what} in {timeout_s:.0f} s")
         time.sleep(0.5)
@@ -213,6 +246,7 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
         return process
 
     reader = None
+    first: BrowserFirst | None = None
     try:
         build = subprocess.run(
             [*ZKCDC, "simulate", "build", "--zookeeper", hosts, "--brokers", str(args.brokers),
@@ -230,10 +264,15 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
                  600, capture)  # fmt: skip
         job = start("alerts", "stream", "alerts", "--bootstrap-servers", bootstrap,
                     "--topic", changes, "--state-topic", state, "--alerts-topic", alerts,
-                    "--checkpoint", str(work / "checkpoint"))  # fmt: skip
+                    "--checkpoint", str(work / "checkpoint"),
+                    # The alert state of 200,000 partitions ran 512m out of heap as Spark stored it.
+                    "--driver-memory", "2g")  # fmt: skip
         wait_for("the state of every partition",
                  lambda: topic_size(bootstrap, state) >= partitions + args.topics, 900, job)  # fmt: skip
         print("state topic holds the cluster", flush=True)
+        # The Spark sink stamps a record when its task makes it, which can be seconds before
+        # the task's batch reaches the broker: "on the topic" is the broker's append time.
+        append_times(bootstrap, [state, alerts])
 
         port = free_port()
         started = time.monotonic()
@@ -255,6 +294,7 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
         reader = StateTopicReader(bootstrap, state)
         reader.assigned.wait(60)
         chromium = ensure_binary("chromium", "chromium")
+        first = BrowserFirst()
         with sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
             first_render_ms = []
@@ -281,6 +321,8 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             page.evaluate(WATCH_PAGE, victim)
             page.evaluate(TIME_PAGE_WORK)
             storm_from = page.evaluate("performance.now()")
+            sampler = ReadLagSampler(base)
+            cpu_from, cpu_from_s = cpu_census.read(), time.monotonic()
             failure = start("failure", "simulate", "run", "broker-failure", "--zookeeper", hosts,
                             "--broker", str(victim), "--hold", "600")  # fmt: skip
             wait_for("the failure staged", lambda: b"holding" in (work / "failure.log").read_bytes(),
@@ -305,6 +347,8 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             wait_for("the page showing the alerts", page_shows_alerts, 600, failure)
             time.sleep(3)
             storm_to = page.evaluate("performance.now()")
+            read_lag = sampler.close()
+            cpu = cpu_census.between(cpu_from, cpu_census.read(), time.monotonic() - cpu_from_s)
             seen = page.evaluate("window.benchSeen")
             page_work = page.evaluate("window.benchWork")
             long_tasks = [d for s, d in page.evaluate("window.benchLongTasks")
@@ -336,12 +380,72 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             "main_thread_worst_delay_ms": round(max(ticks, default=0) - 50),
             "page_heap_mb": round(heap_mb, 1),
             "page_work": work_figures(page_work, storm_from, storm_to),
+            "ui_read_lag_ms": read_lag,
+            "storm_cpu": cpu,
         }
     finally:
+        if first is not None:
+            first.close()
         if reader is not None:
             reader.close()
         for process in reversed(processes):
             stop(process)
+
+
+def append_times(bootstrap: str, topics: list[str]) -> None:
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )  # fmt: skip
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry("message.timestamp.type", "LogAppendTime",
+                        incremental_operation=AlterConfigOpType.SET)  # fmt: skip
+    resources = [ConfigResource("topic", t, incremental_configs=[entry]) for t in topics]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(60)
+
+
+class BrowserFirst:
+    """chromium kept at a higher priority than the pipeline (nice -10), as a person's
+    browser on their own machine would not wait for Spark: here one machine's 2 cores run it
+    all, and the page's main thread waited for a core a fifth of the storm. Kept, not set once:
+    chromium sets its threads' nice values itself as it makes them and changes their kind."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every_s: float) -> None:
+        import os
+
+        import psutil
+
+        while not self._stop.wait(every_s):
+            for process in psutil.process_iter(["cmdline"]):
+                if "chromium" not in " ".join(process.info["cmdline"] or ()):
+                    continue
+                try:
+                    threads = [t.id for t in process.threads()]
+                    # Playwright starts chromium in a session of its own; with the kernel's
+                    # autogroups (on here) a thread's nice counts only inside its session's
+                    # group, and groups share the cores alike: the group's own nice is set.
+                    Path(f"/proc/{process.pid}/autogroup").write_text("-10")
+                except (psutil.Error, OSError):
+                    continue
+                for tid in threads:
+                    try:
+                        if os.getpriority(os.PRIO_PROCESS, tid) != -10:
+                            os.setpriority(os.PRIO_PROCESS, tid, -10)
+                    except OSError:
+                        pass  # a thread gone meanwhile
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 def snapshot_figures(base: str) -> dict[str, Any]:
@@ -422,7 +526,8 @@ def render(result: dict[str, Any]) -> str:
         reproduce(r),
         f"{r['partitions']:,} partitions on {r['brokers']} simulated brokers (replication factor "
         "3): `zkcdc capture` → `zkcdc stream alerts` → the state, alerts and changes topics → "
-        "`zkcdc ui` → Debian's chromium (headless, 1400 x 1000).",
+        "`zkcdc ui` → Debian's chromium (headless, 1400 x 1000; its autogroups at nice -10, as "
+        "a person's browser on a machine of its own).",
         table(["measure", "value", "target"], [
             ["ui start → the three topics read", f"{r['ui_ready_s']} s", "—"],
             ["ui RSS (peak)", f"{fmt(r['ui_rss_mb'])} MB", "—"],
@@ -443,6 +548,10 @@ def render(result: dict[str, Any]) -> str:
             ["**update**: each partition's record on the topic → counted on the page, p50 / p99 / max",
              f"{fmt(r['partition_update_ms_p50'])} / **{fmt(r['partition_update_ms_p99'])}** / "
              f"{fmt(r['partition_update_ms_max'])} ms", "p99 ≤ 3,000 ms"],
+            *[[f"the ui server's reading behind the {feed} topic through the storm "
+               "(sampled), p50 / p99 / max",
+               f"{fmt(v['p50'])} / {fmt(v['p99'])} / {fmt(v['max'])} ms", "—"]
+              for feed, v in r.get("ui_read_lag_ms", {}).items()],
             ["page redraws through the storm", fmt(r["page_renders_in_storm"]), "—"],
             ["long tasks through the storm: count / longest / share of the time",
              f"{r['long_tasks']} / {fmt(r['long_task_max_ms'])} ms / {100 * r['busy_share']:.0f} %", "—"],
@@ -450,6 +559,7 @@ def render(result: dict[str, Any]) -> str:
              f"{fmt(r['main_thread_worst_delay_ms'])} ms", "≤ 500 ms"],
             ["page JS heap", f"{r['page_heap_mb']} MB", "—"],
         ]),
+        *storm_cpu_text(r.get("storm_cpu")),
         "The page's own work through the storm (its functions timed in the page):",
         table(["work", "calls", "total", "p50", "longest"], [
             [f"`{name}`", fmt(w["calls"]), f"{fmt(w['total_ms'])} ms", f"{w['p50_ms']} ms",
@@ -457,6 +567,18 @@ def render(result: dict[str, Any]) -> str:
             for name, w in r.get("page_work", {}).items()
         ]),
     ])  # fmt: skip
+
+
+def storm_cpu_text(cpu: dict[str, Any] | None) -> list[str]:
+    if not cpu:
+        return []
+    return [
+        f"Who used the machine's cores through the storm ({cpu['seconds']} s; the machine "
+        f"{100 * (cpu['machine_busy_share'] or 0):.0f} % busy; chromium's renderer's main "
+        f"thread waited {cpu['renderer_waited_for_a_core_s']} s for a core, runnable):",
+        table(["role", "cores (average)"],
+              [[role, f"{cores:.2f}"] for role, cores in cpu["cores_by_role"].items()]),
+    ]  # fmt: skip
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:

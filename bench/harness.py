@@ -124,7 +124,9 @@ def own_stack(brokers: int = 3, zookeeper_heap_mb: int | None = None) -> Iterato
     from zkcdc.stack.probes import free_port_block
 
     state = Path(tempfile.mkdtemp(prefix="zkcdc-bench-stack-"))
-    extra = {} if zookeeper_heap_mb is None else {"zookeeper_heap_mb": zookeeper_heap_mb}
+    extra: dict[str, Any] = {}
+    if zookeeper_heap_mb is not None:
+        extra["zookeeper_heap_mb"] = zookeeper_heap_mb
     settings = StackSettings(
         state_dir=state,
         brokers=brokers,

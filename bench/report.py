@@ -26,6 +26,7 @@ BENCHMARKS = (
     "b5_txnlog",
     "b6_soak",
     "b7_kraft",
+    "b8_ui",
 )
 
 

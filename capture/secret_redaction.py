@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -25,6 +27,12 @@ MARKER = "zkcdc-redacted:hmac-sha256:"
 _SECRET_KEY = re.compile(
     r"(password|secret|sasl\.jaas\.config|ssl\.keystore\.key|ssl\.keystore\.certificate\.chain"
     r"|ssl\.truststore\.certificates|secret\.key|master\.key)$",
+    re.IGNORECASE,
+)
+# A secret key's name anywhere in data no JSON reader takes (where keys cannot be found).
+_SECRET_WORD = re.compile(
+    rb"password|secret|sasl\.jaas\.config|ssl\.keystore\.key|ssl\.keystore\.certificate"
+    rb"|ssl\.truststore\.certificates|master\.key|scram-",
     re.IGNORECASE,
 )
 # `/config/<type>/<name>` and `/config/users/<u>/clients/<c>`; not `/config/changes/...`.
@@ -53,25 +61,82 @@ class Redactor:
         match = _CONFIG_PATH.fullmatch(path)
         if match is None or not data:
             return data
+        entity_type = match["type"]
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return data  # not Kafka's format: decoded as UNPARSEABLE, nothing to find
+            # orjson refuses what Python's json reads (1e400, NaN, nesting past 1024); what
+            # neither reads is kept only where no secret can be in it.
+            obj = _python_json(data)
+            if obj is None:
+                return self._unreadable(path, data)
         config = obj.get("config") if isinstance(obj, dict) else None
         if not isinstance(config, dict):
             return data
-        entity_type = match["type"]
         secret = [k for k in config if is_secret_key(entity_type, k)]
         if not secret:
             return data
         for key in secret:
             config[key] = self.marker(path, key, config[key])
-        return orjson.dumps(obj)
+        try:
+            # Rewritten from Python's json, which keeps every other value exactly: orjson reads
+            # an integer past 64 bits as a float (a fuzzed config found it).
+            exact = json.loads(data)
+            exact["config"].update((key, config[key]) for key in secret)
+            text = json.dumps(exact, ensure_ascii=False, separators=(",", ":"))
+            return text.encode("utf-8", "surrogatepass")
+        except RecursionError:  # nested deeper than Python's json goes: orjson's reading
+            return _written(obj)
+
+    def _unreadable(self, path: str, data: bytes) -> bytes:
+        """Data no JSON reader takes: kept as it is (decoded as UNPARSEABLE) unless it names
+        a secret key (so may hold its value), when the whole becomes one marker."""
+        if not _SECRET_WORD.search(data):
+            return data
+        return self.marker(path, "", data.decode("utf-8", "surrogateescape")).encode()
 
     def marker(self, path: str, key: str, value: object) -> str:
-        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        if isinstance(value, str):
+            text = value
+        else:
+            try:
+                text = orjson.dumps(value).decode()
+            except TypeError:  # past 64 bits or 254 levels, which orjson does not write
+                text = _text(value)
         message = "\0".join((path, key, text)).encode("utf-8", "surrogatepass")
         return MARKER + hmac.new(self._key, message, hashlib.sha256).hexdigest()[:32]
+
+
+def _python_json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _text(value: object) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except RecursionError:  # hostile nesting: said, not written
+        return f"<a {type(value).__name__} nested too deep to write>"
+
+
+def _written(obj: dict[str, Any]) -> bytes:
+    """`obj` as JSON as well as it can be written: a value too deep for orjson (254 levels)
+    becomes its text."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        config = {k: _writable(v) for k, v in obj["config"].items()}
+        return orjson.dumps({k: config if k == "config" else _writable(v) for k, v in obj.items()})
+
+
+def _writable(value: object) -> object:
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return _text(value)
+    return value
 
 
 Redact = Callable[[str, bytes | None], bytes | None]

@@ -13,7 +13,12 @@ import click
 from rich.console import Console
 
 from zkcdc.ground import kafka_connection, logs
-from zkcdc.ground.cli_options import option_group, output_file, rule_overrides_option
+from zkcdc.ground.cli_options import (
+    jvm_memory,
+    option_group,
+    output_file,
+    rule_overrides_option,
+)
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.user_dirs import state_home
@@ -60,6 +65,10 @@ job_options = option_group(
                  help="Checkpoint folder [default ~/.local/state/zkcdc/stream/<job>]."),
     click.option("--master", default="local[2]", show_default=True,
                  help="Spark master: local[N] or spark://HOST:PORT."),
+    click.option("--driver-memory", default="512m", show_default=True,
+                 callback=jvm_memory,
+                 help="The Spark driver's heap (in local mode it runs the tasks too); "
+                      "about 2g for 200,000 partitions."),
     rule_overrides_option("Override a rule setting, e.g. under_replicated_for_ms=2000."),
     click.option("--trigger-ms", default=500, show_default=True),
     click.option("--available-now", is_flag=True,
@@ -113,6 +122,7 @@ def run_job(
         sinks=sinks,
         checkpoint=kw["checkpoint"] or default_checkpoint(job),
         master=kw["master"],
+        driver_memory=kw["driver_memory"],
         rules=RuleSettings().with_overrides(kw["rules"]),
         trigger_ms=kw["trigger_ms"],
         available_now=kw["available_now"],

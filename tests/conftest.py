@@ -22,6 +22,7 @@ from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
 
 from zkcdc.ground.child_processes import stop
+from zkcdc.ground.topic_creation import create_topics, passes
 from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
@@ -124,8 +125,7 @@ def _admin_call(
             error: KafkaError = exc.args[0]
             if error.code() == done_already and (attempt > 0 or done_is_fine):
                 return
-            retriable = error.retriable() or error.code() == KafkaError.NOT_CONTROLLER
-            if not retriable or time.monotonic() > deadline:
+            if not passes(error) or time.monotonic() > deadline:
                 raise
         attempt += 1
         time.sleep(min(0.5 * attempt, 2.0))
@@ -142,11 +142,8 @@ def new_topic(
         base = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:100]
         name = f"{base}-{uuid.uuid4().hex[:6]}"
         topic = NewTopic(name, partitions, replication_factor, config=config)
-        _admin_call(
-            cluster.bootstrap_servers,
-            lambda admin: admin.create_topics([topic], operation_timeout=30),
-            KafkaError.TOPIC_ALREADY_EXISTS,
-        )
+        create_topics(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap_servers}),
+                      [topic], 90)  # fmt: skip
         created.append(name)
         return name
 
@@ -277,6 +274,15 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
     registry = start_registry(jar, tmp_path_factory.mktemp("registry") / "registry.log")
     yield registry
     registry.stop()
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """What a session builds once is built before any test runs, outside the tests' timeouts:
+    the registry from Maven Central took a fresh machine's first registry test past its 300 s."""
+    if any("schema_registry" in getattr(item, "fixturenames", ()) for item in items):
+        registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

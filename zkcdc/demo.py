@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from zkcdc.ground import child_processes
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
 
 
@@ -104,17 +105,6 @@ def wait(what: str, done: Callable[[], bool], jobs: list[Job], tick: Callable[[]
     print(f"demo: {what}", flush=True)
 
 
-def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
-    for attempt in range(30):  # a fresh cluster may still be settling its controller
-        try:
-            admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(60)
-            return
-        except KafkaException as exc:
-            if attempt == 29 or not exc.args[0].retriable():
-                raise
-            time.sleep(1)
-
-
 def main() -> None:
     stack = LocalStack.open(StackSettings().state_dir)
     info = stack.info()
@@ -164,7 +154,7 @@ def main() -> None:
         # Every partition on the stopped broker goes under-replicated: print the demo topic's
         # and the brokers' alerts, count the others.
         alerts.shown = lambda a: a["entity"].startswith((f"{topic}/", "broker/", "controller"))
-        create_topic(admin, topic, 1)
+        create_topics(kafka.admin, [NewTopic(topic, 1, 3)], 60)  # a client of its own each try
 
         def partition() -> dict[str, Any]:
             return state().get(f"local/partition/{topic}/0", {})

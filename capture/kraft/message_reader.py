@@ -91,46 +91,50 @@ class _Compiler:
         name = f"_read{len(self.functions)}"
         self.functions.append("")  # reserve the slot: nested ones come after
         index = len(self.functions) - 1
-        lines = [f"def {name}(b, p):", "    o = {}"]
+        # Each field into a local, the dict made once at the end: a dict literal costs less
+        # than a store per field.
+        lines = [f"def {name}(b, p):"]
         tagged = []
-        for field in fields:
+        for i, field in enumerate(fields):
             if not field.present_in(version):
-                lines.append(f"    o[{field.name!r}] = {self.constant(_default(field))}")
+                lines.append(f"    f{i} = {self.constant(_default(field))}")
             elif field.tag is not None:
-                tagged.append(field)
-                lines.append(f"    o[{field.name!r}] = {self.constant(_default(field))}")
+                tagged.append((i, field))
+                lines.append(f"    f{i} = {self.constant(_default(field))}")
             else:
-                lines += ["    " + line for line in self.value(field, version, "o")]
+                lines += ["    " + line for line in self.value(field, version, f"f{i}")]
         lines += ["    " + line for line in _LENGTH]
         lines += ["    for _ in range(n):",
                   "        tag, p = uv(b, p)", "        size, p = uv(b, p)",
                   "        end = p + size"]  # fmt: skip
-        for i, field in enumerate(tagged):
-            keyword = "if" if i == 0 else "elif"
+        for j, (i, field) in enumerate(tagged):
+            keyword = "if" if j == 0 else "elif"
             lines.append(f"        {keyword} tag == {field.tag}:")
-            lines += ["            " + line for line in self.value(field, version, "o")]
-        lines += ["        p = end", "    return o, p"]
+            lines += ["            " + line for line in self.value(field, version, f"f{i}")]
+        lines.append("        p = end")
+        items = ", ".join(f"{field.name!r}: f{i}" for i, field in enumerate(fields))
+        lines.append(f"    return {{{items}}}, p")
         self.functions[index] = "\n".join(lines)
         return name
 
-    def value(self, field: Field, version: int, out: str) -> list[str]:
-        """Lines that read `field` at `p` into `out[name]` and move `p` past it."""
-        key, kind = repr(field.name), field.kind
+    def value(self, field: Field, version: int, target: str) -> list[str]:
+        """Lines that read `field` at `p` into `target` and move `p` past it."""
+        kind = field.kind
         nullable = field.nullable_in(version)
         null = (
-            [f"    {out}[{key}] = None"]
+            [f"    {target} = None"]
             if nullable
             else [f"    raise MessageError('null {field.name} where it may not be null')"]
         )
         if isinstance(kind, Struct):
             sub = self.struct(kind.fields, version)
-            return [f"{out}[{key}], p = {sub}(b, p)"]
+            return [f"{target}, p = {sub}(b, p)"]
         if isinstance(kind, StructArray):
             sub = self.struct(kind.fields, version)
             return [*_LENGTH, "if n == 0:", *null, "else:",
                     "    a = []", "    for _ in range(n - 1):",
                     f"        x, p = {sub}(b, p)", "        a.append(x)",
-                    f"    {out}[{key}] = a"]  # fmt: skip
+                    f"    {target} = a"]  # fmt: skip
         if kind.startswith("[]"):
             element = kind[2:]
             if element in _FIXED:
@@ -138,13 +142,13 @@ class _Compiler:
                 return [*_LENGTH, "if n == 0:", *null, "else:",
                         "    n -= 1", f"    e = p + {size} * n",
                         "    if e > len(b): raise MessageError('array past the end')",
-                        f"    {out}[{key}] = list(unpack_from('>' + str(n) + {code[1:]!r}, b, p))",
+                        f"    {target} = list(unpack_from('>' + str(n) + {code[1:]!r}, b, p))",
                         "    p = e"]  # fmt: skip
             reads = self.scalar(element, "x", nullable=False)
             return [*_LENGTH, "if n == 0:", *null, "else:", "    a = []",
                     "    for _ in range(n - 1):", *("        " + r for r in reads),
-                    "        a.append(x)", f"    {out}[{key}] = a"]  # fmt: skip
-        return self.scalar(kind, f"{out}[{key}]", nullable, field.name)
+                    "        a.append(x)", f"    {target} = a"]  # fmt: skip
+        return self.scalar(kind, target, nullable, field.name)
 
     def scalar(self, kind: str, target: str, nullable: bool, name: str = "") -> list[str]:
         if kind in _FIXED:

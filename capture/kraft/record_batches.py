@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gzip
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import crc32c
@@ -19,11 +19,19 @@ import crc32c
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.kraft.message_reader import MessageError, uvarint
 
+compiled_walk: Callable[[bytes, int, int, type, type], tuple[list[Batch], int]] | None
+try:  # the clean batches read in C (B7); built by `pip install` where a C compiler is
+    from zkcdc.capture.kraft._batch_walk import walk as compiled_walk
+except ImportError:  # none was: the same reading, in Python only
+    compiled_walk = None
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset and length: the part `length` does not count
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _CRC_START = 21  # the CRC covers the batch from attributes on
+
+_WALK_CHUNK = 256  # batches a call of the compiled walk: a big file is not read into one list
 
 COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -165,15 +173,26 @@ def parse_batch(data: bytes, position: int = 0, view: memoryview | None = None) 
                         attributes & 0x20 != 0, records))  # fmt: skip
 
 
-def batches(data: bytes, start: int = 0) -> Iterator[Batch | BatchDamage]:
+def batches(
+    data: bytes, start: int = 0, use_compiled: bool = True
+) -> Iterator[Batch | BatchDamage]:
     """Every whole batch of `data` from byte `start`, damaged ones as `BatchDamage` (and
     skipped by their length where the length is sane). Stops before an incomplete tail: the
-    caller reads on from `next_position` once more is written."""
+    caller reads on from `next_position` once more is written. `use_compiled=False`: Python's
+    reading only (the compiled walk's tests compare the two)."""
     position = start
     total = len(data)
     view = memoryview(data)
     head = _OFFSET_AND_LENGTH.unpack_from
+    walk = compiled_walk if use_compiled else None
     while position + LOG_OVERHEAD <= total:
+        if walk is not None:
+            # The compiled walk takes the clean batches and stops at anything else (damage,
+            # compression, the end), which is then read here, named as it is below.
+            clean, position = walk(data, position, _WALK_CHUNK, Batch, Record)
+            yield from clean
+            if len(clean) == _WALK_CHUNK or position + LOG_OVERHEAD > total:
+                continue
         base_offset, length = head(data, position)
         if length < HEADER_SIZE - LOG_OVERHEAD:
             if length == 0 and base_offset == 0:

@@ -11,14 +11,13 @@ loads this module, and their imports alone take about a second."""
 
 from __future__ import annotations
 
-import gc
 import pickle
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
+from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -94,20 +93,6 @@ def stateful_alerts(
         yield pd.DataFrame(output_rows(alerts, states), dtype=object)
 
     return run
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cycle collector off while a group is processed: with a replay's backlog and a
-    large cluster in memory each collection walks millions of objects (BENCHMARKS.md, B4),
-    and the engine's objects hold no cycles for it to find."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def alerts_stream(

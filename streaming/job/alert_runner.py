@@ -40,6 +40,9 @@ class AlertJobOptions:
     sinks: SinkOptions
     checkpoint: Path
     master: str = "local[2]"
+    # The driver's heap: the alert state of a cluster is one value, and Spark copies it a few
+    # times over when it stores it (200,000 partitions need about 2g; BENCHMARKS.md, B8).
+    driver_memory: str = "512m"
     rules: RuleSettings = field(default_factory=RuleSettings)
     trigger_ms: int = 500
     available_now: bool = False  # process what is there, then stop (replays, tests)
@@ -76,7 +79,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         ),
         scratch=options.checkpoint / "batch-out",
     )
-    spark = session(options.master, "zkcdc-alerts")
+    spark = session(options.master, "zkcdc-alerts", driver_memory=options.driver_memory)
     queries = []
     try:
         records, dead = read_changes(spark, options.source)

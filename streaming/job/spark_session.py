@@ -34,8 +34,11 @@ def package_zip(folder: Path | None = None) -> Path:
     return out
 
 
-def session(master: str, app: str, shuffle_partitions: int = 1, **conf: str) -> Any:
-    """A SparkSession on `master` (local[*], local[2], spark://host:port)."""
+def session(
+    master: str, app: str, shuffle_partitions: int = 1, driver_memory: str = "512m", **conf: str
+) -> Any:
+    """A SparkSession on `master` (local[*], local[2], spark://host:port). `driver_memory`:
+    the driver JVM's heap, which in local mode runs the tasks too."""
     from pyspark.sql import SparkSession
 
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
@@ -61,7 +64,7 @@ def session(master: str, app: str, shuffle_partitions: int = 1, **conf: str) -> 
         # Hadoop applies its own umask (022) to checkpoint files: keep them from other users.
         .config("spark.hadoop.fs.permissions.umask-mode", "027")
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "512m")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.executor.memory", "512m")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )

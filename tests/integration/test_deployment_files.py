@@ -264,6 +264,9 @@ def test_the_image_runs_as_a_user_and_bakes_the_jars_in_at_build_time() -> None:
     _, build, final = stages
     assert "maven" in build and "spark_jars()" in build
     assert "maven" not in final and "mvn" not in final
+    # the C part (setup.py) compiled in the build stage, its wheel installed without a compiler
+    assert "setup.py" in stages[0] and "gcc" in build and "pip wheel" in build
+    assert "gcc" not in final and "/wheels/zkcdc-*.whl" in final
     assert "COPY --from=jars /opt/zkcdc/jars /opt/zkcdc/jars" in final
     assert "ENV ZKCDC_CACHE_DIR=/opt/zkcdc/jars" in final
     users = re.findall(r"^USER (\S+)", final, flags=re.M)

@@ -29,6 +29,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zkcdc.capture.delivery.event_log import read_records
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.settings import StackSettings
@@ -169,8 +170,7 @@ def test_the_demo_incident_goes_through_capture_alerts_alertmanager_state_and_re
         topic = f"secure-orders-{run}"
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = kafka.admin()  # referenced until the creation is answered
-        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        create_topics(kafka.admin, [NewTopic(topic, 1, 3)], 60)
         key = f"sec/partition/{topic}/0"
         wait_until(alive(lambda: len(state().get(key, {}).get("isr", [])) == 3), 120, 1.0,
                    what="the new topic's partition in sync")  # fmt: skip

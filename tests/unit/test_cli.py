@@ -77,6 +77,15 @@ def test_following_a_live_event_log_is_refused_in_one_line(tmp_path: Path):
     assert result.output.count("\n") == 1
 
 
+@pytest.mark.parametrize("size", ["2x", "0", "-1g", "g", "1.5g", ""])
+def test_a_driver_memory_java_would_refuse_is_one_clear_line(tmp_path: Path, size: str):
+    result = CliRunner().invoke(
+        main, ["stream", "alerts", "--event-log", str(tmp_path), "--driver-memory", size]
+    )
+    assert result.exit_code == 2
+    assert f"expected a size such as 512m or 2g, got {size!r}" in result.output
+
+
 def _recorded_stack(folder: Path, **settings: object) -> None:
     """A stack.json as `up` leaves it, for a stack whose processes are not running."""
     from zkcdc.stack.cluster import LocalStack

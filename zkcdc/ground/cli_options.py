@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,13 @@ def key_values(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
         parsed[key] = value
     return parsed
+
+
+def jvm_memory(_: click.Context, __: click.Parameter, value: str) -> str:
+    """Click callback for a JVM memory size as Java takes it (512m, 2g, 1536M)."""
+    if not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", value):
+        raise click.BadParameter(f"expected a size such as 512m or 2g, got {value!r}")
+    return value.lower()
 
 
 def rule_overrides_option(help: str) -> Callable[[Any], Any]:

@@ -175,22 +175,15 @@ class KafkaConnection(BaseModel):
     ) -> None:
         """Creates the topic if missing (replication min(3, brokers)); an existing one is
         left as it is."""
-        from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+        from zkcdc.ground.topic_creation import TopicCreationError
+        from zkcdc.ground.topic_creation import ensure_topic as ensure
 
-        admin = self.admin()
-        metadata = self.list_topics(timeout, admin)
-        if topic in metadata.topics and not metadata.topics[topic].error:
-            return
-        replication = min(3, len(metadata.brokers))
-        new = NewTopic(topic, partitions, replication, config=dict(config or {}))
         try:
-            admin.create_topics([new])[topic].result(timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise KafkaConnectionError(
-                    f"cannot create topic {topic}: {exc.args[0].str()}"
-                ) from exc
+            ensure(
+                self.admin, lambda: self.list_topics(timeout), topic, partitions, timeout, config
+            )
+        except TopicCreationError as exc:
+            raise KafkaConnectionError(str(exc)) from exc
 
     def read_to_end(
         self,

@@ -54,6 +54,18 @@ from zkcdc.streaming.job.spark_jars import spark_jar_set
 REGISTRY = "schema-registry"
 
 
+def new_cluster_id(random_bytes: Callable[[int], bytes] = os.urandom) -> str:
+    """A cluster id as Kafka's `Uuid.randomUuid` makes one: 16 random bytes in URL-safe
+    base64, never starting with "-" (command lines would take it for an option) and never
+    the all-zero or metadata-topic ids Kafka reserves."""
+    reserved = {bytes(16), bytes(15) + b"\x01"}
+    while True:
+        raw = random_bytes(16)
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if raw not in reserved and not text.startswith("-"):
+            return text
+
+
 def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -281,15 +293,15 @@ class LocalStack:
             atomic_write(controller.config_file, config)
             (controller.home / "log4j.properties").write_text(log4j)
         if self.settings.mode == "kraft":
-            self._format_kraft_storage()
+            self.format_kraft_storage()
         self._save()
 
-    def _format_kraft_storage(
+    def format_kraft_storage(
         self, cluster_id: str | None = None, homes: list[Path] | None = None
     ) -> None:
         """`kafka-storage format` of every node's log dir with one new cluster id (or, for a
         migration, the controllers' with the ZooKeeper cluster's)."""
-        cluster_id = cluster_id or base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        cluster_id = cluster_id or new_cluster_id()
         if homes is None:
             homes = [c.home for c in self.layout.controllers]
             homes += [b.home for b in self.layout.brokers]
@@ -298,14 +310,24 @@ class LocalStack:
                 heap_mb=128,
                 classpath=[self.info().kafka_libs / "*"],
                 main_class="kafka.tools.StorageTool",
-                args=["format", "-t", cluster_id, "-c", str(home / "server.properties")],
+                # `=`: an id read from ZooKeeper may start with "-", which the tool's
+                # parser would take for an option.
+                args=[
+                    "format",
+                    f"--cluster-id={cluster_id}",
+                    "-c",
+                    str(home / "server.properties"),
+                ],
                 state_dir=self.layout.state_dir,
                 log4j_file=home / "log4j.properties",
                 logs_dir=self.layout.logs_dir,
             )
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
-                raise StackError(f"kafka-storage format of {home} failed:\n{done.stdout[-2000:]}")
+                said = (done.stderr.strip() or done.stdout.strip())[-2000:]
+                raise StackError(
+                    f"kafka-storage format of {home} failed (exit {done.returncode}):\n{said}"
+                )
 
     def _command(self, name: str) -> list[str]:
         if name == REGISTRY:
@@ -411,12 +433,24 @@ class LocalStack:
                 self._sleep(0.2)
 
     def _wait_for_brokers(self, broker_ids: set[int]) -> None:
-        """Until every broker is in `/brokers/ids` and the Admin API reports it."""
+        """Until every broker is in `/brokers/ids` (ZooKeeper mode) and every running broker's
+        own metadata lists them all."""
         deadline = self._deadline()
         names = [self.layout.broker(b).name for b in broker_ids]
         kafka = self.kafka()
+
+        def listed_by_all() -> bool:
+            running = self.running()
+            addresses = {
+                b.broker_id: f"{self.layout.host}:{b.port}"
+                for b in self.layout.brokers
+                if running.get(b.name) or b.broker_id in broker_ids
+            }
+            views = probes.brokers_each_sees(kafka, addresses)
+            return all(broker_ids <= seen for seen in views.values())
+
         if self.settings.kraft_brokers:
-            while not broker_ids <= probes.admin_api_brokers(kafka):
+            while not listed_by_all():
                 self._fail_if_exited(names)
                 if self._now() > deadline:
                     raise self._not_up(names[0], self._timed_out())
@@ -426,7 +460,7 @@ class LocalStack:
             while True:
                 self._fail_if_exited(names)
                 registered = probes.registered_brokers(zk, self.layout.chroot)
-                if broker_ids <= registered and broker_ids <= probes.admin_api_brokers(kafka):
+                if broker_ids <= registered and listed_by_all():
                     return
                 if self._now() > deadline:
                     missing = sorted(broker_ids - registered) or sorted(broker_ids)

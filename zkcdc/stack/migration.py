@@ -101,7 +101,7 @@ class StackMigration:
             c.log_dir.mkdir(parents=True, exist_ok=True)
             atomic_write(c.config_file, configs.controller_config(layout, c, stack.settings))
             (c.home / "log4j.properties").write_text(log4j)
-        stack._format_kraft_storage(cluster_id, [c.home for c in layout.controllers])
+        stack.format_kraft_storage(cluster_id, [c.home for c in layout.controllers])
         for c in layout.controllers:
             stack._start(c.name)
         stack._wait_for_quorum()

@@ -113,3 +113,17 @@ def admin_api_brokers(kafka: KafkaConnection, timeout_s: float = 5.0) -> set[int
     except Exception:  # any client error here means the cluster is not answering yet
         return set()
     return set(metadata.brokers)
+
+
+def brokers_each_sees(
+    kafka: KafkaConnection, addresses: dict[int, str], timeout_s: float = 5.0
+) -> dict[int, set[int]]:
+    """The broker ids each broker's own metadata lists, asked of that broker alone (a client
+    bootstrapped with its address only asks it first). Brokers learn of one another at their
+    own pace; a client told of a broker by one and not by another drops its requests to it."""
+    return {
+        broker_id: admin_api_brokers(
+            kafka.model_copy(update={"bootstrap_servers": address}), timeout_s
+        )
+        for broker_id, address in addresses.items()
+    }

@@ -4,7 +4,6 @@ lines), filtered by cluster, rule, status and event time; `--follow` keeps readi
 from __future__ import annotations
 
 import datetime
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
+from zkcdc.view import json_values
 from zkcdc.view.topic_follower import TopicFollower
 
 STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -62,7 +62,7 @@ def alert_line(alert: dict[str, Any]) -> Text:
 def parse(value: bytes | None) -> dict[str, Any] | None:
     """An alert record, or None for a value that is not one (the topic is anyone's to write)."""
     try:
-        alert = json.loads(value or b"")
+        alert = json_values.loads(value or b"")
     except ValueError:
         return None
     return alert if isinstance(alert, dict) and "alert_id" in alert else None

@@ -4,7 +4,6 @@ LiveModel."""
 
 from __future__ import annotations
 
-import json
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from zkcdc.ground import logs
 from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.view import json_values
 from zkcdc.view.alerts_tail import parse
 from zkcdc.view.event_rows import rows
 from zkcdc.view.live_model import LiveModel
@@ -22,6 +22,7 @@ from zkcdc.view.topic_follower import TopicFollower
 
 log = logs.get("zkcdc.ui")
 TOPIC_WAIT_S = 24 * 3600.0  # a topic the alert job has not made yet is waited for
+RETRY_S = 5.0  # a topic Kafka would not give is asked for again; the page waits, not dies
 
 
 def _follow(
@@ -32,18 +33,24 @@ def _follow(
     take: Callable[[Any], None],
     stop: threading.Event,
 ) -> None:
-    try:
-        follower = TopicFollower(kafka, topic, wait_s=TOPIC_WAIT_S)
-    except Exception as exc:  # the page says what it lacks; the other feeds go on
-        log.error("cannot read a topic", topic=topic, reason=str(exc))
-        return
+    while True:
+        try:
+            follower = TopicFollower(kafka, topic, wait_s=TOPIC_WAIT_S)
+            break
+        except Exception as exc:  # the page says what it lacks; the other feeds go on
+            log.error("cannot read a topic", topic=topic, reason=str(exc), retry_in_s=RETRY_S)
+            if stop.wait(RETRY_S):
+                return
     try:
         while not stop.is_set():
-            for message in follower.poll(0.2):
+            messages = follower.poll(0.2)
+            for message in messages:
                 try:
                     take(message)
                 except (ValueError, KeyError, TypeError, ValueDecodeError) as exc:
                     log.warning("unreadable message skipped", topic=topic, reason=str(exc))
+            if messages:
+                model.note_read(feed, messages[-1].timestamp()[1])
             if follower.caught_up and not model.loaded[feed]:
                 model.mark_loaded(feed)
                 log.info("topic read to its end", topic=topic)
@@ -55,7 +62,7 @@ def state_feed(model: LiveModel) -> Callable[[Any], None]:
     def take(message: Any) -> None:
         value = message.value()
         model.put_state(
-            (message.key() or b"").decode(), None if value is None else json.loads(value)
+            (message.key() or b"").decode(), None if value is None else json_values.loads(value)
         )
 
     return take

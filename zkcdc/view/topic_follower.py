@@ -18,23 +18,24 @@ class TopicFollower:
 
         self.topic = topic
         self._consumer = kafka.consumer("zkcdc-view", {"auto.offset.reset": "earliest"}, True)
+        self._ends: dict[int, int] = {}
         deadline = time.monotonic() + wait_s
         try:
             while True:
-                found = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
-                if found is not None and found.error is None and found.partitions:
-                    break
+                # A topic the alert job has just made is listed before its partitions have
+                # leaders; their offsets are asked again until the wait is spent.
+                cause: KafkaException | None = None
+                try:
+                    partitions = self._partitions()
+                    if partitions is not None:
+                        self._ends = self._ends_of(partitions)
+                        break
+                    reason = f"no topic {topic} on {kafka.describe()}"
+                except KafkaException as exc:
+                    reason, cause = f"cannot read {topic} from {kafka.describe()}: {exc}", exc
                 if time.monotonic() >= deadline:
-                    raise ViewError(f"no topic {topic} on {kafka.describe()}")
+                    raise ViewError(reason) from cause
                 time.sleep(0.5)
-            partitions = sorted(found.partitions)
-            self._ends: dict[int, int] = {}
-            for p in partitions:
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=10
-                )
-                if high > low:
-                    self._ends[p] = high
             self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         except KafkaException as exc:
             self._consumer.close()
@@ -42,6 +43,25 @@ class TopicFollower:
         except BaseException:
             self._consumer.close()
             raise
+
+    def _partitions(self) -> list[int] | None:
+        found = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        if found is None or found.error is not None or not found.partitions:
+            return None
+        return sorted(found.partitions)
+
+    def _ends_of(self, partitions: list[int]) -> dict[int, int]:
+        """Each non-empty partition's end when the follower starts: read to there is caught up."""
+        from confluent_kafka import TopicPartition
+
+        ends: dict[int, int] = {}
+        for p in partitions:
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=10
+            )
+            if high > low:
+                ends[p] = high
+        return ends
 
     @property
     def caught_up(self) -> bool:

@@ -14,6 +14,7 @@ from capture_harness import CaptureProcess, ChangesTopic
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from zkcdc.ground.child_processes import stop
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -26,8 +27,7 @@ def test_a_stopped_follower_fires_broker_down_and_under_replicated_then_resolves
     suffix = uuid.uuid4().hex[:6]
     topic = f"orders-{suffix}"
     admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
-    for future in admin.create_topics([NewTopic(topic, 2, 3)]).values():
-        future.result(timeout=60)
+    create_topics(lambda: admin, [NewTopic(topic, 2, 3)], 60)
     changes = ChangesTopic(info.bootstrap_servers, f"zkcdc.changes.kraft-alerts-{suffix}")
     alerts = AlertsTopic(info.bootstrap_servers, f"zkcdc.alerts.kraft-{suffix}")
     capture = CaptureProcess(

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from zkcdc.capture.delivery.event_log import log_files, read_records
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -60,8 +61,7 @@ def captures(kraft_stack: LocalStack, tmp_path: Path) -> Iterator[Captures]:
 def _topic(stack: LocalStack, partitions: int = 3) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": stack.info().bootstrap_servers})
-    for future in admin.create_topics([NewTopic(name, partitions, 3)]).values():
-        future.result(timeout=60)
+    create_topics(lambda: admin, [NewTopic(name, partitions, 3)], 60)
     return name
 
 
@@ -156,7 +156,8 @@ def tmp_path_of(captures: Captures, name: str) -> Path:
 
 
 def _delete(admin: AdminClient, names: list[str]) -> None:
-    """Deleted, retried while a broker has not yet learnt of topics just created."""
+    """Deleted, retried while a broker has not yet learnt of topics just created; a topic an
+    earlier try deleted (its answer lost) is not asked for again."""
     for attempt in range(40):
         try:
             for future in admin.delete_topics(names, operation_timeout=30).values():
@@ -166,6 +167,8 @@ def _delete(admin: AdminClient, names: list[str]) -> None:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or attempt == 39:
                 raise
             names = [n for n in names if n in admin.list_topics(timeout=10).topics]
+            if not names:
+                return
             time.sleep(0.25)
 
 
@@ -190,8 +193,7 @@ def test_kill_9_and_restart_gives_each_metadata_record_exactly_once(
     admin = AdminClient({"bootstrap.servers": kraft_stack.info().bootstrap_servers})
     for round_ in range(4):
         names = [f"k{round_}-{i}-{uuid.uuid4().hex[:6]}" for i in range(5)]
-        for future in admin.create_topics([NewTopic(n, 4, 2) for n in names]).values():
-            future.result(timeout=60)
+        create_topics(lambda: admin, [NewTopic(n, 4, 2) for n in names], 60)
         time.sleep(0.2 * round_)  # killed at another point of the stream each time
         killed.process.send_signal(signal.SIGKILL)
         killed.process.wait(30)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -33,8 +34,7 @@ def test_a_copy_of_the_metadata_log_shows_and_replays_a_stopped_follower(
     info = kraft_stack.info()
     topic = f"forensics-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
-    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
-        future.result(timeout=60)
+    create_topics(lambda: admin, [NewTopic(topic, 1, 3)], 60)
     time.sleep(2)
     partition = admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
     follower = next(b for b in partition.replicas if b != partition.leader)

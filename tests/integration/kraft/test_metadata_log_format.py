@@ -28,6 +28,7 @@ from zkcdc.capture.kraft.metadata_dir import file_entries, load_image, segment_f
 from zkcdc.capture.kraft.metadata_image import MetadataImage
 from zkcdc.capture.kraft.metadata_records import ControlRecord, MetadataRecord, Undecodable
 from zkcdc.capture.kraft.quorum_client import QuorumClient
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.settings import KAFKA_4_VERSION, KAFKA_VERSION
@@ -50,11 +51,11 @@ def _done(futures: dict[Any, Any]) -> None:
 def _stage_changes(admin: AdminClient, stack: LocalStack) -> None:
     """Topics with configs, more partitions, config changes, a deleted topic, a broker's
     controlled shutdown and restart (fenced, ISRs shrunk and expanded)."""
-    _done(admin.create_topics([
+    create_topics(lambda: admin, [
         NewTopic("orders", 3, 3, config={"retention.ms": "86400000", "min.insync.replicas": "2"}),
         NewTopic("audit", 2, 2),
         NewTopic("doomed", 1, 1),
-    ]))  # fmt: skip
+    ], 60)  # fmt: skip
     _done(admin.create_partitions([NewPartitions("audit", 4)]))
     _done(admin.incremental_alter_configs([
         ConfigResource("topic", "orders", incremental_configs=[

@@ -21,6 +21,7 @@ from cluster_backends import ClusterBackend
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from zkcdc.ground.child_processes import stop
+from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.processes import tail
@@ -62,8 +63,7 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
         info = stack.up()
         topic = f"orders-{suffix}"
         admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
-        for future in admin.create_topics([NewTopic(topic, 2, 3)]).values():
-            future.result(timeout=60)
+        create_topics(lambda: admin, [NewTopic(topic, 2, 3)], 60)
         # The changes and alerts topics live on the session's cluster, not the migrated one.
         kafka = ["--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes.topic]
         watch = CaptureProcess(

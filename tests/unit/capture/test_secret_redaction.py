@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -145,3 +147,72 @@ def test_no_secret_value_survives_any_config_shape(entity: str, config: dict[str
 @given(st.binary() | JSON.map(lambda v: json.dumps(v).encode()))
 def test_any_bytes_at_a_config_path_never_raise(data: bytes) -> None:
     Redactor().data("/config/users/u", data)
+
+
+@pytest.mark.parametrize("depth", [300, 1_000])  # past orjson's writing; past Python's json
+@pytest.mark.parametrize("deep_key", ["SCRAM-SHA-512", "other"])
+def test_a_deeply_nested_config_value_is_redacted_without_an_error(
+    deep_key: str, depth: int
+) -> None:
+    deep = "[" * depth + "1" + "]" * depth
+    data = ('{"version":1,"config":{"SCRAM-SHA-512":"' + SCRAM + '","a":2,"' + deep_key
+            + '":' + deep + "}}").encode()  # fmt: skip
+    out = Redactor().data("/config/users/u", data)
+    assert out is not None and SCRAM.encode() not in out
+    kept = orjson.loads(out)["config"]
+    assert kept["SCRAM-SHA-512"].startswith(MARKER) and kept["a"] == 2
+    assert deep_key in kept
+
+
+def test_an_integer_past_64_bits_beside_a_secret_is_kept_exactly() -> None:
+    data = (
+        b'{"version":1,"config":{"SCRAM-SHA-512":"'
+        + SCRAM.encode()
+        + b'","n":-9223372036854775809}}'
+    )
+    out = Redactor().data("/config/users/u", data)
+    assert out is not None and json.loads(out)["config"]["n"] == -9223372036854775809
+
+
+ODD = st.sampled_from(["1e400", "-1e400", "NaN", "Infinity", "[" * 1100 + "]" * 1100])
+
+
+@given(
+    entity=st.sampled_from(["users", "brokers", "topics", "clients", "ips"]),
+    key=st.sampled_from(
+        [
+            "SCRAM-SHA-512",
+            "ssl.key.password",
+            "sasl.jaas.config",
+            "listener.name.x.ssl.keystore.key",
+        ]
+    ),
+    secret=st.text("abcdef0123456789", min_size=12, max_size=24),
+    odd=ODD,
+    cut=st.integers(min_value=0, max_value=40),
+)
+def test_no_secret_survives_data_orjson_refuses_or_no_reader_takes(
+    entity: str, key: str, secret: str, odd: str, cut: int
+) -> None:
+    """1e400, NaN and nesting past 1024 are refused by orjson; the same cut short by no reader
+    is taken at all: the secret is replaced all the same."""
+    if not is_secret_key(entity, key):
+        key = "password"
+    whole = '{"version":1,"config":{"' + key + '":"S3CRET' + secret + '","n":' + odd + "}}"
+    data = whole[: len(whole) - cut].encode()
+    out = Redactor().data(f"/config/{entity}/x", data)
+    assert out is not None and b"S3CRET" + secret.encode() not in out
+
+
+def test_data_no_reader_takes_and_without_secret_words_is_kept_byte_for_byte() -> None:
+    for data in (b'{"version":1,"config":{"retention.ms":"1"', b"\xff\xfe not json"):
+        assert Redactor().data("/config/topics/t", data) == data
+
+
+def test_a_value_orjson_refuses_beside_a_secret_keeps_the_other_keys() -> None:
+    data = b'{"version":1,"config":{"SCRAM-SHA-512":"' + SCRAM.encode() + b'","a":"b","n":1e400}}'
+    out = Redactor().data("/config/users/u", data)
+    assert out is not None and SCRAM.encode() not in out
+    kept = json.loads(out)["config"]
+    assert kept["SCRAM-SHA-512"].startswith(MARKER) and kept["a"] == "b"
+    assert kept["n"] == float("inf")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from zkcdc.view import live_model
 from zkcdc.view.alerts_tail import AlertFilter, alert_line, parse
 from zkcdc.view.event_rows import describe, rows
@@ -114,3 +117,125 @@ def test_alerts_tail_filters_by_cluster_rule_status_and_event_time() -> None:
     line = alert_line(firing)
     assert "FIRING" in line.plain and "broker/2" in line.plain
     assert any("red" in str(span.style) for span in line.spans)
+
+
+def test_the_clusters_are_those_with_state_or_alerts_kept(monkeypatch: Any) -> None:
+    monkeypatch.setattr(live_model, "ALERTS_KEPT", 1)
+    model = LiveModel()
+    model.put_state("a/broker/1", {"kind": "broker", "broker_id": 1})
+    model.put_state("a/broker/1", {"kind": "broker", "broker_id": 1, "alive": True})
+    model.put_state("b/broker/1", {"kind": "broker", "broker_id": 1})
+    model.put_alert(_alert("FIRING", cluster="c"))
+    assert model.snapshot()["clusters"] == ["a", "b", "c"]
+    model.put_state("b/broker/1", None)
+    model.put_state("b/broker/9", None)  # never there: nothing to take away
+    model.put_alert(_alert("RESOLVED", cluster="c"))
+    assert model.snapshot()["clusters"] == ["a", "c"]  # a resolved alert kept keeps its cluster
+    model.put_alert(_alert("RESOLVED", alert_id="other", cluster="d"))
+    assert model.snapshot()["clusters"] == ["a", "d"]  # c's let go: past ALERTS_KEPT resolved
+    changes = model.changes_since(0)
+    assert changes is not None and changes["clusters"] == ["a", "d"]
+
+
+def test_a_snapshot_gives_partitions_as_tables_that_read_back_to_the_same_views() -> None:
+    model = LiveModel()
+    views = {
+        "c/partition/t/0": {"kind": "partition", "topic": "t", "partition": 0, "isr": [1, 2]},
+        "c/partition/t/1": {"kind": "partition", "topic": "t", "partition": 1, "isr": [2]},
+        # another shape (an older schema's view): a table of its own
+        "c/partition/u/0": {"kind": "partition", "topic": "u", "partition": 0},
+        "c/topic/t": {"kind": "topic", "topic": "t", "partitions": 2},
+    }
+    for key, value in views.items():
+        model.put_state(key, value)
+    snapshot = model.snapshot()
+    assert snapshot["state"] == [["c/topic/t", views["c/topic/t"]]]
+    back = {
+        row[0]: dict(zip(table["fields"], row[1:], strict=True))
+        for table in snapshot["tables"]
+        for row in table["rows"]
+    }
+    assert back == {k: v for k, v in views.items() if v["kind"] == "partition"}
+    assert len(snapshot["tables"]) == 2
+
+
+def test_each_feed_says_how_far_behind_its_topic_it_read_by_the_injected_clock() -> None:
+    now = [10_000]
+    model = LiveModel(now_ms=lambda: now[0])
+    assert model.read_lag_ms == {}
+    model.note_read("state", 9_250)
+    now[0] = 20_000
+    model.note_read("alerts", 20_400)  # a topic's clock ahead of ours: not behind
+    model.note_read("changes", -1)  # a message without a time says nothing
+    assert model.read_lag_ms == {"state": 750, "alerts": 0}
+
+
+def test_the_snapshot_is_built_once_per_version_and_its_gzip_reads_back_to_it() -> None:
+    import gzip
+
+    import orjson
+
+    from zkcdc.view.web_app import SnapshotCache
+
+    model = LiveModel()
+    model.put_state("c/broker/1", {"kind": "broker", "broker_id": 1, "alive": True})
+    cache = SnapshotCache(model)
+    first = cache.body(gzipped=False)
+    assert cache.body(gzipped=False) is first  # nothing changed: the same bytes
+    assert cache.latest() == (model.version, first)  # what a page too far behind is sent
+    assert gzip.decompress(cache.body(gzipped=True)) == first
+    model.put_state("c/broker/1", {"kind": "broker", "broker_id": 1, "alive": False})
+    after = orjson.loads(cache.body(gzipped=True) and cache.body(gzipped=False))
+    assert after["version"] == model.version
+    assert after["state"] == [["c/broker/1", {"kind": "broker", "broker_id": 1, "alive": False}]]
+    assert gzip.decompress(cache.body(gzipped=True)) == cache.body(gzipped=False)
+
+
+# A put: state of a broker (or its deletion), an alert firing or resolving, or a row.
+PUTS = st.lists(
+    st.tuples(
+        st.sampled_from(["state", "gone", "fire", "resolve", "row"]),
+        st.integers(min_value=1, max_value=6),
+    ),
+    max_size=60,
+)
+
+
+def _put(model: LiveModel, kind: str, n: int, seq: int) -> None:
+    if kind in ("state", "gone"):
+        value = {"kind": "broker", "broker_id": n, "alive": seq % 2 == 0}
+        model.put_state(f"c/broker/{n}", None if kind == "gone" else value)
+    elif kind in ("fire", "resolve"):
+        model.put_alert(_alert("FIRING" if kind == "fire" else "RESOLVED",
+                               alert_id=f"a{n}", started_ms=seq))  # fmt: skip
+    else:
+        change = {"type": "BROKER_FENCED", "broker_id": n}
+        model.put_rows(rows(_record("UPDATE", [change], seq=seq)))
+
+
+@given(before=PUTS, after=PUTS, most=st.integers(min_value=1, max_value=7))
+def test_changes_told_in_bites_leave_a_page_with_what_one_snapshot_gives(
+    before: list[tuple[str, int]], after: list[tuple[str, int]], most: int
+) -> None:
+    model = LiveModel()
+    for seq, (kind, n) in enumerate(before):
+        _put(model, kind, n, seq)
+    page = model.snapshot()
+    state = dict(map(tuple, page["state"]))
+    alerts = {a["alert_id"]: a for a in page["alerts"]}
+    recent = list(page["recent"])
+    for seq, (kind, n) in enumerate(after, start=len(before)):
+        _put(model, kind, n, seq)
+    version, bites = page["version"], 0
+    while version < model.version:
+        told = model.changes_since(version, most=most)
+        assert told is not None and told["version"] > version
+        state.update((k, v) for k, v in told["state"])
+        alerts.update((a["alert_id"], a) for a in told["alerts"])
+        recent = (recent + told["recent"])[-live_model.RECENT_ROWS :]
+        version, bites = told["version"], bites + 1
+    whole = model.snapshot()
+    assert {k: v for k, v in state.items() if v is not None} == dict(map(tuple, whole["state"]))
+    assert alerts == {a["alert_id"]: a for a in whole["alerts"]}
+    assert recent == whole["recent"]
+    assert bites <= -(-len(after) // most)  # ceil: no more bites than the cap makes

@@ -102,3 +102,57 @@ def test_no_name_breaks_out_of_a_reports_script(name: str) -> None:
     assert body.count("</script>") == 2, "the data ended a script element early"
     assert "<" not in body.split("const DATA = ", 1)[1].split("</script>", 1)[0]
     assert len(rows(_group_record(name, 3))) == 1
+
+
+def test_a_feed_kafka_refuses_is_asked_for_again_not_given_up(monkeypatch: Any) -> None:
+    """The ui's state feed once gave up for good when its topic had no leaders yet (CI): a
+    feed Kafka refuses is asked for again until the ui stops, then read as usual."""
+    import threading
+
+    from zkcdc.view import live_feeds
+    from zkcdc.view.errors import ViewError
+    from zkcdc.view.live_model import LiveModel
+
+    stop = threading.Event()
+    tries: list[int] = []
+
+    class Follower:
+        caught_up = True
+
+        def __init__(self, *_: Any, **__: Any) -> None:
+            tries.append(1)
+            if len(tries) < 3:
+                raise ViewError("cannot read zkcdc.state: UNKNOWN_TOPIC_OR_PART")
+
+        def poll(self, _: float) -> list[Any]:
+            stop.set()
+            return []
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(live_feeds, "TopicFollower", Follower)
+    monkeypatch.setattr(live_feeds, "RETRY_S", 0.01)
+    model = LiveModel()
+    live_feeds._follow(None, "zkcdc.state", "state", model, lambda _: None, stop)  # type: ignore[arg-type]
+    assert len(tries) == 3 and model.loaded["state"]
+
+
+def test_a_feed_stopped_while_kafka_refuses_it_ends(monkeypatch: Any) -> None:
+    import threading
+
+    from zkcdc.view import live_feeds
+    from zkcdc.view.errors import ViewError
+    from zkcdc.view.live_model import LiveModel
+
+    def refused(*_: Any, **__: Any) -> None:
+        raise ViewError("no topic zkcdc.state")
+
+    monkeypatch.setattr(live_feeds, "TopicFollower", refused)
+    stop = threading.Event()
+    feed = threading.Thread(target=live_feeds._follow,
+                            args=(None, "zkcdc.state", "state", LiveModel(), print, stop))  # fmt: skip
+    feed.start()
+    stop.set()
+    feed.join(live_feeds.RETRY_S + 5)
+    assert not feed.is_alive()

@@ -21,6 +21,38 @@ const el = (tag, attrs = {}, text = "") => {
   if (text !== "") node.textContent = text;
   return node;
 };
+// Children replaced only when what they show changed (`signature`): replacing a list of 200
+// identical rows makes the browser lay them out again for nothing, every render (B8).
+function fill(node, signature, make) {
+  if (node.zkcdcShows === signature) return;
+  node.zkcdcShows = signature;
+  node.replaceChildren(...make());
+}
+// The "and N more" line after a list: its own element, so a growing count changes one line
+// and not the list (a broker failure at 200,000 partitions: the count changes every render).
+function more(list, tag, n) {
+  let line = list.lastElementChild;
+  if (!line || !line.classList.contains("more")) list.append((line = el(tag, { class: "more" })));
+  const text = n > LISTED ? `and ${n - LISTED} more` : "";
+  if (line.textContent !== text) line.textContent = text;
+  line.hidden = !text;
+}
+// Widths read once, then kept by a ResizeObserver: reading clientWidth in a render makes the
+// browser lay the whole page out there and then, twice a render (B8: most of a render's time
+// at 200,000 partitions).
+const WIDTHS = new Map();
+const resized = new ResizeObserver((entries) => {
+  let changed = false;
+  for (const e of entries) {
+    const w = Math.round(e.contentRect.width);
+    if (w && WIDTHS.get(e.target) !== w) { WIDTHS.set(e.target, w); changed = true; }
+  }
+  if (changed) later();
+});
+function widthOf(node, fallback) {
+  if (!WIDTHS.has(node)) { WIDTHS.set(node, node.clientWidth || fallback); resized.observe(node); }
+  return WIDTHS.get(node) || fallback;
+}
 const iso = (ms) => (ms == null ? "-" : new Date(ms).toISOString().replace("T", " ").replace("Z", ""));
 const ints = (xs) => (xs || []).join(",");
 
@@ -34,7 +66,9 @@ function clusterIndex(cluster) {
   if (!ix) {
     ix = { name: cluster, keys: 0, brokers: new Map(), partitions: new Map(), topics: new Map(),
       groups: new Map(), controller: null, order: null, pos: null, status: new Map(),
-      counts: zeroCounts(), problems: new Set(), byTopic: new Map(), dirty: new Set() };
+      counts: zeroCounts(), problems: new Set(), byTopic: new Map(), dirty: new Set(), minIsr: new Map() };
+    const at = ix;
+    ix.listed = new FirstN(LISTED, (k) => at.pos.get(k), () => at.problems);
     IDX.set(cluster, ix);
   }
   return ix;
@@ -44,7 +78,8 @@ function resetState() { M.state = new Map(); IDX = new Map(); heat = null; }
 function indexed(key, old, value) {
   const v = value || old;
   if (!v) return;
-  const ix = clusterIndex(key.split("/", 1)[0]);
+  const slash = key.indexOf("/");
+  const ix = clusterIndex(slash < 0 ? key : key.slice(0, slash));
   ix.keys += (value == null ? 0 : 1) - (old == null ? 0 : 1);
   if (v.kind === "controller") { ix.controller = value; return; }
   if (v.kind === "partition") { indexPartition(ix, key, old, value); return; }
@@ -52,12 +87,13 @@ function indexed(key, old, value) {
   if (!into) return;
   if (value == null) into.delete(key); else into.set(key, value);
   if (v.kind === "topic") {  // its min.insync.replicas may have changed: its partitions again
+    ix.minIsr.delete(v.topic);
     for (const pk of ix.byTopic.get(v.topic) || []) classify(ix, pk, ix.partitions.get(pk));
   }
 }
 function indexPartition(ix, key, old, value) {
   if (old == null || value == null) {
-    ix.order = null; ix.pos = null;
+    ix.order = null; ix.pos = null; ix.listed.items = null;
     const topic = (value || old).topic;
     let keys = ix.byTopic.get(topic);
     if (!keys) ix.byTopic.set(topic, (keys = new Set()));
@@ -72,7 +108,8 @@ function classify(ix, key, p) {
   if (was === now) return;
   if (was) ix.counts[was] -= 1;
   if (now) { ix.counts[now] += 1; ix.status.set(key, now); } else ix.status.delete(key);
-  if (now && now !== "in_sync") ix.problems.add(key); else ix.problems.delete(key);
+  if (now && now !== "in_sync") { ix.problems.add(key); ix.listed.added(key); }
+  else if (ix.problems.delete(key)) ix.listed.removed(key);
   ix.dirty.add(key);
 }
 function orderOf(ix) {
@@ -103,11 +140,56 @@ function firstN(items, n, key) {
   }
   return out;
 }
+// The first n of a changing collection (of keys) by `key`, kept as keys come and go: a render
+// reads it without walking the collection (100,000 firing alerts, or problem partitions, in a
+// broker failure at 200,000 partitions: B8). Worked out again only when a key it holds leaves.
+class FirstN {
+  constructor(n, key, all) { this.n = n; this.key = key; this.all = all; this.items = null; }
+  added(item) {
+    const items = this.items;
+    if (items == null) return;
+    const k = this.key(item);
+    if (items.length === this.n && k > this.key(items[this.n - 1])) return;
+    if (items.includes(item)) return;
+    if (items.length === this.n && k === this.key(items[this.n - 1])) return;
+    let at = items.length;
+    while (at > 0 && this.key(items[at - 1]) > k) at--;
+    items.splice(at, 0, item);
+    if (items.length > this.n) items.pop();
+  }
+  removed(item) { if (this.items != null && this.items.includes(item)) this.items = null; }
+  get() {
+    if (this.items == null) this.items = firstN(this.all(), this.n, this.key);
+    return this.items;
+  }
+}
+
+// Per cluster, its alerts as they come: the firing ones, their count by rule, the earliest
+// firing (listed) and the latest started (the timeline).
+let ALX = new Map();
+function alertIndex(cluster) {
+  let x = ALX.get(cluster);
+  if (!x) {
+    x = { all: new Set(), firing: new Set(), rules: {} };
+    const started = (id) => M.alerts.get(id).started_ms;
+    x.active = new FirstN(LISTED, started, () => x.firing);
+    x.recent = new FirstN(40, (id) => -started(id), () => x.all);
+    ALX.set(cluster, x);
+  }
+  return x;
+}
+function resetAlerts() { M.alerts = new Map(); ALX = new Map(); }
 function applyAlerts(alerts) {
   for (const a of alerts) {
     const old = M.alerts.get(a.alert_id);
     if (old && old.status === "RESOLVED" && a.status === "FIRING") continue;
-    M.alerts.set(a.alert_id, Object.assign({}, old || {}, a));
+    const now = Object.assign({}, old || {}, a), id = now.alert_id;
+    M.alerts.set(id, now);
+    const x = alertIndex(now.cluster);
+    if (!old) { x.all.add(id); x.recent.added(id); }
+    const was = old != null && old.status === "FIRING", is = now.status === "FIRING";
+    if (was && !is) { x.firing.delete(id); x.rules[old.rule] -= 1; x.active.removed(id); }
+    if (is && !was) { x.firing.add(id); x.rules[now.rule] = (x.rules[now.rule] || 0) + 1; x.active.added(id); }
   }
 }
 function knownClusters() {
@@ -127,10 +209,14 @@ function clusterView(cluster) {
     groups: [...ix.groups.values()],
   };
 }
-function minIsr(ix, topic) {
-  const t = ix.topics.get(`${ix.name}/topic/${topic}`);
-  const configured = t && t.config && t.config["min.insync.replicas"];
-  return configured ? parseInt(configured, 10) : M.defaultMinIsr;
+function minIsr(ix, topic) {  // kept per topic until the topic changes (see `indexed`)
+  let n = ix.minIsr.get(topic);
+  if (n === undefined) {
+    const t = ix.topics.get(`${ix.name}/topic/${topic}`);
+    const configured = t && t.config && t.config["min.insync.replicas"];
+    ix.minIsr.set(topic, (n = configured ? parseInt(configured, 10) : M.defaultMinIsr));
+  }
+  return n;
 }
 function partitionState(ix, p) {
   if (p.offline) return "offline";
@@ -184,8 +270,9 @@ function renderStatus() {
 function renderBrokers(view) {
   const alive = view.brokers.filter((b) => brokerStatus(b) === "up").length;
   $("summary").textContent = `${alive}/${view.brokers.length} up`;
-  $("brokers").replaceChildren(...view.brokers.map((b) => {
-    const status = brokerStatus(b);
+  const statuses = view.brokers.map(brokerStatus);
+  fill($("brokers"), JSON.stringify(view.brokers.map((b, i) => [b.broker_id, statuses[i], b.endpoints])), () => view.brokers.map((b, i) => {
+    const status = statuses[i];
     const card = el("div", { class: "broker", "data-broker": b.broker_id, "data-status": status });
     card.append(el("strong", {}, `broker ${b.broker_id}`), el("small", {}, status),
       el("small", {}, (b.endpoints || []).join(" ")));
@@ -196,7 +283,8 @@ function renderBrokers(view) {
     ? "none" : `broker ${c.broker_id}, epoch ${c.epoch == null ? "-" : c.epoch}`;
   $("controller").dataset.broker = c.broker_id == null ? "" : c.broker_id;
   const rows = controllerRows();
-  $("controller-timeline").replaceChildren(...rows.slice(-30).map((r) =>
+  const last = rows.slice(-30);
+  fill($("controller-timeline"), last.map((r) => `${iso(r.t)}  ${r.text}`).join("\n"), () => last.map((r) =>
     el("li", {}, `${iso(r.t)}  ${r.text}`)));
 }
 
@@ -234,9 +322,14 @@ function renderPartitions(view) {
   if (!$("legend").childElementCount) $("legend").replaceChildren(...Object.keys(COLORS).flatMap((s) => [
     el("span", { class: "swatch", style: `background:${COLORS[s]}` }), el("span", {}, STATE_NAMES[s])]));
   drawHeatmap(ix, `${ix.name}|${topicFilter}|${brokerFilter}`);
-  const listed = firstN(problems, LISTED, (k) => ix.pos.get(k));
+  const listed = problems === ix.problems ? ix.listed.get() : firstN(problems, LISTED, (k) => ix.pos.get(k));
   const body = $("problem-partitions").tBodies[0];
-  body.replaceChildren(...listed.map((k) => {
+  const many = problems.length === undefined ? problems.size : problems.length;
+  const shows = listed.map((k) => {
+    const p = ix.partitions.get(k);
+    return `${k} ${ix.status.get(k)} ${p.leader} ${ints(p.isr)} ${ints(p.replicas)} ${p.leader_epoch}`;
+  }).join("\n");
+  fill(body, shows, () => listed.map((k) => {
     const p = ix.partitions.get(k), s = ix.status.get(k);
     const tr = el("tr", { "data-partition": `${p.topic}/${p.partition}`, "data-state": s });
     for (const text of [`${p.topic}/${p.partition}`, STATE_NAMES[s], p.leader == null ? "-" : p.leader,
@@ -244,15 +337,14 @@ function renderPartitions(view) {
     tr.onclick = () => showPartition(p.topic, p.partition);
     return tr;
   }));
-  const many = problems.length === undefined ? problems.size : problems.length;
-  if (many > LISTED) body.append(el("tr", {}, `and ${many - LISTED} more`));
+  more(body, "tr", many);
 }
 
 const RGB = Object.fromEntries(Object.entries(COLORS).map(([s, c]) => [s, [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16))]));
 let heat = null;  // what the canvas shows: its image, geometry, and which partitions in which order
 function heatGeometry() {
   const canvas = $("heatmap");
-  const width = canvas.clientWidth || 900;
+  const width = widthOf(canvas, 900);
   const n = Math.max(drawn.length, 1);
   const cell = Math.max(1, Math.min(16, Math.floor(Math.sqrt((width * 240) / n))));
   const columns = Math.max(1, Math.floor(width / cell));
@@ -339,33 +431,30 @@ function renderGroups(view) {
   $("groups").replaceChildren(table);
 }
 
-function clusterAlerts() {
-  return [...M.alerts.values()].filter((a) => a.cluster === M.cluster);
-}
 function renderAlerts() {
-  const alerts = clusterAlerts();
-  const firing = alerts.filter((a) => a.status === "FIRING");
-  const active = firstN(firing, LISTED, (a) => a.started_ms);
-  const rules = {};
-  for (const a of firing) rules[a.rule] = (rules[a.rule] || 0) + 1;
-  $("active-count").textContent = `${firing.length} firing` + (firing.length > LISTED
-    ? ": " + Object.entries(rules).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${n} ${r}`).join(", ") : "");
-  $("active-alerts").replaceChildren(...active.map((a) => {
-    const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity },
-      `${a.severity} ${a.rule}: ${a.summary} (since ${iso(a.started_ms)})`);
-    li.onclick = () => showCauses(a);
-    return li;
-  }));
-  if (firing.length > LISTED) $("active-alerts").append(el("li", {}, `and ${firing.length - LISTED} more`));
-  if (!active.length) $("active-alerts").replaceChildren(el("li", { "data-severity": "none" }, "none"));
-  drawAlertTimeline(alerts);
+  const x = alertIndex(M.cluster);
+  const firing = x.firing.size;
+  const active = x.active.get().map((id) => M.alerts.get(id));
+  const rules = Object.entries(x.rules).filter(([, n]) => n > 0);
+  $("active-count").textContent = `${firing} firing` + (firing > LISTED
+    ? ": " + rules.sort((a, b) => b[1] - a[1]).map(([r, n]) => `${n} ${r}`).join(", ") : "");
+  const line = (a) => `${a.severity} ${a.rule}: ${a.summary} (since ${iso(a.started_ms)})`;
+  fill($("active-alerts"), active.map((a) => `${a.alert_id} ${a.entity} ${line(a)}`).join("\n"), () => {
+    if (!active.length) return [el("li", { "data-severity": "none" }, "none")];
+    return active.map((a) => {
+      const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity }, line(a));
+      li.onclick = () => showCauses(a);
+      return li;
+    });
+  });
+  more($("active-alerts"), "li", firing);
+  drawAlertTimeline(x.recent.get().map((id) => M.alerts.get(id)).reverse());
 }
-function drawAlertTimeline(alerts) {
+function drawAlertTimeline(shown) {
   const svg = $("alert-timeline");
-  const shown = firstN(alerts, 40, (a) => -a.started_ms).reverse();
   const now = M.t != null ? M.t : Date.now();
   const start = Math.min(now - 60000, ...shown.map((a) => a.started_ms));
-  const width = svg.clientWidth || 400, span = Math.max(now - start, 1), h = 10;
+  const width = widthOf(svg, 400), span = Math.max(now - start, 1), h = 10;
   svg.setAttribute("height", String(Math.max(20, shown.length * (h + 2) + 14)));
   const ns = "http://www.w3.org/2000/svg";
   const nodes = shown.map((a, i) => {
@@ -414,8 +503,9 @@ function renderEvents() {
     rows = incidentRows.filter((r) => r.cluster === M.cluster && Math.abs(r.t - M.t) <= 60000);
     $("events-title").textContent = "Changes around this time (±60 s)";
   }
-  $("events").replaceChildren(...rows.slice(-200).map((r) =>
-    el("li", { class: DATA.mode === "incident" ? (r.t > M.t ? "later" : "now") : "" }, `${iso(r.t)} seq ${r.seq} ${r.text}`)));
+  const shown = rows.slice(-200), cls = (r) => (DATA.mode === "incident" ? (r.t > M.t ? "later" : "now") : "");
+  fill($("events"), shown.map((r) => `${cls(r)} ${iso(r.t)} seq ${r.seq} ${r.text}`).join("\n"), () => shown.map((r) =>
+    el("li", { class: cls(r) }, `${iso(r.t)} seq ${r.seq} ${r.text}`)));
 }
 
 // ---- rows: from the server when live, from the timeline in an incident ----------------------
@@ -463,9 +553,23 @@ $("filter-topic").addEventListener("input", later);
 $("filter-broker").addEventListener("change", later);
 
 // ---- live ---------------------------------------------------------------------------------
+// Partitions come in a snapshot as tables: field names once, a row per partition (its key, then
+// its values), a third of the JSON (B8).
+function tablePairs(tables) {
+  const out = [];
+  for (const t of tables || []) {
+    const fields = t.fields, n = fields.length;
+    for (const row of t.rows) {
+      const value = {};
+      for (let i = 0; i < n; i++) value[fields[i]] = row[i + 1];
+      out.push([row[0], value]);
+    }
+  }
+  return out;
+}
 function takeSnapshot(s) {
-  resetState(); applyState(s.state);
-  M.alerts = new Map(); applyAlerts(s.alerts);
+  resetState(); applyState(s.state); applyState(tablePairs(s.tables));
+  resetAlerts(); applyAlerts(s.alerts);
   M.recent = s.recent; M.controller = s.controller; M.capture = s.capture;
   M.fenced = s.fenced || {}; M.clusters = s.clusters; M.loaded = s.loaded; M.version = s.version;
 }
@@ -497,7 +601,7 @@ let applied = 0;  // steps applied to the model so far
 function seek(t) {
   const steps = DATA.timeline.steps;
   if (M.t == null || t < M.t) {
-    resetState(); M.alerts = new Map(); M.fenced = {}; incidentRows = []; applied = 0;
+    resetState(); resetAlerts(); M.fenced = {}; incidentRows = []; applied = 0;
   }
   while (applied < steps.length && steps[applied][0] <= t) {
     const [, , cluster, upserts, alerts, rows] = steps[applied++];
