@@ -241,10 +241,18 @@ def reproduce(result: dict[str, Any]) -> str:
     )
 
 
-def run_at_scale(name: str, doc: str | None, measure: Any, render: Any) -> None:
-    """The main of a benchmark on a big simulated cluster (B2, B8): its flags, a stack of its
-    own (one broker, ZooKeeper with a large heap), `measure(args, info, work)`, then the result
-    saved and printed."""
+def run_at_scale(
+    name: str,
+    doc: str | None,
+    measure: Any,
+    render: Any,
+    add_args: Any = None,
+    result_name: Any = None,
+) -> None:
+    """The main of a benchmark on a big simulated cluster (B2, B8): its flags (and its own,
+    `add_args(parser)`), a stack of its own (one broker, ZooKeeper with a large heap),
+    `measure(args, info, work)`, then the result saved (as `name`, or `result_name(args)`) and
+    printed."""
     import tempfile
 
     p = parser(doc)
@@ -252,10 +260,12 @@ def run_at_scale(name: str, doc: str | None, measure: Any, render: Any) -> None:
     p.add_argument("--topics", type=int, default=200)
     p.add_argument("--partitions-per-topic", type=int, default=1000)
     p.add_argument("--zookeeper-heap-mb", type=int, default=1536)
+    if add_args is not None:
+        add_args(p)
     args = p.parse_args()
     if args.quick:
         args.topics, args.zookeeper_heap_mb = 20, 512
     work = Path(tempfile.mkdtemp(prefix=f"zkcdc-bench-{name.split('_')[0]}-"))
     with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
         result = measure(args, info, work)
-    print(render(save(name, result, args.quick)))
+    print(render(save(result_name(args) if result_name else name, result, args.quick)))
