@@ -42,6 +42,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy bench
 	$(BIN)/lint-imports
 
 up: setup

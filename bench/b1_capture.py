@@ -333,7 +333,8 @@ def sweep(
             print(f"floor: {step}", flush=True)
     finally:
         stop(daemon)
-        os.kill(tree.pid, signal.SIGTERM)
+        if tree.pid is not None:
+            os.kill(tree.pid, signal.SIGTERM)
         tree.join(60)
 
     from zkcdc.capture.delivery.event_log import read_records
@@ -341,7 +342,7 @@ def sweep(
     records = [r for r in read_records(work / "state" / "bench" / "events") if r["op"] == "UPDATE"]
     cache_seen = [tuple(x) for x in json.loads(Path(tree_out).read_text())]
     for step, (before, after) in zip(steps, marks, strict=True):
-        _step_figures(step, records, cache_seen, before, after, commits)  # type: ignore[arg-type]
+        _step_figures(step, records, cache_seen, before, after, commits)
     return steps, floor
 
 

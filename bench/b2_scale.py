@@ -90,9 +90,10 @@ class StateReader:
         codec = SingleObjectCodec()
         while not self._stop.is_set():
             for message in self._consumer.consume(10_000, 0.1):
-                if message.error():
+                value = message.value()
+                if message.error() or value is None:
                     continue
-                record = codec.decode(message.value())
+                record = codec.decode(value)
                 if record["op"] == "UPDATE" and STATE_PATH.match(record["path"]):
                     self.seen.append((time.time(), record))
             if self._consumer.assignment():

@@ -51,7 +51,7 @@ def synthetic_records(cluster: str, partitions: int, count: int) -> list[bytes]:
         out.append(codec.encode(record.to_avro()))
         seq += 1
 
-    assignment = {str(p): (1, 2, 3) for p in range(partitions)}
+    assignment: dict[str, tuple[int, ...]] = {str(p): (1, 2, 3) for p in range(partitions)}
     add(Op.READ, "/brokers/topics/t", ClusterEvent(type=EventType.TOPIC_CREATED, topic="t",
                                                    assignment=assignment))  # fmt: skip
     for p in range(partitions):
@@ -194,9 +194,10 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
         consumer.assign([TopicPartition(alerts_topic, p, 0) for p in parts])
         while not stop.is_set():
             for message in consumer.consume(100, 0.1):
-                if message.error():
+                value = message.value()
+                if message.error() or value is None:
                     continue
-                alert = json.loads(message.value())
+                alert = json.loads(value)
                 if alert["rule"] == "offline_partition" and alert["status"] == "FIRING":
                     arrivals[alert["entity"]] = time.time_ns() // 1_000_000
                     arrivals[alert["entity"] + "@"] = alert["started_ms"]

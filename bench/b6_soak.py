@@ -447,7 +447,7 @@ def main() -> None:
             time.sleep(5)
         finally:
             for thread in (changes, alerts, sampler):
-                thread.halt.set()  # type: ignore[attr-defined]
+                thread.halt.set()
             for c in captures:
                 if c.process is not None and c.process.poll() is None:
                     c.process.kill()

@@ -31,7 +31,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+)
 from harness import ZKCDC, fmt, parser, percentile, reproduce, save, stop, table
 
 from zkcdc.capture.delivery.event_log import log_files, read_records
@@ -260,7 +265,7 @@ def main() -> None:
         info = stack.info()
         admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
         topics = [f"b7-{i}-{uuid.uuid4().hex[:4]}" for i in range(TOPICS)]
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         create_topics(lambda: admin, [NewTopic(t, 10, 1) for t in topics], 60)
         directory = info.metadata_log_dirs[0]
