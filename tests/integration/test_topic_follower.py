@@ -66,3 +66,38 @@ def test_a_reader_started_before_its_topic_exists_reads_every_partition_once_it_
     finally:
         reader.join(1)
         _delete(kafka, topic)
+
+
+def test_a_reader_is_at_the_end_once_it_read_what_each_partition_holds_and_not_before(
+    cluster: Any, request: pytest.FixtureRequest
+) -> None:
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    kafka = KafkaConnection(bootstrap_servers=cluster.bootstrap_servers)
+    topic = f"at-end-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
+    create_topics(kafka.admin, [NewTopic(topic, 3, 3)], 60)
+    try:
+        producer = kafka.producer()
+        for i in range(20):  # partition 2 left empty: an empty partition is at its end
+            producer.produce(topic, value=f"m{i}".encode(), partition=i % 2)
+        assert producer.flush(60) == 0, "messages not written"
+        follower = TopicFollower(kafka, topic)
+        try:
+            read: list[Any] = []
+            assert not follower.at_end(), "at the end before reading anything"
+            wait_until(
+                lambda: read.extend(follower.poll(0.5)) or len(read) == 20,
+                what="the 20 messages",
+            )  # fmt: skip
+            wait_until(follower.at_end, what="the reader at the end of every partition")
+            producer.produce(topic, value=b"late", partition=1)
+            assert producer.flush(60) == 0
+            # A message written after: read, and the reader is at the new end.
+            late: list[Any] = []
+            wait_until(lambda: late.extend(follower.poll(0.5)) or bool(late), what="the late one")
+            assert [m.value() for m in late] == [b"late"]
+            assert follower.at_end()
+        finally:
+            follower.close()
+    finally:
+        _delete(kafka, topic)

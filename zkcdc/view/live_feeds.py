@@ -51,6 +51,8 @@ def _follow(
                     log.warning("unreadable message skipped", topic=topic, reason=str(exc))
             if messages:
                 model.note_read(feed, messages[-1].timestamp()[1])
+            elif follower.caught_up and follower.at_end():
+                model.note_at_end(feed)
             if follower.caught_up and not model.loaded[feed]:
                 model.mark_loaded(feed)
                 log.info("topic read to its end", topic=topic)

@@ -51,7 +51,8 @@ class LiveModel:
         self._journal: list[tuple[str, str]] = []  # (kind, key), one per version
         self._journal_start = 0
         self.loaded = {"state": False, "alerts": False, "changes": False}
-        # Per feed: how far behind its topic the ui read, at its newest message (ms).
+        # Per feed: how far behind its topic the ui read, at its newest message (ms); 0 once
+        # the feed has read all its topic holds (a quiet topic's last message is old news).
         self.read_lag_ms: dict[str, int] = {}
         self._now_ms = now_ms
 
@@ -123,6 +124,12 @@ class LiveModel:
         """A feed took messages up to one its topic stamped `topic_ms`."""
         if topic_ms > 0:
             self.read_lag_ms[feed] = max(0, self._now_ms() - topic_ms)
+
+    def note_at_end(self, feed: str) -> None:
+        """A feed has read everything its topic holds: it is not behind, however old the
+        topic's last message is."""
+        if feed in self.read_lag_ms:
+            self.read_lag_ms[feed] = 0
 
     def mark_loaded(self, feed: str) -> None:
         with self._lock:

@@ -19,6 +19,8 @@ class TopicFollower:
         self.topic = topic
         self._consumer = kafka.consumer("zkcdc-view", {"auto.offset.reset": "earliest"}, True)
         self._ends: dict[int, int] = {}
+        self._assigned: list[int] = []
+        self._read_to: dict[int, int] = {}  # partition -> the offset after the newest read
         deadline = time.monotonic() + wait_s
         try:
             while True:
@@ -36,6 +38,7 @@ class TopicFollower:
                 if time.monotonic() >= deadline:
                     raise ViewError(reason) from cause
                 time.sleep(0.5)
+            self._assigned = partitions
             self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         except KafkaException as exc:
             self._consumer.close()
@@ -68,6 +71,29 @@ class TopicFollower:
         """Everything the topic held when the follower started has been read."""
         return not self._ends
 
+    def at_end(self) -> bool:
+        """Every partition read up to its end as Kafka last told it (the high watermark of the
+        newest fetch answer: a message written since counts once it is fetched)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        for p in self._assigned:
+            try:
+                watermarks = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), cached=True
+                )
+            except KafkaException:  # not fetched from yet: not known to be at the end
+                return False
+            if watermarks is None:
+                return False
+            low, high = watermarks
+            read_to = self._read_to.get(p)
+            if read_to is None:  # nothing read from it: at its end only if it holds nothing
+                if not (high == 0 or 0 <= low == high):
+                    return False
+            elif read_to < high:
+                return False
+        return True
+
     def poll(self, timeout_s: float, most: int = 10_000) -> list[Any]:
         """The next messages (errors left out), at most `most`, waiting up to `timeout_s`."""
         out = []
@@ -75,6 +101,7 @@ class TopicFollower:
             if message.error():
                 continue
             out.append(message)
+            self._read_to[message.partition()] = message.offset() + 1
             end = self._ends.get(message.partition())
             if end is not None and message.offset() + 1 >= end:
                 del self._ends[message.partition()]

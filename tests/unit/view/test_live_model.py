@@ -170,6 +170,19 @@ def test_each_feed_says_how_far_behind_its_topic_it_read_by_the_injected_clock()
     assert model.read_lag_ms == {"state": 750, "alerts": 0}
 
 
+def test_a_feed_that_read_all_its_topic_holds_is_not_behind_however_old_its_last_message() -> None:
+    now = [10_000]
+    model = LiveModel(now_ms=lambda: now[0])
+    model.note_at_end("state")  # nothing read yet: nothing to say
+    assert model.read_lag_ms == {}
+    model.note_read("state", 9_000)
+    now[0] = 110_000  # the topic goes quiet; its newest message is 101 s old by now
+    model.note_at_end("state")
+    assert model.read_lag_ms == {"state": 0}
+    model.note_read("state", 109_500)  # the next message is behind again by its own age
+    assert model.read_lag_ms == {"state": 500}
+
+
 def test_the_snapshot_is_built_once_per_version_and_its_gzip_reads_back_to_it() -> None:
     import gzip
 

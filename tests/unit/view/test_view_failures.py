@@ -128,6 +128,9 @@ def test_a_feed_kafka_refuses_is_asked_for_again_not_given_up(monkeypatch: Any) 
             stop.set()
             return []
 
+        def at_end(self) -> bool:
+            return True
+
         def close(self) -> None:
             pass
 
@@ -156,3 +159,41 @@ def test_a_feed_stopped_while_kafka_refuses_it_ends(monkeypatch: Any) -> None:
     stop.set()
     feed.join(live_feeds.RETRY_S + 5)
     assert not feed.is_alive()
+
+
+def test_a_feed_that_reads_to_its_topics_end_reports_itself_not_behind(monkeypatch: Any) -> None:
+    """`/healthz`'s read lag once held a quiet topic's last message's age (B8 saw 99 s)."""
+    import threading
+
+    from zkcdc.view import live_feeds
+    from zkcdc.view.live_model import LiveModel
+
+    stop = threading.Event()
+
+    class Message:
+        def timestamp(self) -> tuple[int, int]:
+            return (1, 1_000)  # a message 99 s old when read
+
+    class Follower:
+        caught_up = True
+
+        def __init__(self, *_: Any, **__: Any) -> None:
+            self.polls: list[list[Any]] = [[Message()], []]
+
+        def poll(self, _: float) -> list[Any]:
+            return self.polls.pop(0)
+
+        def at_end(self) -> bool:
+            seen.append(dict(model.read_lag_ms))
+            stop.set()
+            return True
+
+        def close(self) -> None:
+            pass
+
+    seen: list[dict[str, int]] = []
+    monkeypatch.setattr(live_feeds, "TopicFollower", Follower)
+    model = LiveModel(now_ms=lambda: 100_000)
+    live_feeds._follow(None, "zkcdc.changes", "changes", model, lambda _: None, stop)  # type: ignore[arg-type]
+    assert seen == [{"changes": 99_000}]  # behind by the message's age until at the end
+    assert model.read_lag_ms == {"changes": 0}
