@@ -62,12 +62,13 @@ class Redactor:
         if match is None or not data:
             return data
         entity_type = match["type"]
+        read_exactly = False  # orjson reads an integer past 64 bits as a float
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             # orjson refuses what Python's json reads (1e400, NaN, nesting past 1024); what
             # neither reads is kept only where no secret can be in it.
-            obj = _python_json(data)
+            obj, read_exactly = _python_json(data), True
             if obj is None:
                 return self._unreadable(path, data)
         config = obj.get("config") if isinstance(obj, dict) else None
@@ -81,7 +82,7 @@ class Redactor:
         try:
             # Rewritten from Python's json, which keeps every other value exactly: orjson reads
             # an integer past 64 bits as a float (a fuzzed config found it).
-            exact = json.loads(data)
+            exact = obj if read_exactly else json.loads(data)
             exact["config"].update((key, config[key]) for key in secret)
             text = json.dumps(exact, ensure_ascii=False, separators=(",", ":"))
             return text.encode("utf-8", "surrogatepass")
