@@ -18,7 +18,7 @@ class TopicFollower:
 
         self.topic = topic
         self._consumer = kafka.consumer("zkcdc-view", {"auto.offset.reset": "earliest"}, True)
-        self._ends: dict[int, int] = {}
+        self._ends: dict[int, int] = {}  # non-empty partition -> its end at the start
         self._assigned: list[int] = []
         self._read_to: dict[int, int] = {}  # partition -> the offset after the newest read
         deadline = time.monotonic() + wait_s
@@ -69,7 +69,7 @@ class TopicFollower:
     @property
     def caught_up(self) -> bool:
         """Everything the topic held when the follower started has been read."""
-        return not self._ends
+        return all(self._read_to.get(p, -1) >= end for p, end in self._ends.items())
 
     def at_end(self) -> bool:
         """Every partition read up to its end as Kafka last told it (the high watermark of the
@@ -102,9 +102,6 @@ class TopicFollower:
                 continue
             out.append(message)
             self._read_to[message.partition()] = message.offset() + 1
-            end = self._ends.get(message.partition())
-            if end is not None and message.offset() + 1 >= end:
-                del self._ends[message.partition()]
         return out
 
     def close(self) -> None:
