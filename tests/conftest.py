@@ -37,6 +37,21 @@ hypothesis_settings.register_profile("bounded", max_examples=300, database=None,
 hypothesis_settings.register_profile("long", max_examples=20_000, database=None, deadline=None)
 hypothesis_settings.load_profile("long" if os.environ.get("ZKCDC_FUZZ") == "long" else "bounded")
 
+
+def worker_slot() -> tuple[int, int]:
+    """(this xdist worker's index, how many workers): (0, 1) when the suite runs in one process."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return (int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0), count
+
+
+# Workers start servers side by side (each its own stack): each looks for free ports in a range
+# of its own, so two never pick the same port in the moment between the probe and the bind.
+_index, _count = worker_slot()
+if _count > 1:
+    _span = (32000 - 10000) // _count
+    os.environ["ZKCDC_PORT_RANGE"] = f"{10000 + _index * _span}-{10000 + (_index + 1) * _span}"
+
 # The usual umask, whatever the machine's: zkcdc's own tightening is what the file-mode tests
 # prove, so a strict CI umask must not make them pass for it.
 os.umask(0o022)
@@ -276,13 +291,52 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
     registry.stop()
 
 
+# Session fixtures too costly to start on every worker: their users share one worker.
+_GROUPED_SESSION_FIXTURES = ("schema_registry",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    _group_shared_fixtures(items)
+    _fill_caches(items)
+
+
+def _group_shared_fixtures(items: list[pytest.Item]) -> None:
+    """Tests that share a module or package fixture (a secured stack, a KRaft stack, a staged
+    incident) run on one worker, so it is made once; the rest spread test by test."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        groups = sorted(
+            f"{definition.baseid or 'root'}::{name}"
+            for name, definitions in info.name2fixturedefs.items()
+            for definition in definitions[-1:]
+            if definition.scope in ("module", "package") or name in _GROUPED_SESSION_FIXTURES
+        )
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(groups[0]))
+
+
+def _fill_caches(items: list[pytest.Item]) -> None:
     """What a session builds once is built before any test runs, outside the tests' timeouts:
-    the registry from Maven Central took a fresh machine's first registry test past its 300 s."""
+    the registry from Maven Central took a fresh machine's first registry test past its 300 s.
+    Every worker collects; the caches' locks let one fill each while the others wait."""
+    started = time.monotonic()
     if any("schema_registry" in getattr(item, "fixturenames", ()) for item in items):
         registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
+    if any(item.get_closest_marker("integration") for item in items):
+        from zookeeper_servers import kafka_libs
+
+        from zkcdc.streaming.job.spark_jars import spark_jars
+
+        kafka_libs()
+        spark_jars()
+    took = time.monotonic() - started
+    if took > 5:
+        print(f"\ncaches filled in {took:.0f} s (set-up, before any test)", file=sys.stderr)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -290,6 +344,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     Only the external and docker backends skip the tests they cannot serve."""
     if os.environ.get("ZKCDC_TEST_BACKEND", "local") != "local":
         return
+    if hasattr(session.config, "workerinput"):
+        return  # the controller sees every worker's reports
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter is not None else []
     if skipped:

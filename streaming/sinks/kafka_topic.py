@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText
@@ -33,7 +34,7 @@ def ensure_topics(
     first alert would fail exactly when a broker is down, which is when alerts come."""
     for topic in topics:
         try:
-            kafka.ensure_topic(topic, 3, 30.0, config)
+            kafka.ensure_topic(topic, 3, connect_timeout_s(), config)
         except KafkaConnectionError as exc:
             raise StreamingError(f"cannot use topic {topic} on {kafka.describe()}: {exc}") from exc
 
@@ -66,7 +67,7 @@ class KafkaTopicSink:
                 pass  # not one of ours
 
         try:
-            self._kafka.read_to_end(self._topic, take, since_ms, 30.0)
+            self._kafka.read_to_end(self._topic, take, since_ms, connect_timeout_s())
         except NoSuchTopic:
             pass
         except KafkaConnectionError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all
@@ -36,7 +37,7 @@ class StateTopicSink:
 
 
 def read_state(
-    kafka: KafkaConnection, topic: str, timeout_s: float = 30.0
+    kafka: KafkaConnection, topic: str, timeout_s: float | None = None
 ) -> dict[str, dict[str, Any]]:
     """The newest value of every key, read from the start of the topic to the end it had when
     the read began."""
@@ -51,7 +52,9 @@ def read_state(
             latest[key] = json.loads(value)
 
     try:
-        kafka.read_to_end(topic, take, None, timeout_s, group="zkcdc-state-show")
+        kafka.read_to_end(
+            topic, take, None, timeout_s or connect_timeout_s(), group="zkcdc-state-show"
+        )
     except NoSuchTopic as exc:
         raise StreamingError(
             f"no state topic {topic} on {kafka.describe()}: run `zkcdc stream alerts` first"

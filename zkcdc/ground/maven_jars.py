@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zkcdc.ground.errors import ZkcdcError
+from zkcdc.ground.fill_lock import filling
 
 
 class JarFetchError(ZkcdcError):
@@ -84,6 +85,10 @@ class ArtifactCache:
         jars = self.cached(jar_set)
         if jars is not None:
             return jars
+        with filling(self.cache_dir, jar_set.name):
+            return self.cached(jar_set) or self._fetch(jar_set, announce)
+
+    def _fetch(self, jar_set: JarSet, announce: Callable[[str], None]) -> list[Path]:
         mvn = shutil.which("mvn")
         if mvn is None:
             raise JarFetchError("mvn not found on PATH: install Maven (apt-get install maven)")

@@ -28,6 +28,7 @@ from zkcdc.capture.delivery.publisher import (
 )
 from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, confluent_header
 from zkcdc.capture.errors import CaptureError
+from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.replay.errors import ReplayError
@@ -95,7 +96,7 @@ class ReplayToKafka:
 
     def run(self) -> None:
         try:
-            self.kafka.ensure_topic(self.topic, 6, 30.0)
+            self.kafka.ensure_topic(self.topic, 6, connect_timeout_s())
         except KafkaConnectionError as exc:
             raise ReplayError(str(exc)) from exc
         try:

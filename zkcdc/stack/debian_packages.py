@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from zkcdc.ground.fill_lock import filling
+from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.stack.errors import StackError
 
 
@@ -18,6 +20,12 @@ def ensure_binary(name: str, package: str) -> Path:
         return Path(found)
     if shutil.which("apt-get") is None or os.geteuid() != 0:
         raise StackError(f"{name} is missing: apt-get install {package}")
+    with filling(default_cache_dir(), "apt-get"):  # dpkg takes one install at a time
+        found = shutil.which(name, path="/usr/bin:/usr/sbin")
+        return Path(found) if found else _install(name, package)
+
+
+def _install(name: str, package: str) -> Path:
     install = subprocess.run(
         ["apt-get", "install", "-y", "--no-install-recommends", package],
         capture_output=True,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -37,11 +38,23 @@ def _ephemeral_ports_start(default: int = 32768) -> int:
         return default
 
 
-def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A first port of `count` consecutive free ports, away from the 2181/9092 defaults and
-    below the kernel's ephemeral range."""
+def port_range(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """Where free ports are looked for: away from the 2181/9092 defaults and below the kernel's
+    ephemeral range, or the `ZKCDC_PORT_RANGE=LOW-HIGH` given (processes that start servers side
+    by side, such as parallel test workers, each take a range of their own)."""
+    given = environ.get("ZKCDC_PORT_RANGE", "")
+    low_text, dash, high_text = given.partition("-")
+    if dash and low_text.isdigit() and high_text.isdigit():
+        low, high = int(low_text), int(high_text)
+        if 1024 <= low < high <= 65535:
+            return low, high
     top = min(_ephemeral_ports_start(), 60000)
-    low = 10000 if top > 12000 else 1024
+    return (10000 if top > 12000 else 1024), top
+
+
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """A first port of `count` consecutive free ports in `port_range()`."""
+    low, top = port_range()
     for _ in range(200):
         base = random.randrange(low, top - count)
         if all(port_is_free(host, base + i) for i in range(count)):

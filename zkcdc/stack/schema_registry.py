@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from zkcdc.ground import child_processes
+from zkcdc.ground.fill_lock import filling
 from zkcdc.ground.maven_jars import JarFetchError
 from zkcdc.stack.errors import StackError
 
@@ -93,6 +94,15 @@ def registry_jar(
     built = home / "app" / "apicurio-registry-1-runner.jar"
     if built.is_file():
         return built
+    with filling(cache_dir, home.name):
+        if built.is_file():
+            return built
+        return _build_registry(home, built, announce, runner)
+
+
+def _build_registry(
+    home: Path, built: Path, announce: Callable[[str], None], runner: Runner
+) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarFetchError("mvn not found on PATH: install Maven (apt-get install maven)")

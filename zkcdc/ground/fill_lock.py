@@ -1,0 +1,23 @@
+"""One process at a time fills a cache: two zkcdc processes (or two test workers) starting on a
+machine with an empty cache would otherwise run mvn or apt-get into the same folder at once."""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def filling(folder: Path, name: str) -> Iterator[None]:
+    """Holds `<folder>/.<name>.lock` exclusively (blocking) while the body fills the cache.
+    The caller checks the cache again inside: another process may have filled it meanwhile.
+    The kernel drops the lock when its holder dies, so a killed fill never blocks the next."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f".{name}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
