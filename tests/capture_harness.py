@@ -107,6 +107,23 @@ class TopicReader:
             if not message.error():
                 self.take(message)
 
+    def read_to_end(self, timeout_s: float = 60) -> None:
+        """Everything the topic holds now, up to each partition's high watermark: once its
+        producers have stopped, anything they sent twice is read too (no wait for it needed)."""
+        deadline = time.monotonic() + timeout_s
+        self.poll()
+        while self._assigned:
+            behind = []
+            for p in self._consumer.assignment():
+                end = self._consumer.get_watermark_offsets(p, timeout=10)[1]
+                (at,) = self._consumer.position([TopicPartition(self.topic, p.partition)])
+                if end > max(at.offset, 0):
+                    behind.append(p.partition)
+            if not behind:
+                return
+            assert time.monotonic() < deadline, f"{self.topic} not read to its end: {behind}"
+            self.poll()
+
     def close(self) -> None:
         self._consumer.close()
 

@@ -80,8 +80,8 @@ def _holds(event_log: Path, final: dict[str, int | None]) -> bool:
 
 
 def _wait_on_topic(topic: Any, logged: list[dict[str, Any]]) -> None:
-    """Until every logged record is on the topic; then a second more, so anything published
-    twice would be there too."""
+    """Until every logged record is on the topic; then the topic read to its end (the daemons
+    have stopped), so anything published twice is read too."""
     wanted = {r["seq"] for r in logged}
 
     def complete() -> bool:
@@ -89,8 +89,14 @@ def _wait_on_topic(topic: Any, logged: list[dict[str, Any]]) -> None:
         return wanted <= {r["seq"] for r in topic.records}
 
     wait_until(complete, 60, what="every logged record on the topic")
-    time.sleep(1)
-    topic.poll()
+    topic.read_to_end()
+
+
+def _more_writes(writer: Writer, count: int = 100) -> None:
+    """Until the writer made `count` more changes: changes while a daemon is down, or after
+    it came back (events, not a clock)."""
+    mark = writer.writes
+    wait_until(lambda: writer.writes >= mark + count, 30, 0.02, what=f"{count} more writes")
 
 
 @contextmanager
@@ -113,6 +119,14 @@ def _txnlog_target(tmp_path: Path) -> Iterator[tuple[KazooClient, str, list[str]
             client.stop()
             client.close()
 
+
+# A killed daemon holds its election lock until its ZooKeeper session ends: the tests' daemons
+# take a short one (users' default: 10 s) so the restart does not wait long for it.
+SESSION = ["--session-timeout-s", "4"]
+# A failpoint fires at its Nth hit: a turn's steps are hit many times a second under the writer,
+# a checkpoint every CHECKPOINT_S; each is reached a few turns (or checkpoints) in.
+CHECKPOINT_S = "0.5"
+NTH_HIT = {"checkpoint.tree": 3, "checkpoint.delivered": 3}
 
 # (failpoint, action): each step of a turn, in the order a turn reaches them.
 FAULTS = [
@@ -149,12 +163,13 @@ def test_a_failed_turn_then_a_restart_loses_nothing(
             client.create(root + path, _state(0), makepath=True)
         event_log = tmp_path / "events"
         common: dict[str, Any] = {"state_dir": tmp_path / "state", "publish_to": changes_topic}
-        args = [*args, "--event-log", str(event_log), "--heartbeat-s", "0.2"]
-        # Checkpoints every half second, so their failpoints are reached within the test.
+        args = [*args, "--event-log", str(event_log), "--heartbeat-s", "0.2", *SESSION]
+        nth = NTH_HIT.get(point, 40)
         faulty = start_capture(
-            *args, env={"ZKCDC_FAILPOINTS": f"{point}=40:{action}", "ZKCDC_CHECKPOINT_S": "0.5"},
+            *args,
+            env={"ZKCDC_FAILPOINTS": f"{point}={nth}:{action}", "ZKCDC_CHECKPOINT_S": CHECKPOINT_S},
             **common,
-        )  # fmt: skip
+        )
         writer = Writer(client, root)
         writer.start()
         code = faulty.process.wait(90)
@@ -163,10 +178,10 @@ def test_a_failed_turn_then_a_restart_loses_nothing(
         else:
             assert code == 1, faulty.tail()
             assert "Traceback" not in faulty.tail() or point == "tracker.record", faulty.tail()
-        time.sleep(1)  # changes while no capture runs
+        _more_writes(writer)  # changes while no capture runs
         again = start_capture(*args, **common)
         again.wait_logged("in sync" if mode == "watch" else "capturing")
-        time.sleep(1)
+        _more_writes(writer)
         final = writer.stop()
         wait_until(lambda: _holds(event_log, final), 60, what="the log to hold every last version")
         assert again.stop() == 0, again.tail()
@@ -231,7 +246,7 @@ def test_a_full_disk_stops_capture_with_one_line_and_once_freed_nothing_is_lost(
         subprocess.run(["mount", "-o", "remount,size=256m", str(disk)], check=True)
         again = start_capture(*args, **common)
         again.wait_logged("in sync")
-        time.sleep(1)
+        _more_writes(writer)
         final = writer.stop()
         final.update({f"/big/{i}": zk_chroot.exists(f"/big/{i}").version for i in range(4)})
         event_log = disk / "events"
@@ -267,15 +282,15 @@ def test_an_active_daemon_stalled_past_its_session_steps_down_without_giving_out
     second.wait_logged("standby")
     writer = Writer(zk_chroot, "")
     writer.start()
-    time.sleep(2)
+    _more_writes(writer, 300)  # the active busy, records in flight
     first.process.send_signal(signal.SIGSTOP)  # frozen: its session expires, the standby takes over
     second.wait_logged("capturing", timeout_s=60)
-    time.sleep(2)
+    _more_writes(writer, 300)  # the new active at work before the old one wakes
     resumed_ms = int(time.time() * 1000)
     first.process.send_signal(signal.SIGCONT)  # back, with a heartbeat due at once
     assert first.process.wait(60) == 1, first.tail()
     assert "lost the election" in first.tail(), first.tail()
-    time.sleep(1)
+    _more_writes(writer)
     final = writer.stop()
 
     def new_active_caught_up() -> bool:

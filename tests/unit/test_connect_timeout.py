@@ -22,7 +22,7 @@ def test_the_setting_wins_over_the_default() -> None:
 
 @pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "three", "3s", "1e999"])
 def test_a_value_that_is_not_a_positive_number_of_seconds_is_one_clear_error(bad: str) -> None:
-    with pytest.raises(ConnectTimeoutError, match="ZKCDC_CONNECT_TIMEOUT_S=.* is not a positive"):
+    with pytest.raises(ConnectTimeoutError, match=r"ZKCDC_CONNECT_TIMEOUT_S=.* is not a positive"):
         connect_timeout_s(environ={"ZKCDC_CONNECT_TIMEOUT_S": bad})
 
 
