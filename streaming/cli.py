@@ -171,6 +171,9 @@ def run_job(
     show_default=True,
     help='json: the alert record; slack: Slack\'s incoming-webhook {"text": ...}.',
 )
+@click.option("--delivery-max-backoff-s", type=click.FloatRange(min=0.1), default=30.0,
+              show_default=True, help="Alertmanager or a webhook down: asked again after 1, 2, "
+              "4 ... s, up to this.")  # fmt: skip
 def alerts_command(
     alerts_topic: str,
     no_publish: bool,
@@ -181,6 +184,7 @@ def alerts_command(
     alertmanager_resend_s: float,
     webhooks: tuple[str, ...],
     webhook_format: PayloadFormat,
+    delivery_max_backoff_s: float,
     **kw: Any,
 ) -> None:
     """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records, and keep
@@ -189,7 +193,7 @@ def alerts_command(
     publish = kafka if kafka and not no_publish else None
     sinks = SinkOptions(
         publish, alerts_topic, alerts_out, console, alertmanager, alertmanager_resend_s,
-        webhooks, webhook_format,
+        webhooks, webhook_format, delivery_max_backoff_s,
     )  # fmt: skip
     run_job("alerts", sinks, bool(publish) and not no_state, kafka, **kw)
 

@@ -27,6 +27,8 @@ class SinkOptions:
     alertmanager_resend_s: float = 60.0
     webhooks: tuple[str, ...] = ()
     webhook_format: PayloadFormat = "json"
+    # A receiver that is down is asked again after 1 s, 2 s, 4 s ... up to this.
+    delivery_max_backoff_s: float = 30.0
 
     @property
     def files_only(self) -> bool:
@@ -52,9 +54,18 @@ def build_sinks(options: SinkOptions, checkpoint: Path | None = None) -> list[Si
         sinks.append(ConsoleSink())
     if options.alertmanager:
         state = None if checkpoint is None else checkpoint / "alertmanager.json"
-        sinks.append(AlertmanagerSink(options.alertmanager, options.alertmanager_resend_s, state))
+        sinks.append(
+            AlertmanagerSink(
+                options.alertmanager,
+                options.alertmanager_resend_s,
+                state,
+                options.delivery_max_backoff_s,
+            )
+        )
     for url in options.webhooks:
-        sinks.append(WebhookSink(url, options.webhook_format, checkpoint))
+        sinks.append(
+            WebhookSink(url, options.webhook_format, checkpoint, options.delivery_max_backoff_s)
+        )
     return sinks
 
 

@@ -202,8 +202,12 @@ class AlertmanagerSink:
         "sent again after a restart (Alertmanager merges repeats by their labels)"
     )
 
-    def __init__(self, url: str, resend_s: float, state_file: Path | None) -> None:
-        notifier = AlertmanagerNotifier(url, resend_s=resend_s, state_file=state_file)
+    def __init__(
+        self, url: str, resend_s: float, state_file: Path | None, max_backoff_s: float = 30.0
+    ) -> None:
+        notifier = AlertmanagerNotifier(
+            url, resend_s=resend_s, state_file=state_file, max_backoff_s=max_backoff_s
+        )
         self._thread = NotifierThread(notifier)
 
     def deliver(self, alerts: list[AlertText]) -> None:

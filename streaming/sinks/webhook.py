@@ -217,9 +217,15 @@ class WebhookSink:
         "receiver answered 2xx, retried while it is down; a re-run batch skips what was sent"
     )
 
-    def __init__(self, url: str, payload: PayloadFormat, checkpoint: Path | None) -> None:
+    def __init__(
+        self,
+        url: str,
+        payload: PayloadFormat,
+        checkpoint: Path | None,
+        max_backoff_s: float = 30.0,
+    ) -> None:
         state = None if checkpoint is None else state_file_for(checkpoint, url)
-        self.notifier = WebhookNotifier(url, payload, state_file=state)
+        self.notifier = WebhookNotifier(url, payload, state_file=state, max_backoff_s=max_backoff_s)
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self.notifier.run, args=(self._stop,), name="webhook", daemon=True

@@ -1,5 +1,7 @@
 """The webhook sink against a real HTTP receiver on loopback: every alert arrives, in order,
-and a receiver down for 30 s loses none (the sink's own thread and real HTTP, no fakes)."""
+and a receiver down for several of the sink's longest retry intervals (its backoff cap, set small
+here as users can with --delivery-max-backoff-s) loses none (the sink's own thread and real HTTP,
+no fakes)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
 from zkcdc.streaming.sinks.sink import AlertText
 
 pytestmark = pytest.mark.integration
-DOWN_S = 30
+MAX_BACKOFF_S = 2.0
+DOWN_S = 4 * MAX_BACKOFF_S  # past the cap: retries at the longest interval, several times
 
 
 def _alert(n: int, status: str) -> AlertText:
@@ -28,21 +31,24 @@ def _alert(n: int, status: str) -> AlertText:
     return AlertText(alert["alert_id"], status, at, json.dumps(alert))
 
 
-def test_a_receiver_down_for_30_s_loses_no_alert_and_gets_them_in_order(tmp_path: Path) -> None:
+def test_a_receiver_down_past_the_backoff_cap_loses_no_alert_and_gets_them_in_order(
+    tmp_path: Path,
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/hooks/SECRET-PART"
     receiver = Receiver(port)
-    sinks = AlertSinks(SinkOptions(webhooks=(url,)), checkpoint=tmp_path / "checkpoint")
+    options = SinkOptions(webhooks=(url,), delivery_max_backoff_s=MAX_BACKOFF_S)
+    sinks = AlertSinks(options, checkpoint=tmp_path / "checkpoint")
     try:
         sinks.deliver([_alert(1, "FIRING")])
         wait_until(lambda: len(receiver.taken) == 1, 10, what="the first alert")
         receiver.stop()
         sinks.deliver([_alert(2, "FIRING"), _alert(1, "RESOLVED")])
-        time.sleep(DOWN_S)
+        time.sleep(DOWN_S)  # fixed wait: an outage held for its set time
         receiver = Receiver(port)
-        wait_until(lambda: len(receiver.taken) == 2, 40, what="the alerts of the outage")
+        wait_until(lambda: len(receiver.taken) == 2, 10 * MAX_BACKOFF_S, what="the outage's alerts")
         assert [(a["alert_id"], a["status"]) for a in receiver.taken] == [
             ("w:broker_down:broker/2:2", "FIRING"), ("w:broker_down:broker/1:1", "RESOLVED")]  # fmt: skip
     finally:

@@ -147,3 +147,25 @@ def test_a_bad_webhook_url_is_one_clear_line(bad: str) -> None:
     assert result.exit_code == 2
     assert "--webhook" in result.output and "not an http:// or https:// URL" in result.output
     assert "Traceback" not in result.output
+
+
+def test_the_backoff_cap_users_set_reaches_every_retrying_sink(tmp_path: Path) -> None:
+    from zkcdc.streaming.sinks.alert_sinks import SinkOptions, build_sinks
+    from zkcdc.streaming.sinks.alertmanager import AlertmanagerSink
+    from zkcdc.streaming.sinks.webhook import WebhookSink
+
+    options = SinkOptions(
+        alertmanager="http://127.0.0.1:1",
+        webhooks=("http://127.0.0.1:1/hook",),
+        delivery_max_backoff_s=2.5,
+    )
+    sinks = build_sinks(options, tmp_path)
+    try:
+        (manager,) = [s for s in sinks if isinstance(s, AlertmanagerSink)]
+        (hook,) = [s for s in sinks if isinstance(s, WebhookSink)]
+        assert manager._thread.notifier.max_backoff_s == 2.5
+        assert hook.notifier.max_backoff_s == 2.5
+        assert SinkOptions().delivery_max_backoff_s == 30.0  # the product's default
+    finally:
+        for sink in sinks:
+            sink.close()
