@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alerts_harness import AlertJob, AlertsTopic
@@ -20,6 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
+from memory_peak import MemoryPeak
 
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics, passes
@@ -318,6 +320,64 @@ def _group_shared_fixtures(items: list[pytest.Item]) -> None:
         )
         if groups:
             item.add_marker(pytest.mark.xdist_group(groups[0]))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controller of a parallel run (or a run in one process) fills the caches the
+    integration tests need before any worker starts: set-up, timed on its own."""
+    config = session.config
+    if hasattr(config, "workerinput") or not _runs_integration(config):
+        return
+    started = time.monotonic()
+    from zookeeper_servers import kafka_libs
+
+    from zkcdc.streaming.job.spark_jars import spark_jars
+
+    kafka_libs()
+    spark_jars()
+    registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
+    config.stash[SETUP_S_KEY] = time.monotonic() - started
+
+
+SETUP_S_KEY = pytest.StashKey[float]()
+MEMORY_KEY = pytest.StashKey[MemoryPeak]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.stash[MEMORY_KEY] = MemoryPeak()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    peak = config.stash.get(MEMORY_KEY, None)
+    if peak is not None:
+        peak.stop()
+
+
+def _runs_integration(config: pytest.Config) -> bool:
+    """Whether the paths asked for hold integration tests (all of tests/ by default)."""
+    root = Path(__file__).resolve().parent
+    asked = [a.split("::")[0] for a in config.args] or ["tests"]
+    for arg in asked:
+        path = (Path(config.invocation_params.dir) / arg).resolve()
+        if path == root or (root in path.parents and "integration" in path.parts):
+            return True
+        if path in root.parents:
+            return True
+    return False
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    took = config.stash.get(SETUP_S_KEY, None)
+    if took is not None:
+        terminalreporter.write_line(
+            f"set-up before the tests (caches: jars, registry): {took:.1f} s"
+        )
+    peak = config.stash.get(MEMORY_KEY, None)
+    if peak is not None:
+        terminalreporter.write_line(
+            f"memory in use at its peak during the run: {peak.peak_mib} MiB"
+        )
 
 
 def _fill_caches(items: list[pytest.Item]) -> None:
