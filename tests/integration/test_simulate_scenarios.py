@@ -10,14 +10,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from capture_harness import ChangesTopic
+from capture_harness import CaptureProcess, ChangesTopic
+from kazoo.client import KazooClient
 from simulate_harness import build_cluster
 
+from zkcdc.ground.child_processes import stop
 from zkcdc.simulate.alert_forecast import SEVERITY
 from zkcdc.simulate.scenarios import SCENARIOS
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -36,13 +42,14 @@ EXTRA = {
     "consumer-leaves": ["--no-rebalance"],
     "storm": ["--rate", "40", "--duration", "1"],
 }
-# scenario -> (expectation, wall-clock ms when its run was stopped)
-RUNS: dict[str, tuple[dict[str, Any], int]] = {}
+CONCURRENT = 8  # scenarios run at once: each waits mostly (its hold, the capture's turns)
 
 
 @pytest.fixture(scope="module")
 def shared_changes(cluster) -> Any:
-    topic = ChangesTopic(cluster.bootstrap_servers, f"zkcdc.changes.scenarios-{os.getpid()}")
+    topic = ChangesTopic(
+        cluster.bootstrap_servers, f"zkcdc.changes.scenarios-{uuid.uuid4().hex[:8]}"
+    )
     yield topic
     topic.close()
 
@@ -54,6 +61,103 @@ def simulate(*args: str, log: Path) -> subprocess.Popen[bytes]:
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+
+@dataclass
+class ScenarioRun:
+    """What one scenario's run left: its expectation and when it was stopped, or why not."""
+
+    expectation: dict[str, Any] | None = None
+    stopped_ms: int = 0
+    problem: str = ""
+
+
+class SharedRecords:
+    """The shared topic, polled by one scenario at a time (a consumer is not thread-safe)."""
+
+    def __init__(self, topic: ChangesTopic) -> None:
+        self._topic = topic
+        self._lock = threading.Lock()
+
+    def of(self, cluster: str) -> list[dict[str, Any]]:
+        with self._lock:
+            self._topic.poll(2000)
+            return [r for r in self._topic.records if r["cluster"] == cluster]
+
+
+def run_scenario(
+    scenario: str, cluster: Any, shared: ChangesTopic, records: SharedRecords, work: Path
+) -> ScenarioRun:
+    """One scenario on a chroot of its own, captured as cluster `sim-<scenario>`."""
+    work.mkdir(parents=True)
+    chroot = f"/zkcdc-tests/scenario-{scenario}-{uuid.uuid4().hex[:8]}"
+    root = KazooClient(hosts=cluster.zookeeper_hosts, timeout=10.0)
+    root.start(timeout=15)
+    root.ensure_path(chroot)
+    connect = cluster.zookeeper_hosts + chroot
+    log = work / "simulate.log"
+    name = f"sim-{scenario}"
+    daemon = None
+    try:
+        build_cluster(connect, brokers=4, topics=2, partitions=4)
+        daemon = CaptureProcess(
+            ["--zookeeper", connect, "--cluster", name, "--state-dir", str(work / "state"),
+             "--ha-path", f"{chroot}-ha", "--bootstrap-servers", cluster.bootstrap_servers,
+             "--topic", shared.topic],
+            work / "capture.log",
+        )  # fmt: skip
+        daemon.wait_logged("in sync")
+        expect_file = work / "expect.json"
+        extra = EXTRA.get(scenario, ["--rate", "4", "--duration", "1"])
+        run = simulate(
+            "run", scenario, "--zookeeper", connect, "--hold", "300", "--expect", str(expect_file),
+            *extra, *RULES, log=log,
+        )  # fmt: skip
+        outcome = ScenarioRun()
+        try:
+            deadline = time.monotonic() + 60
+            while not expect_file.exists():
+                assert run.poll() is None, f"run exited {run.returncode}:\n{log.read_text()}"
+                assert time.monotonic() < deadline, f"no expectation written:\n{log.read_text()}"
+                time.sleep(0.1)
+            expectation = json.loads(expect_file.read_text())
+            deadline = time.monotonic() + 90
+            while missing := find_in_order(records.of(name), expectation["events"]):
+                assert time.monotonic() < deadline, (
+                    f"{len(missing)} expected events never captured, first {missing[0]}\n"
+                    f"{log.read_text()}"
+                )
+            # fixed wait: the conditions' for-durations pass; heartbeats mark the time
+            time.sleep(HOLD_S)
+            outcome = ScenarioRun(expectation, time.time_ns() // 1_000_000)
+        finally:
+            run.send_signal(signal.SIGTERM)
+            code = run.wait(60)
+        assert code == 0, log.read_text()
+        return outcome
+    except (AssertionError, subprocess.SubprocessError) as exc:
+        tail = daemon.tail(40) if daemon is not None else ""
+        return ScenarioRun(problem=f"{exc}\n--- capture log ---\n{tail}")
+    finally:
+        if daemon is not None:
+            stop(daemon.process, 30)
+        root.delete(chroot, recursive=True)
+        root.stop()
+        root.close()
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(cluster, shared_changes, tmp_path_factory) -> dict[str, ScenarioRun]:
+    """Every scenario, several at once (each its own chroot, capture daemon and cluster name;
+    one shared changes topic as in a fleet)."""
+    records = SharedRecords(shared_changes)
+    base = tmp_path_factory.mktemp("scenarios")
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        futures = {
+            name: pool.submit(run_scenario, name, cluster, shared_changes, records, base / name)
+            for name in sorted(SCENARIOS)
+        }
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _matches(event: dict[str, Any], expected: dict[str, Any]) -> bool:
@@ -86,54 +190,23 @@ def find_in_order(records: list[dict[str, Any]], expected: list[dict[str, Any]])
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_scenario_causes_the_events_its_expectation_names(
-    scenario, cluster, zk_chroot, start_capture, shared_changes, tmp_path
-):
-    connect = cluster.zookeeper_hosts + zk_chroot.chroot
-    log = tmp_path / "simulate.log"
-    build_cluster(connect, brokers=4, topics=2, partitions=4)
-    name = f"sim-{scenario}"
-    daemon = start_capture(connect, "--cluster", name, publish_to=shared_changes)
-    daemon.wait_logged("in sync")
-
-    expect_file = tmp_path / "expect.json"
-    extra = EXTRA.get(scenario, ["--rate", "4", "--duration", "1"])
-    run = simulate(
-        "run", scenario, "--zookeeper", connect, "--hold", "300", "--expect", str(expect_file),
-        *extra, *RULES, log=log,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not expect_file.exists():
-            assert run.poll() is None, f"run exited {run.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"no expectation written:\n{log.read_text()}"
-            time.sleep(0.1)
-        expectation = json.loads(expect_file.read_text())
-        assert expectation["scenario"] == scenario
-        assert expectation["events"], "a scenario must cause at least one event"
-
-        deadline = time.monotonic() + 60
-        while missing := find_in_order(
-            [r for r in shared_changes.records if r["cluster"] == name], expectation["events"]
-        ):
-            assert time.monotonic() < deadline, (
-                f"{len(missing)} expected events never captured, first {missing[0]}\n"
-                f"{log.read_text()}"
-            )
-            shared_changes.poll()
-        time.sleep(HOLD_S)  # the conditions' for-durations pass, heartbeats mark the time
-        stopped_ms = time.time_ns() // 1_000_000
-    finally:
-        run.send_signal(signal.SIGTERM)
-        code = run.wait(60)
-    assert code == 0, log.read_text()
-    RUNS[scenario] = (expectation, stopped_ms)
+def test_scenario_causes_the_events_its_expectation_names(scenario, scenario_runs):
+    outcome = scenario_runs[scenario]
+    assert not outcome.problem, outcome.problem
+    assert outcome.expectation is not None
+    assert outcome.expectation["scenario"] == scenario
+    assert outcome.expectation["events"], "a scenario must cause at least one event"
 
 
 def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
-    cluster, shared_changes, tmp_path
+    cluster, shared_changes, scenario_runs, tmp_path
 ):
-    assert len(RUNS) == len(SCENARIOS), f"scenarios that did not run: {set(SCENARIOS) - set(RUNS)}"
+    runs = {
+        name: (run.expectation, run.stopped_ms)
+        for name, run in scenario_runs.items()
+        if run.expectation is not None and not run.problem
+    }
+    assert len(runs) == len(SCENARIOS), f"scenarios that did not run: {set(SCENARIOS) - set(runs)}"
     alerts_file = tmp_path / "alerts.jsonl"
     log = tmp_path / "alerts.log"
     job = subprocess.run(
@@ -146,7 +219,7 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
     assert job.returncode == 0, log.read_text()[-5000:]
     alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
     problems = []
-    for scenario, (expectation, stopped_ms) in sorted(RUNS.items()):
+    for scenario, (expectation, stopped_ms) in sorted(runs.items()):
         expected = {(a["rule"], a["entity"]) for a in expectation["alerts"]}
         raised = {
             (a["rule"], a["entity"])
@@ -161,5 +234,5 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
                 f"{sorted(raised - expected)}"
             )
     assert not problems, "\n".join(problems)
-    covered = {a["rule"] for _, (e, _) in RUNS.items() for a in e["alerts"]}
+    covered = {a["rule"] for _, (e, _) in runs.items() for a in e["alerts"]}
     assert covered == set(SEVERITY), f"rules no scenario raises: {set(SEVERITY) - covered}"
