@@ -44,6 +44,7 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/mypy bench
 	$(BIN)/lint-imports
+	$(BIN)/python tests/lint_fixed_waits.py tests
 
 up: setup
 	$(BIN)/zkcdc stack up

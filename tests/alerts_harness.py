@@ -139,3 +139,22 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def job_read_to(checkpoint: Path, topic: str, ends: dict[int, int]) -> bool:
+    """Whether the alert job whose `--checkpoint` is `checkpoint` finished a micro-batch (its
+    sinks written, the batch committed) that read `topic` up to `ends` (next offsets): the job
+    has drained what the topic held, no clock needed."""
+    commits, offsets = checkpoint / "alerts" / "commits", checkpoint / "alerts" / "offsets"
+    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    if not done:
+        return False
+    for line in (offsets / str(max(done))).read_text().splitlines()[1:]:
+        try:
+            read = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(read, dict) and topic in read:
+            at = {int(p): int(o) for p, o in read[topic].items()}
+            return all(at.get(p, 0) >= end for p, end in ends.items() if end > 0)
+    return False

@@ -107,6 +107,14 @@ class TopicReader:
             if not message.error():
                 self.take(message)
 
+    def ends(self) -> dict[int, int]:
+        """Each partition's high watermark now (the offset the next message will get)."""
+        metadata = self._consumer.list_topics(self.topic, timeout=10)
+        return {
+            p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+            for p in metadata.topics[self.topic].partitions
+        }
+
     def read_to_end(self, timeout_s: float = 60) -> None:
         """Everything the topic holds now, up to each partition's high watermark: once its
         producers have stopped, anything they sent twice is read too (no wait for it needed)."""

@@ -73,7 +73,7 @@ def wait_until(
             return value
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what or predicate}")
-        time.sleep(interval_s)
+        time.sleep(interval_s)  # fixed wait: the poll's interval between looks
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +145,7 @@ def _admin_call(
             if not passes(error) or time.monotonic() > deadline:
                 raise
         attempt += 1
-        time.sleep(min(0.5 * attempt, 2.0))
+        time.sleep(min(0.5 * attempt, 2.0))  # fixed wait: a retry's backoff
 
 
 @pytest.fixture

@@ -12,13 +12,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from alerts_harness import ChangesProducer, DeadLetters
+from alerts_harness import ChangesProducer, DeadLetters, job_read_to
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 from simulate_harness import build_cluster, simulate
@@ -223,7 +222,9 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
         "controller_failover after the restart", 180, second,
     )  # fmt: skip
     assert daemon.stop() == 0
-    time.sleep(8)  # the restarted job drains the last records
+    ends = changes_topic.ends()  # the restarted job drains the last records
+    wait_until(lambda: job_read_to(Path(checkpoint), changes_topic.topic, ends), 120,
+               what="the restarted job to read the topic to its end")  # fmt: skip
     assert second.stop() == 0, second.tail()
     alerts.poll()
 

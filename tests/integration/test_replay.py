@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alerts_harness import job_read_to
 from capture_harness import ChangesTopic
+from conftest import wait_until
 from kazoo.client import KazooClient
 from simulate_harness import build_cluster, simulate
 
@@ -85,17 +87,21 @@ def incident(cluster, tmp_path_factory) -> dict[str, Any]:
         assert failure.returncode == 0, failure.stderr
         failover = simulate("run", "controller-failover", "--zookeeper", connect, "--hold", "2")
         assert failover.returncode == 0, failover.stderr
-        time.sleep(2)
+        # The run's end: its brokers' sessions closed, each broker's deletion captured.
+        changes.wait_for(lambda r: r["path"] == "/controller_epoch", "the failover")
+        wait_until(lambda: _brokers_gone(root, chroot, changes), 60, what="every broker gone")
         capture.send_signal(signal.SIGTERM)
         assert capture.wait(60) == 0, (work / "capture.log").read_text()[-3000:]
-        # The live job drains the last records, then stops.
+        # The live job drains the last records (a committed batch up to the topic's end).
+        ends = changes.ends()
         deadline = time.monotonic() + 120
-        while not any(a[1] == "FIRING" and ":controller_failover:" in a[0]
-                      for a in (alerts_of(live_out) if live_out.exists() else ())):  # fmt: skip
+        while not job_read_to(work / "live-checkpoint", changes.topic, ends):
             assert live.poll() is None, (work / "live.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the live job raised no controller_failover"
-            time.sleep(1)
-        time.sleep(10)
+            assert time.monotonic() < deadline, "the live job never read the topic to its end"
+            time.sleep(0.5)
+        assert any(
+            a[1] == "FIRING" and ":controller_failover:" in a[0] for a in alerts_of(live_out)
+        )
     finally:
         for process in (capture, live):
             if process.poll() is None:
@@ -110,36 +116,60 @@ def incident(cluster, tmp_path_factory) -> dict[str, Any]:
             "bootstrap": cluster.bootstrap_servers}  # fmt: skip
 
 
+def _brokers_gone(root: KazooClient, chroot: str, changes: ChangesTopic) -> bool:
+    if root.get_children(f"{chroot}/brokers/ids"):
+        return False
+    changes.poll()
+    last = {r["path"]: r["op"] for r in changes.records if r["path"].startswith("/brokers/ids/")}
+    return bool(last) and all(op == "DELETE" for op in last.values())
+
+
+@pytest.fixture(scope="module")
+def replayed(incident, tmp_path_factory) -> Path:
+    """The log replayed through the rules once (alerts and state files), for the tests that
+    read what it wrote."""
+    out = tmp_path_factory.mktemp("replayed")
+    run = zkcdc("replay", str(incident["log"]), "--alerts-out", str(out / "alerts.jsonl"),
+                "--state-out", str(out / "state.jsonl"), *RULES)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def replayed_at_speed_0(incident, tmp_path_factory) -> tuple[str, Path]:
+    """The log replayed into Kafka at full speed once: (its topic, the replay's folder)."""
+    out = tmp_path_factory.mktemp("replayed-into-kafka")
+    topic = f"zkcdc.replayed.{uuid.uuid4().hex[:8]}.speed0"
+    run = zkcdc("replay", str(incident["log"]), "--bootstrap-servers", incident["bootstrap"],
+                "--topic", topic, "--speed", "0", "--checkpoint", str(out / "replay.json"))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return topic, out
+
+
 def _world_readable(folder: Path, skip: set[str]) -> list[str]:
     return [f"{oct(p.stat().st_mode & 0o777)} {p}" for p in folder.rglob("*")
             if p.name not in skip and p.stat().st_mode & 0o007]  # fmt: skip
 
 
-def test_no_file_or_folder_zkcdc_writes_is_open_to_other_users(incident, tmp_path):
+def test_no_file_or_folder_zkcdc_writes_is_open_to_other_users(
+    incident, replayed, replayed_at_speed_0
+):
     """Event log, tree.avro, checkpoints (capture's and Spark's), alert and state files, the
     replay checkpoint: none readable by others, though the test's own umask is 022."""
-    out = tmp_path / "out"
-    run = zkcdc("replay", str(incident["log"]), "--alerts-out", str(out / "alerts.jsonl"),
-                "--state-out", str(out / "state.jsonl"), *RULES)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    topic = f"zkcdc.replayed.{os.getpid()}.modes"
-    run = zkcdc("replay", str(incident["log"]), "--bootstrap-servers", incident["bootstrap"],
-                "--topic", topic, "--checkpoint", str(out / "replay.json"))  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
+    _, into_kafka = replayed_at_speed_0
     work = incident["work"]
     written = [work / "events", work / "state", work / "live-checkpoint", work / "live.jsonl"]
-    assert all(p.exists() for p in written) and (out / "replay.json").exists()
+    assert all(p.exists() for p in written) and (into_kafka / "replay.json").exists()
+    assert (replayed / "alerts.jsonl").exists() and (replayed / "state.jsonl").exists()
     assert len(list(work.rglob("*.avro"))) >= 2  # the event log and tree.avro at least
     # capture.log and live.log are the test's own (its stdout redirections).
     assert _world_readable(work, {"capture.log", "live.log"}) == []
-    assert _world_readable(out, set()) == []
+    assert _world_readable(replayed, set()) == []
+    assert _world_readable(into_kafka, set()) == []
 
 
-def test_replaying_the_log_through_the_rules_gives_the_live_jobs_alerts(incident, tmp_path):
-    out, state = tmp_path / "alerts.jsonl", tmp_path / "state.jsonl"
-    run = zkcdc("replay", str(incident["log"]), "--alerts-out", str(out), "--state-out",
-                str(state), *RULES)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_replaying_the_log_through_the_rules_gives_the_live_jobs_alerts(incident, replayed):
+    out, state = replayed / "alerts.jsonl", replayed / "state.jsonl"
     replayed = alerts_of(out)
     assert {a[0].split(":")[1] for a in replayed} >= {"broker_down", "controller_failover"}
     assert replayed == incident["live"]
@@ -147,27 +177,35 @@ def test_replaying_the_log_through_the_rules_gives_the_live_jobs_alerts(incident
     assert entities >= {"broker", "controller", "partition", "topic"}
 
 
-def test_replays_into_kafka_at_speed_0_and_10_give_identical_alerts(incident, cluster, tmp_path):
-    results = []
-    for speed in ("0", "10"):
-        topic = f"zkcdc.replayed.{os.getpid()}.speed{speed}"
-        run = zkcdc("replay", str(incident["log"]), "--bootstrap-servers",
-                    cluster.bootstrap_servers, "--topic", topic, "--speed", speed,
-                    "--checkpoint", str(tmp_path / f"{speed}.json"))  # fmt: skip
-        assert run.returncode == 0, run.stderr[-3000:]
-        results.append(job_over_topic(cluster.bootstrap_servers, topic, tmp_path))
+def test_replays_into_kafka_at_speed_0_and_10_give_identical_alerts(
+    incident, cluster, replayed_at_speed_0, tmp_path
+):
+    results = [job_over_topic(cluster.bootstrap_servers, replayed_at_speed_0[0], tmp_path)]
+    topic = f"zkcdc.replayed.{uuid.uuid4().hex[:8]}.speed10"
+    run = zkcdc("replay", str(incident["log"]), "--bootstrap-servers", cluster.bootstrap_servers,
+                "--topic", topic, "--speed", "10", "--checkpoint", str(tmp_path / "10.json"))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    results.append(job_over_topic(cluster.bootstrap_servers, topic, tmp_path))
     assert results[0] == results[1] == incident["live"]
 
 
 def test_a_killed_replay_resumes_without_sending_a_record_twice(incident, cluster, tmp_path):
-    topic = f"zkcdc.replayed.{os.getpid()}.resumed"
+    topic = f"zkcdc.replayed.{uuid.uuid4().hex[:8]}.resumed"
     checkpoint = str(tmp_path / "resume.json")
     args = [sys.executable, "-m", "zkcdc", "replay", str(incident["log"]), "--bootstrap-servers",
             cluster.bootstrap_servers, "--topic", topic, "--checkpoint", checkpoint]  # fmt: skip
-    first = subprocess.Popen([*args, "--speed", "1"], stderr=subprocess.PIPE)
-    time.sleep(8)
-    first.kill()
-    first.wait()
+    expected = sum(1 for _ in _log_records(incident["log"]))
+    first = subprocess.Popen([*args, "--speed", "1"], stderr=subprocess.DEVNULL)
+    # Killed midway: once some records are on the topic (at speed 1 the rest take seconds).
+    sent = ChangesTopic(cluster.bootstrap_servers, topic)
+    try:
+        wait_until(lambda: _polled(sent), 60, what="the first replayed records")
+    finally:
+        first.kill()
+        first.wait()
+    sent.read_to_end()
+    assert 0 < len(sent.records) < expected, "the replay was not killed midway"
+    sent.close()
     second = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "sent before" in second.stderr
@@ -175,12 +213,7 @@ def test_a_killed_replay_resumes_without_sending_a_record_twice(incident, cluste
     assert again.returncode == 1 and "replayed into" in again.stderr
 
     on_topic = ChangesTopic(cluster.bootstrap_servers, topic)
-    expected = sum(1 for _ in _log_records(incident["log"]))
-    deadline = time.monotonic() + 60
-    while len(on_topic.records) < expected and time.monotonic() < deadline:
-        on_topic.poll()
-    time.sleep(2)
-    on_topic.poll()
+    on_topic.read_to_end()  # every replay stopped: anything sent twice is read too
     seqs = [r["seq"] for r in on_topic.records]
     on_topic.close()
     assert sorted(seqs) == sorted({r["seq"] for r in _log_records(incident["log"])})
@@ -201,6 +234,11 @@ def test_a_damaged_copy_replays_its_valid_records_and_reports_the_damage(inciden
     assert f"{victim}: damaged at block" in run.stderr and "Traceback" not in run.stderr
     assert "alerts written" in run.stderr
     assert out.exists()
+
+
+def _polled(topic: ChangesTopic) -> bool:
+    topic.poll(100)
+    return bool(topic.records)
 
 
 def _log_records(log: Path) -> list[dict[str, Any]]:

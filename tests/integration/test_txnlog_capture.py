@@ -41,6 +41,20 @@ def _both_modes(start_capture, connect, data_dir, tmp_path):
     return txnlog, watch, txnlog_log, watch_log
 
 
+def _caught_up(log, client, paths):
+    """Whether the event log's last record of each path says what ZooKeeper holds now (its
+    version, or gone): a capture has recorded up to this moment."""
+    last = {}
+    for r in read_records(log, lambda damage: None):
+        if r["path"] in paths:
+            last[r["path"]] = None if r["after"] is None else r["after"]["version"]
+    now = {}
+    for path in paths:
+        stat = client.exists(path)
+        now[path] = None if stat is None else stat.version
+    return all(last.get(p) == v for p, v in now.items())
+
+
 def _live(records):
     return [r for r in records if r["op"] in ("CREATE", "UPDATE", "DELETE")]
 
@@ -100,9 +114,8 @@ def test_kill_9_and_restart_give_every_transaction_once_in_zxid_order(
             assert time.monotonic() < deadline, (
                 f"topic reached zxid {max(got or [0])}, not {last_zxid}"
             )
-        time.sleep(1)  # anything sent twice would be there by now
-        changes_topic.poll()
         assert second.stop() == 0
+        changes_topic.read_to_end()  # stopped: anything sent twice is read too
         client.stop()
 
     assert not second.logged("snapshot read"), "the restart read a snapshot: it lost its place"
@@ -146,7 +159,8 @@ def test_in_a_write_storm_txnlog_mode_records_every_version_while_watch_mode_cou
         result.rawlink(lambda r: (answered.append(1), window.release()))
     while len(answered) < writes:
         time.sleep(0.01)
-    time.sleep(3)  # both catch up
+    wait_until(lambda: all(_caught_up(log, zk_chroot, paths) for log in (txnlog_log, watch_log)),
+               what="both captures caught up")  # fmt: skip
     assert txnlog.stop() == 0 and watch.stop() == 0
 
     def updates(log):
@@ -196,7 +210,7 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
             ),
             what=f"broker {follower} out of the ISR",
         )
-        time.sleep(2)  # down long enough for the broker_down rule (1 s here)
+        time.sleep(2)  # fixed wait: down long enough for the broker_down rule (1 s here)
     finally:
         restart_broker(cluster, kafka_zk, follower)
     old_controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
@@ -225,7 +239,10 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
         timeout_s=90,
         what="the reassignment to complete",
     )
-    time.sleep(3)
+    settled = ["/admin/reassign_partitions", f"/brokers/topics/{moving}/partitions/0/state",
+               f"/brokers/topics/{moving}", "/controller_epoch"]  # fmt: skip
+    wait_until(lambda: all(_caught_up(log, kafka_zk, settled) for log in (txnlog_log, watch_log)),
+               what="both captures caught up")  # fmt: skip
     assert txnlog.stop() == 0 and watch.stop() == 0
 
     exact_records = list(read_records(txnlog_log, lambda d: None))

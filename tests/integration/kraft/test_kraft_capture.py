@@ -16,6 +16,7 @@ import pytest
 from capture_harness import CaptureProcess, ChangesTopic
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import wait_until
 
 from zkcdc.capture.delivery.event_log import log_files, read_records
 from zkcdc.ground.topic_creation import create_topics
@@ -194,14 +195,22 @@ def test_kill_9_and_restart_gives_each_metadata_record_exactly_once(
     for round_ in range(4):
         names = [f"k{round_}-{i}-{uuid.uuid4().hex[:6]}" for i in range(5)]
         create_topics(lambda: admin, [NewTopic(n, 4, 2) for n in names], 60)
-        time.sleep(0.2 * round_)  # killed at another point of the stream each time
+        time.sleep(0.2 * round_)  # fixed wait: killed at another point of the stream each time
         killed.process.send_signal(signal.SIGKILL)
         killed.process.wait(30)
         _delete(admin, names[:2])
         killed = captures.start(directory, "killed")
         killed.wait_logged("in sync")
-    time.sleep(3)  # both past the last change
     cluster = _cluster(steady)
+
+    def both_past_the_last_change() -> bool:
+        logs = [_changes_of(_log_records(tmp_path_of(captures, n), cluster))
+                for n in ("steady", "killed")]  # fmt: skip
+        deleted = [{path for op, path, *_ in log if op == "DELETE"} for log in logs]
+        last = {f"/brokers/topics/{name}" for name in names[:2]}
+        return all(last <= gone for gone in deleted) and logs[0] == logs[1]
+
+    wait_until(both_past_the_last_change, what="both captures past the last change")
     for process in (steady, killed):
         assert process.stop() == 0
     steady_records = _log_records(tmp_path_of(captures, "steady"), cluster)

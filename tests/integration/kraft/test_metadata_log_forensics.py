@@ -12,9 +12,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import wait_until
 
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
@@ -28,6 +30,20 @@ def _zkcdc(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
     )
 
 
+# The holds set small (users' defaults: 5 s and 10 s), so the stop need last only HOLD_S.
+RULES = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
+HOLD_S = 2.5
+
+
+def _partition(admin: AdminClient, topic: str) -> Any:
+    return admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
+
+
+def _in_sync(admin: AdminClient, topic: str, replicas: int) -> Any:
+    partition = _partition(admin, topic)
+    return partition if partition.leader >= 0 and len(partition.isrs) == replicas else None
+
+
 def test_a_copy_of_the_metadata_log_shows_and_replays_a_stopped_follower(
     kraft_stack: LocalStack, tmp_path: Path
 ) -> None:
@@ -35,13 +51,14 @@ def test_a_copy_of_the_metadata_log_shows_and_replays_a_stopped_follower(
     topic = f"forensics-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
     create_topics(lambda: admin, [NewTopic(topic, 1, 3)], 60)
-    time.sleep(2)
-    partition = admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
+    partition = wait_until(lambda: _in_sync(admin, topic, 3), what="a leader and a full ISR")
     follower = next(b for b in partition.replicas if b != partition.leader)
     kraft_stack.stop_broker(follower, signal.SIGTERM)
-    time.sleep(8)  # longer than broker_down's and under_replicated's hold
+    wait_until(lambda: follower not in _partition(admin, topic).isrs, what="the follower out")
+    time.sleep(HOLD_S)  # fixed wait: longer than broker_down's and under_replicated's hold
     kraft_stack.start_broker(follower)
-    time.sleep(8)  # back in the ISR, and NoOps after it: time moves on in the log
+    wait_until(lambda: _in_sync(admin, topic, 3), 120, what="the follower back in the ISR")
+    time.sleep(2)  # fixed wait: NoOps (every 500 ms) carry the log's time on past the return
     copy = tmp_path / "__cluster_metadata-0"
     shutil.copytree(info.metadata_log_dirs[0], copy)
 
@@ -60,7 +77,7 @@ def test_a_copy_of_the_metadata_log_shows_and_replays_a_stopped_follower(
 
     alerts_file = tmp_path / "alerts.jsonl"
     replayed = _zkcdc("replay", "--from-metadata-log", str(copy), "--cluster", "k",
-                      "--alerts-out", str(alerts_file), timeout=600)  # fmt: skip
+                      "--alerts-out", str(alerts_file), *RULES, timeout=600)  # fmt: skip
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
     for rule, entity in (("under_replicated", f"{topic}/0"), ("broker_down", f"broker/{follower}")):
