@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BUILT := pyproject.toml setup.py capture/kraft/_batch_walk.c
 STAMP := $(VENV)/.installed-$(shell cat $(BUILT) | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo demo-secure test lint fuzz up status down bench bench-quick clean
+.PHONY: setup demo demo-secure test test-times lint fuzz up status down bench bench-quick clean
 
 $(STAMP): $(BUILT)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ demo-secure: setup
 ## Lint, types, and every test (unit and integration against the real stack).
 test: setup lint
 	$(BIN)/pytest
+
+## Where the last `make test` spent its time: a per-file table from its JUnit XML, written into
+## TESTING.md (bench/test_times.py).
+test-times: setup
+	$(BIN)/python bench/test_times.py
 
 ## The fuzzing properties (decoders, event-log reader) with 20,000 examples each instead of
 ## the few hundred `make test` runs.

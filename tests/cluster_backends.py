@@ -34,15 +34,22 @@ class ClusterBackend(Protocol):
 
 
 class LocalBackend:
-    def __init__(self, state_dir: Path, brokers: int = 3) -> None:
-        settings = StackSettings(
-            state_dir=state_dir,
-            brokers=brokers,
-            zookeeper_port=free_port_block(3),
-            kafka_port=free_port_block(brokers),
-        )
-        self.stack = LocalStack(settings)
-        info = self.stack.up()
+    def __init__(self, state_dir: Path, brokers: int = 3, attach: bool = False) -> None:
+        """A stack started now in `state_dir`; or, with `attach`, the one another process of
+        the session started there (it stops it, not this one)."""
+        self.owned = not attach
+        if attach:
+            self.stack = LocalStack.open(state_dir)
+            info = self.stack.info()
+        else:
+            settings = StackSettings(
+                state_dir=state_dir,
+                brokers=brokers,
+                zookeeper_port=free_port_block(3),
+                kafka_port=free_port_block(brokers),
+            )
+            self.stack = LocalStack(settings)
+            info = self.stack.up()
         self.zookeeper_hosts = info.zookeeper_hosts
         self.chroot = info.chroot
         self.bootstrap_servers = info.bootstrap_servers
@@ -69,7 +76,15 @@ class LocalBackend:
 
         libs = self.stack.info().kafka_libs
         done = subprocess.run(
-            ["java", "-Xmx256m", "-cp", f"{libs}/*", main_class, *args],
+            [
+                "java",
+                "-Xmx256m",
+                *self.stack.settings.java_options,
+                "-cp",
+                f"{libs}/*",
+                main_class,
+                *args,
+            ],
             capture_output=True,
             text=True,
             timeout=120,
@@ -79,7 +94,8 @@ class LocalBackend:
         return done.stdout
 
     def close(self) -> None:
-        self.stack.down()
+        if self.owned:
+            self.stack.down()
 
 
 class ExternalBackend:

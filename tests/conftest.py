@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 from alerts_harness import AlertJob, AlertsTopic
 from capture_harness import CaptureProcess, ChangesTopic
-from cluster_backends import ClusterBackend, make_backend
+from cluster_backends import ClusterBackend, LocalBackend, make_backend
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import settings as hypothesis_settings
@@ -30,6 +33,7 @@ from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
+OWN_BACKEND_KEY = pytest.StashKey[ClusterBackend]()
 
 # Fuzzing: a bounded number of examples in `make test`, many more in `make fuzz`
 # (ZKCDC_FUZZ=long). No example database in the tree: each run draws afresh.
@@ -54,6 +58,16 @@ if _count > 1:
     _span = (32000 - 10000) // _count
     os.environ["ZKCDC_PORT_RANGE"] = f"{10000 + _index * _span}-{10000 + (_index + 1) * _span}"
 
+# The tests' JVMs (the stacks, Spark's driver, Kafka's tools) compile with C1 only: most of a
+# short-lived JVM's CPU is the C2 compiler's, and two cores are shared by the whole suite. Set
+# through the settings users have (ZKCDC_STACK_JAVA_OPTIONS, Spark's SPARK_SUBMIT_OPTS).
+TEST_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+os.environ.setdefault("ZKCDC_STACK_JAVA_OPTIONS", json.dumps(list(TEST_JAVA_OPTIONS)))
+if TEST_JAVA_OPTIONS[0] not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        [os.environ.get("SPARK_SUBMIT_OPTS", ""), *TEST_JAVA_OPTIONS]
+    ).strip()
+
 # The usual umask, whatever the machine's: zkcdc's own tightening is what the file-mode tests
 # prove, so a strict CI umask must not make them pass for it.
 os.umask(0o022)
@@ -76,16 +90,52 @@ def wait_until(
         time.sleep(interval_s)  # fixed wait: the poll's interval between looks
 
 
+SHARED_STACK_ENV = "ZKCDC_TEST_SHARED_STACK"
+
+
 @pytest.fixture(scope="session")
-def cluster(
+def shared_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterBackend]:
-    backend = make_backend(tmp_path_factory.mktemp("stack"))
+    """The session's one stack, started by the controller before the workers (every worker's
+    tests use it, each in chroots and topics of its own); started here when the controller did
+    not (a run of one file, another backend)."""
+    shared = os.environ.get(SHARED_STACK_ENV)
+    if shared and os.environ.get("ZKCDC_TEST_BACKEND", "local") == "local":
+        backend: ClusterBackend = LocalBackend(Path(shared), attach=True)
+    else:
+        backend = make_backend(tmp_path_factory.mktemp("stack"))
     request.config.stash[BACKEND_KEY] = backend
     try:
         yield backend
     finally:
         backend.close()
+
+
+@pytest.fixture(scope="session")
+def own_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterBackend]:
+    """A stack of this worker's own for the tests marked `stops_brokers` (all on one worker):
+    a broker they stop must not disturb the tests on the shared stack."""
+    if os.environ.get("ZKCDC_TEST_BACKEND", "local") != "local":
+        yield request.getfixturevalue("shared_cluster")  # one cluster there: tests run alone
+        return
+    backend = LocalBackend(tmp_path_factory.mktemp("own-stack"))
+    request.config.stash[OWN_BACKEND_KEY] = backend
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> ClusterBackend:
+    """The stack this test runs on: the shared one, or for a test that stops brokers the
+    worker's own."""
+    if request.node.get_closest_marker("stops_brokers"):
+        return request.getfixturevalue("own_cluster")  # type: ignore[no-any-return]
+    return request.getfixturevalue("shared_cluster")  # type: ignore[no-any-return]
 
 
 def _client(hosts: str) -> KazooClient:
@@ -177,7 +227,9 @@ def new_topic(
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
-    backend = item.config.stash.get(BACKEND_KEY, None)
+    backend = getattr(item, "funcargs", {}).get("cluster") or item.config.stash.get(
+        BACKEND_KEY, None
+    )
     if report.failed and backend is not None and "cluster" in getattr(item, "fixturenames", ()):
         for name, text in backend.log_tails().items():
             report.sections.append((f"log of {name} (last lines)", text))
@@ -309,6 +361,9 @@ def _group_shared_fixtures(items: list[pytest.Item]) -> None:
     """Tests that share a module or package fixture (a secured stack, a KRaft stack, a staged
     incident) run on one worker, so it is made once; the rest spread test by test."""
     for item in items:
+        if item.get_closest_marker("stops_brokers"):
+            item.add_marker(pytest.mark.xdist_group("own-stack"))
+            continue
         info = getattr(item, "_fixtureinfo", None)
         if info is None or item.get_closest_marker("xdist_group"):
             continue
@@ -336,7 +391,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     kafka_libs()
     spark_jars()
     registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
+    if os.environ.get("ZKCDC_TEST_BACKEND", "local") == "local" and not os.environ.get(
+        SHARED_STACK_ENV
+    ):
+        # The shared stack, before the workers start (they inherit where it is).
+        folder = Path(tempfile.mkdtemp(prefix="zkcdc-shared-stack-"))
+        config.stash[SHARED_KEY] = LocalBackend(folder)
+        os.environ[SHARED_STACK_ENV] = str(folder)
     config.stash[SETUP_S_KEY] = time.monotonic() - started
+
+
+SHARED_KEY = pytest.StashKey[LocalBackend]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _fail_on_skips(session)
+    shared = session.config.stash.get(SHARED_KEY, None)
+    if shared is not None:
+        shared.stack.down()
+        shutil.rmtree(shared.stack.layout.state_dir, ignore_errors=True)
 
 
 SETUP_S_KEY = pytest.StashKey[float]()
@@ -399,7 +472,7 @@ def _fill_caches(items: list[pytest.Item]) -> None:
         print(f"\ncaches filled in {took:.0f} s (set-up, before any test)", file=sys.stderr)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+def _fail_on_skips(session: pytest.Session) -> None:
     """On the default local backend (CI's) every test can run: a skip there is a failure.
     Only the external and docker backends skip the tests they cannot serve."""
     if os.environ.get("ZKCDC_TEST_BACKEND", "local") != "local":

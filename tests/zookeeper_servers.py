@@ -111,7 +111,8 @@ def _start(kind: str, work: Path, port: int, config: str) -> ZookeeperServer:
     )
     with (work / "stdout.log").open("wb") as out:
         process = subprocess.Popen(
-            ["java", "-Xmx256m", f"-Dlog4j.configuration=file:{work / 'log4j.properties'}",
+            ["java", "-Xmx256m", *StackSettings().java_options,
+             f"-Dlog4j.configuration=file:{work / 'log4j.properties'}",
              "-Dznode.container.checkIntervalMs=100",  # empty containers and expired TTLs go soon
              "-cp", ":".join(map(str, classpath(kind))),
              "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(work / "zoo.cfg")],

@@ -37,6 +37,7 @@ def _ids(alerts: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(a["alert_id"], a["status"]) for a in alerts]
 
 
+@pytest.mark.stops_brokers
 def test_alerts_tail_and_a_webhook_down_through_an_incident_see_every_alert_of_it(
     cluster: Any, kafka_zk: Any, new_topic: Any, start_capture: Any, changes_topic: Any,
     start_alert_job: Any,

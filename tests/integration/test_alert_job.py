@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
+@pytest.mark.stops_brokers
 def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     cluster, kafka_zk, new_topic, start_capture, changes_topic, start_alert_job
 ):

@@ -36,6 +36,7 @@ def _reassign(cluster, plan, topic, partition, replicas):
     )
 
 
+@pytest.mark.stops_brokers
 def test_a_staged_kafka_incident_is_captured_as_typed_events(
     cluster, kafka_zk, new_topic, start_capture, changes_topic, tmp_path
 ):
@@ -152,6 +153,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     assert daemon.stop() == 0
 
 
+@pytest.mark.stops_brokers
 def test_changes_made_while_every_broker_is_down_reach_the_topic_in_per_path_order(
     cluster, zk_chroot, kafka_zk, start_capture, changes_topic
 ):

@@ -56,6 +56,7 @@ def _shown_within_3_s(page: Any, name: str, arrived_ms: int) -> None:
     assert late <= WITHIN_MS, f"{name} shown {late} ms after its alert reached the topic"
 
 
+@pytest.mark.stops_brokers
 def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replicated_within_3_s(
     cluster: Any, kafka_zk: Any, new_topic: Any, start_capture: Any, changes_topic: Any,
     start_alert_job: Any, tmp_path: Path,

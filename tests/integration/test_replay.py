@@ -54,9 +54,10 @@ def job_over_topic(bootstrap: str, topic: str, work: Path) -> Alerts:
 
 
 @pytest.fixture(scope="module")
-def incident(cluster, tmp_path_factory) -> dict[str, Any]:
+def incident(shared_cluster, tmp_path_factory) -> dict[str, Any]:
     """A broker failure and a controller failover on a simulated cluster, captured into an event
     log and the changes topic while the live alert job runs."""
+    cluster = shared_cluster
     work = tmp_path_factory.mktemp("replay")
     chroot = f"/zkcdc-tests/replay-{uuid.uuid4().hex[:8]}"  # the module's own
     root = KazooClient(hosts=cluster.zookeeper_hosts)

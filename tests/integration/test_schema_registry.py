@@ -62,6 +62,7 @@ def registry_records(
         consumer.close()
 
 
+@pytest.mark.stops_brokers
 def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_alerts(
     cluster, kafka_zk, new_topic, start_capture, changes_topic, start_alert_job, schema_registry
 ):

@@ -46,9 +46,9 @@ CONCURRENT = 8  # scenarios run at once: each waits mostly (its hold, the captur
 
 
 @pytest.fixture(scope="module")
-def shared_changes(cluster) -> Any:
+def shared_changes(shared_cluster) -> Any:
     topic = ChangesTopic(
-        cluster.bootstrap_servers, f"zkcdc.changes.scenarios-{uuid.uuid4().hex[:8]}"
+        shared_cluster.bootstrap_servers, f"zkcdc.changes.scenarios-{uuid.uuid4().hex[:8]}"
     )
     yield topic
     topic.close()
@@ -147,14 +147,16 @@ def run_scenario(
 
 
 @pytest.fixture(scope="module")
-def scenario_runs(cluster, shared_changes, tmp_path_factory) -> dict[str, ScenarioRun]:
+def scenario_runs(shared_cluster, shared_changes, tmp_path_factory) -> dict[str, ScenarioRun]:
     """Every scenario, several at once (each its own chroot, capture daemon and cluster name;
     one shared changes topic as in a fleet)."""
     records = SharedRecords(shared_changes)
     base = tmp_path_factory.mktemp("scenarios")
     with ThreadPoolExecutor(CONCURRENT) as pool:
         futures = {
-            name: pool.submit(run_scenario, name, cluster, shared_changes, records, base / name)
+            name: pool.submit(
+                run_scenario, name, shared_cluster, shared_changes, records, base / name
+            )
             for name in sorted(SCENARIOS)
         }
         return {name: future.result() for name, future in futures.items()}

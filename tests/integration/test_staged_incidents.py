@@ -17,6 +17,7 @@ from kafka_tree import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.stops_brokers
 def test_stopping_the_controller_moves_controller_and_bumps_its_epoch(cluster, kafka_zk):
     old_controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
     old_epoch = controller_epoch(kafka_zk)
@@ -33,6 +34,7 @@ def test_stopping_the_controller_moves_controller_and_bumps_its_epoch(cluster, k
         restart_broker(cluster, kafka_zk, old_controller)
 
 
+@pytest.mark.stops_brokers
 def test_sigterm_of_a_follower_removes_it_from_the_isr(cluster, kafka_zk, new_topic):
     topic = new_topic(partitions=1, replication_factor=3)
     before = full_isr(kafka_zk, topic, 0, 3)

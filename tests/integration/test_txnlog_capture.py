@@ -188,6 +188,7 @@ def _versions(records):
     }
 
 
+@pytest.mark.stops_brokers
 def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_and_its_alerts(
     cluster, kafka_zk, new_topic, start_capture, tmp_path
 ):

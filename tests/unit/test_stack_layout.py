@@ -129,3 +129,19 @@ def test_log_levels_of_the_settings_reach_every_process_log4j_config():
     assert props["log4j.logger.org.apache.kafka.raft.LeaderState"] == "DEBUG"
     assert props["log4j.rootLogger"] == "INFO, stdout"
     assert "log4j.logger.org.apache.kafka.raft.LeaderState" not in _props(configs.log4j_config())
+
+
+def test_java_options_of_the_settings_reach_every_java_process_of_the_stack(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from zkcdc.stack.cluster import LocalStack
+
+    monkeypatch.setenv("ZKCDC_STACK_JAVA_OPTIONS", '["-XX:TieredStopAtLevel=1", "-Dx=1"]')
+    stack = LocalStack(StackSettings(state_dir=tmp_path, cache_dir=tmp_path / "cache"))
+    for name in ("zookeeper-1", "kafka-1", "kafka-3"):
+        command = stack._command(name)
+        assert command[0] == "java"
+        at = command.index("-XX:TieredStopAtLevel=1")
+        assert command[at + 1] == "-Dx=1" and at < command.index("-cp")
+    monkeypatch.delenv("ZKCDC_STACK_JAVA_OPTIONS")
+    assert StackSettings().java_options == ()  # none by default

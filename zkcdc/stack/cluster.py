@@ -321,6 +321,7 @@ class LocalStack:
                 state_dir=self.layout.state_dir,
                 log4j_file=home / "log4j.properties",
                 logs_dir=self.layout.logs_dir,
+                options=self.settings.java_options,
             )
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
@@ -367,6 +368,7 @@ class LocalStack:
             state_dir=self.layout.state_dir,
             log4j_file=home / "log4j.properties",
             logs_dir=self.layout.logs_dir,
+            options=self.settings.java_options,
             properties=[f"java.security.auth.login.config={jaas}"] if jaas else [],
         )
 
@@ -382,6 +384,7 @@ class LocalStack:
             state_dir=self.layout.state_dir,
             log4j_file=home / "log4j.properties",
             logs_dir=self.layout.logs_dir,
+            options=self.settings.java_options,
             properties=[
                 f"quarkus.http.port={self.settings.schema_registry_port}",
                 f"quarkus.http.host={self.layout.host}",

@@ -70,6 +70,7 @@ def java_command(
     log4j_file: Path,
     logs_dir: Path,
     properties: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> list[str]:
     return [
         "java",
@@ -79,6 +80,7 @@ def java_command(
         "-XX:MaxGCPauseMillis=20",
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
+        *options,
         f"-Dlog4j.configuration=file:{log4j_file}",
         f"-Dkafka.logs.dir={logs_dir}",
         # Names the stack on the command line: `down` finds processes whose record was lost.

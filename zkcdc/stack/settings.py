@@ -47,6 +47,10 @@ class StackSettings(BaseSettings):
     controller_port: int = Field(default=9192, ge=1024, le=65000)
     controller_heap_mb: int = Field(default=256, ge=128)
     kafka_heap_mb: int = Field(default=384, ge=128)
+    # Extra JVM options for every Java process of the stack, after zkcdc's own, e.g.
+    # `ZKCDC_STACK_JAVA_OPTIONS='["-XX:TieredStopAtLevel=1"]'` (quicker start-ups on a small
+    # machine: the test suite's setting).
+    java_options: tuple[str, ...] = ()
     # Short timeouts so that a dead or lagging broker shows within seconds.
     zookeeper_tick_ms: int = 500
     session_timeout_ms: int = 6000

@@ -1,0 +1,143 @@
+"""Where the suite's time goes: the JUnit XML a `make test` run writes
+(`test-artifacts/junit.xml`) turned into a per-file table, written into TESTING.md between
+`<!-- test-times:begin -->` and `<!-- test-times:end -->`.
+
+A test's time in the XML is its setup, call and teardown together, so a session or module
+fixture's start-up counts in the first test that used it. With workers, the files' times add up
+to more than the run's wall time: they ran side by side.
+
+Run: `make test-times` (after `make test`), or
+`.venv/bin/python bench/test_times.py [JUNIT_XML] [--top N] [--print]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import xml.etree.ElementTree as ElementTree
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- test-times:begin -->", "<!-- test-times:end -->"
+
+
+@dataclass
+class FileTimes:
+    tests: int = 0
+    seconds: float = 0.0
+    failed: int = 0
+    skipped: int = 0
+    slowest: list[tuple[float, str]] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    files: dict[str, FileTimes]
+    wall_s: float
+    tests: int
+    failures: int
+    skipped: int
+
+
+def _file_of(case: ElementTree.Element) -> str:
+    """`tests.integration.test_replay` (the classname) -> `integration/test_replay.py`."""
+    classname = case.get("classname", "")
+    parts = classname.split(".")
+    # A class inside a module: its name starts with an upper-case letter.
+    while len(parts) > 1 and parts[-1][:1].isupper():
+        parts.pop()
+    if parts and parts[0] == "tests":
+        parts = parts[1:]
+    return "/".join(parts) + ".py" if parts else "(unknown)"
+
+
+def read(junit: Path) -> Run:
+    root = ElementTree.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    files: dict[str, FileTimes] = defaultdict(FileTimes)
+    wall = 0.0
+    for suite in suites:
+        wall += float(suite.get("time", 0) or 0)
+        for case in suite.iter("testcase"):
+            times = files[_file_of(case)]
+            seconds = float(case.get("time", 0) or 0)
+            times.tests += 1
+            times.seconds += seconds
+            times.slowest.append((seconds, case.get("name", "")))
+            if case.find("failure") is not None or case.find("error") is not None:
+                times.failed += 1
+            if case.find("skipped") is not None:
+                times.skipped += 1
+    return Run(
+        dict(files),
+        wall,
+        sum(t.tests for t in files.values()),
+        sum(t.failed for t in files.values()),
+        sum(t.skipped for t in files.values()),
+    )
+
+
+def table(run: Run, top: int) -> str:
+    total = sum(t.seconds for t in run.files.values()) or 1.0
+    rows = sorted(run.files.items(), key=lambda item: -item[1].seconds)
+    lines = [
+        f"Run of {run.tests} tests ({run.failures} failed, {run.skipped} skipped): "
+        f"{run.wall_s / 60:.1f} min of wall time; the files' times add up to "
+        f"{total / 60:.1f} min (tests run side by side).",
+        "",
+        "| s | share | tests | file | slowest test (s) |",
+        "|---:|---:|---:|---|---|",
+    ]
+    for name, times in rows[:top]:
+        seconds, slowest = max(times.slowest)
+        lines.append(
+            f"| {times.seconds:.0f} | {100 * times.seconds / total:.0f}% | {times.tests} | "
+            f"`{name}` | {_short(slowest)} ({seconds:.0f}) |"
+        )
+    rest = rows[top:]
+    if rest:
+        seconds = sum(t.seconds for _, t in rest)
+        count = sum(t.tests for _, t in rest)
+        lines.append(f"| {seconds:.0f} | {100 * seconds / total:.0f}% | {count} | "
+                     f"{len(rest)} other files | |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def write_into(document: Path, text: str) -> None:
+    body = document.read_text()
+    block = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not block.search(body):
+        raise SystemExit(f"{document} has no {BEGIN} ... {END} block")
+    document.write_text(block.sub(lambda _: f"{BEGIN}\n{text}\n{END}", body))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("junit", nargs="?", type=Path, default=ROOT / "test-artifacts/junit.xml")
+    parser.add_argument("--top", type=int, default=25, help="files listed one by one")
+    parser.add_argument("--print", action="store_true", help="print only; TESTING.md unchanged")
+    args = parser.parse_args(argv)
+    if not args.junit.is_file():
+        print(f"test_times: no {args.junit}: run `make test` first", file=sys.stderr)
+        return 1
+    try:
+        run = read(args.junit)
+    except ElementTree.ParseError as exc:
+        print(f"test_times: {args.junit} is not a JUnit XML file: {exc}", file=sys.stderr)
+        return 1
+    text = table(run, args.top)
+    print(text)
+    if not args.print:
+        write_into(ROOT / "TESTING.md", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
