@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -67,6 +68,19 @@ if TEST_JAVA_OPTIONS[0] not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
         [os.environ.get("SPARK_SUBMIT_OPTS", ""), *TEST_JAVA_OPTIONS]
     ).strip()
+
+# Spark in the tests: its SQL run interpreted (no Java code generated and compiled for each
+# query: most of a small job's CPU), executors C1-only too. Spark's own defaults file, in a
+# folder of the session's (SPARK_CONF_DIR); a job's own settings still win over it.
+if "ZKCDC_TEST_SPARK_CONF_DIR" not in os.environ:
+    _spark_conf = Path(tempfile.mkdtemp(prefix="zkcdc-test-spark-conf-"))
+    (_spark_conf / "spark-defaults.conf").write_text(
+        "spark.sql.codegen.wholeStage false\n"
+        "spark.sql.codegen.factoryMode NO_CODEGEN\n"
+        f"spark.executor.extraJavaOptions {' '.join(TEST_JAVA_OPTIONS)}\n"
+    )
+    os.environ["ZKCDC_TEST_SPARK_CONF_DIR"] = os.environ["SPARK_CONF_DIR"] = str(_spark_conf)
+    atexit.register(shutil.rmtree, _spark_conf, True)  # the process that made it, last out
 
 # The usual umask, whatever the machine's: zkcdc's own tightening is what the file-mode tests
 # prove, so a strict CI umask must not make them pass for it.
