@@ -359,7 +359,8 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
     registry.stop()
 
 
-# Session fixtures too costly to start on every worker: their users share one worker.
+# Session fixtures too costly to start on every worker: their users join the tests that stop
+# brokers on one worker.
 _GROUPED_SESSION_FIXTURES = ("schema_registry",)
 
 
@@ -375,20 +376,24 @@ def _group_shared_fixtures(items: list[pytest.Item]) -> None:
     """Tests that share a module or package fixture (a secured stack, a KRaft stack, a staged
     incident) run on one worker, so it is made once; the rest spread test by test."""
     for item in items:
-        if item.get_closest_marker("stops_brokers"):
+        fixtures = getattr(item, "fixturenames", ())
+        if item.get_closest_marker("stops_brokers") or any(
+            name in fixtures for name in _GROUPED_SESSION_FIXTURES
+        ):
             item.add_marker(pytest.mark.xdist_group("own-stack"))
             continue
         info = getattr(item, "_fixtureinfo", None)
         if info is None or item.get_closest_marker("xdist_group"):
             continue
+        # The widest fixture names the group: a package's stack before a module's.
         groups = sorted(
-            f"{definition.baseid or 'root'}::{name}"
+            (definition.scope != "package", f"{definition.baseid or 'root'}::{name}")
             for name, definitions in info.name2fixturedefs.items()
             for definition in definitions[-1:]
-            if definition.scope in ("module", "package") or name in _GROUPED_SESSION_FIXTURES
+            if definition.scope in ("module", "package")
         )
         if groups:
-            item.add_marker(pytest.mark.xdist_group(groups[0]))
+            item.add_marker(pytest.mark.xdist_group(groups[0][1]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -38,7 +38,7 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, "--cluster", "real",
                            publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
-    job, alerts = start_alert_job(changes_topic)
+    job, alerts = start_alert_job(changes_topic, "--rule", "under_replicated_for_ms=1000")
     with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
         producer.send(changes_topic.topic, b"\xc3\x01" + b"\x11" * 8 + b"garbage")
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")

@@ -90,7 +90,8 @@ def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_aler
         client.register_schema(subject, Schema(json.dumps(broken), "AVRO"))
     assert refused.value.http_status_code == 409
 
-    job, alerts = start_alert_job(changes_topic, "--schema-registry", url)
+    job, alerts = start_alert_job(changes_topic, "--schema-registry", url,
+                                  "--rule", "under_replicated_for_ms=1000")  # fmt: skip
     follower = next(b for b in cluster.broker_ids if b != controller_id(kafka_zk))
     cluster.stop_broker(follower, signal.SIGTERM)
     try:

@@ -149,12 +149,14 @@ def _image_view(image: MetadataImage) -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=[KAFKA_VERSION, KAFKA_4_VERSION])
 def any_kraft_stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    kraft_stack: LocalStack,  # named: its tests run on the worker that has the folder's stack
 ) -> Iterator[LocalStack]:
     """The KRaft stack of the folder (Kafka 3.9.2), or a Kafka 4.x one of this module's own
     (one controller, three brokers), stopped when the module ends."""
     if request.param == KAFKA_VERSION:
-        yield request.getfixturevalue("kraft_stack")
+        yield kraft_stack
         return
     settings = StackSettings(
         state_dir=tmp_path_factory.mktemp("kraft-4-stack"), mode="kraft",
