@@ -59,7 +59,7 @@ class Writer:
                 self.client.create(self.root + path, _state(0), makepath=True)
                 self.created.append(path)
             self.writes = n
-            time.sleep(0.003)
+            time.sleep(0.01)  # ~100 changes a second: a busy cluster, not a storm
 
     def stop(self) -> dict[str, int | None]:
         self._stop.set()
