@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import worker_groups
 from alerts_harness import AlertJob, AlertsTopic
 from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend, LocalBackend, make_backend
@@ -374,26 +375,37 @@ def pytest_collection_modifyitems(
 
 def _group_shared_fixtures(items: list[pytest.Item]) -> None:
     """Tests that share a module or package fixture (a secured stack, a KRaft stack, a staged
-    incident) run on one worker, so it is made once; the rest spread test by test."""
+    incident) run on one worker, so it is made once; the rest spread test by test
+    (`worker_groups`: the controller's scheduler reads the groups found here)."""
+    groups: dict[str, str] = {}
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if item.get_closest_marker("stops_brokers") or any(
-            name in fixtures for name in _GROUPED_SESSION_FIXTURES
-        ):
-            item.add_marker(pytest.mark.xdist_group("own-stack"))
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group"):
-            continue
-        # The widest fixture names the group: a package's stack before a module's.
-        groups = sorted(
-            (definition.scope != "package", f"{definition.baseid or 'root'}::{name}")
-            for name, definitions in info.name2fixturedefs.items()
-            for definition in definitions[-1:]
-            if definition.scope in ("module", "package")
-        )
-        if groups:
-            item.add_marker(pytest.mark.xdist_group(groups[0][1]))
+        _group_of(item)
+        for mark in item.iter_markers("xdist_group"):
+            groups[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs["name"])
+    worker_groups.publish(groups)
+
+
+def _group_of(item: pytest.Item) -> None:
+    fixtures = getattr(item, "fixturenames", ())
+    if item.get_closest_marker("xdist_group"):
+        return
+    if item.get_closest_marker("stops_brokers") or any(
+        name in fixtures for name in _GROUPED_SESSION_FIXTURES
+    ):
+        item.add_marker(pytest.mark.xdist_group("own-stack"))
+        return
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return
+    # The widest fixture names the group: a package's stack before a module's.
+    groups = sorted(
+        (definition.scope != "package", f"{definition.baseid or 'root'}::{name}")
+        for name, definitions in info.name2fixturedefs.items()
+        for definition in definitions[-1:]
+        if definition.scope in ("module", "package")
+    )
+    if groups:
+        item.add_marker(pytest.mark.xdist_group(groups[0][1]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -438,6 +450,16 @@ MEMORY_KEY = pytest.StashKey[MemoryPeak]()
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         config.stash[MEMORY_KEY] = MemoryPeak()
+        # Where the workers say which tests share a worker (before they are started).
+        folder = Path(tempfile.mkdtemp(prefix="zkcdc-test-groups-"))
+        os.environ[worker_groups.ENV] = str(folder / "groups.json")
+        atexit.register(shutil.rmtree, folder, True)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None  # another --dist asked for: xdist's own
+    return worker_groups.make_scheduler(config, log)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
