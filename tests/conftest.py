@@ -383,6 +383,18 @@ def _group_shared_fixtures(items: list[pytest.Item]) -> None:
         for mark in item.iter_markers("xdist_group"):
             groups[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs["name"])
     worker_groups.publish(groups)
+    # The longest chains first (the tests on the own stack, then the other groups, then the
+    # rest of the integration tests, the unit tests last): the workers start on what takes
+    # longest and end together. The same order on every worker.
+    items.sort(key=lambda item: _start_rank(item, groups.get(item.nodeid)))
+
+
+def _start_rank(item: pytest.Item, group: str | None) -> int:
+    if group == "own-stack":
+        return 0
+    if group is not None:
+        return 1
+    return 2 if item.get_closest_marker("integration") else 3
 
 
 def _group_of(item: pytest.Item) -> None:

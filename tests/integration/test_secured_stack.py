@@ -124,6 +124,7 @@ def test_an_unauthenticated_client_is_refused_by_zookeeper_and_kafka(secured: Lo
             refused.admin().list_topics(timeout=8)
 
 
+@pytest.mark.timeout(600)  # the whole demo incident, two Spark runs, every hop over TLS
 def test_the_demo_incident_goes_through_capture_alerts_alertmanager_state_and_replay_with_no_secret_shown(
     secured: LocalStack, alertmanager: Any, tmp_path: Path
 ) -> None:
