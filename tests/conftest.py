@@ -131,8 +131,8 @@ def shared_cluster(
 def own_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterBackend]:
-    """A stack of this worker's own for the tests marked `stops_brokers` (all on one worker):
-    a broker they stop must not disturb the tests on the shared stack."""
+    """A stack of this worker's own for the tests marked `stops_brokers` (in two chains, each
+    on one worker): a broker they stop must not disturb the tests on the shared stack."""
     if os.environ.get("ZKCDC_TEST_BACKEND", "local") != "local":
         yield request.getfixturevalue("shared_cluster")  # one cluster there: tests run alone
         return
@@ -360,6 +360,8 @@ def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schema
     registry.stop()
 
 
+# The modules whose broker-stopping tests make the second own-stack chain (the alert job's).
+_OWN_STACK_B = frozenset({"test_alert_job.py", "test_alert_consumers.py", "test_live_ui.py"})
 # Session fixtures too costly to start on every worker: their users join the tests that stop
 # brokers on one worker.
 _GROUPED_SESSION_FIXTURES = ("schema_registry",)
@@ -390,7 +392,7 @@ def _group_shared_fixtures(items: list[pytest.Item]) -> None:
 
 
 def _start_rank(item: pytest.Item, group: str | None) -> int:
-    if group == "own-stack":
+    if group is not None and group.startswith("own-stack"):
         return 0
     if group is not None:
         return 1
@@ -404,7 +406,9 @@ def _group_of(item: pytest.Item) -> None:
     if item.get_closest_marker("stops_brokers") or any(
         name in fixtures for name in _GROUPED_SESSION_FIXTURES
     ):
-        item.add_marker(pytest.mark.xdist_group("own-stack"))
+        # Two chains of about equal length, each on a worker with a stack of its own.
+        second = item.path.name in _OWN_STACK_B
+        item.add_marker(pytest.mark.xdist_group("own-stack-b" if second else "own-stack-a"))
         return
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
