@@ -35,7 +35,6 @@ from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
-OWN_BACKEND_KEY = pytest.StashKey[ClusterBackend]()
 
 # Fuzzing: a bounded number of examples in `make test`, many more in `make fuzz`
 # (ZKCDC_FUZZ=long). No example database in the tree: each run draws afresh.
@@ -137,7 +136,6 @@ def own_cluster(
         yield request.getfixturevalue("shared_cluster")  # one cluster there: tests run alone
         return
     backend = LocalBackend(tmp_path_factory.mktemp("own-stack"))
-    request.config.stash[OWN_BACKEND_KEY] = backend
     try:
         yield backend
     finally:
