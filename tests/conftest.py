@@ -64,6 +64,7 @@ if _count > 1:
 # through the settings users have (ZKCDC_STACK_JAVA_OPTIONS, Spark's SPARK_SUBMIT_OPTS).
 TEST_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 os.environ.setdefault("ZKCDC_STACK_JAVA_OPTIONS", json.dumps(list(TEST_JAVA_OPTIONS)))
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(TEST_JAVA_OPTIONS))  # standalone's
 if TEST_JAVA_OPTIONS[0] not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
         [os.environ.get("SPARK_SUBMIT_OPTS", ""), *TEST_JAVA_OPTIONS]

@@ -27,8 +27,10 @@ from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.schema_files import current_schema
 from zkcdc.stack.schema_registry import SchemaRegistry
+from zkcdc.streaming.state.state_topic import read_state
 
 pytestmark = pytest.mark.integration
 FIXTURE_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "event_log_v1"
@@ -115,15 +117,15 @@ def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_aler
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
     letter = dead.wait_for(lambda d: "schema id 65536" in d["reason"], "the dead letter", 120)
     assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
-    shown = ""
+    state = KafkaConnection(bootstrap_servers=cluster.bootstrap_servers)
 
-    def single_shown() -> bool:
-        nonlocal shown
-        shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "single", False)
-        return "cluster single:" in shown
+    def single_kept() -> bool:  # read in this process: one `state show` once it is there
+        kept = read_state(state, job.option("--state-topic"), 10)
+        return any(key.startswith("single/") for key in kept)
 
-    wait_until(single_shown, 120, 2, what="the single-object record's cluster in the state")
-    assert "1 topics" in shown, shown
+    wait_until(single_kept, 120, 1.0, what="the single-object record's cluster in the state")
+    shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "single")
+    assert "cluster single:" in shown and "1 topics" in shown, shown
     wait_until(lambda: follower in registered_brokers(kafka_zk), what="the follower back")
     assert job.stop() == 0, job.tail()
 
