@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 
-def simulate(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+def simulate(
+    *args: str, timeout_s: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "zkcdc", "simulate", *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -38,9 +38,12 @@ def test_a_scenario_on_a_chroot_without_a_cluster_says_to_build_first(cluster, z
 def test_an_unknown_scenario_and_an_unreachable_zookeeper_are_one_line_errors():
     unknown = simulate("run", "meteor-strike", "--zookeeper", "127.0.0.1:2181/x")
     assert unknown.returncode == 2 and "meteor-strike" in unknown.stderr
-    unreachable = simulate("build", "--zookeeper", "127.0.0.1:1/x")
+    # The connect timeout set small, as users can (ZKCDC_CONNECT_TIMEOUT_S; 15 s by default).
+    unreachable = simulate("build", "--zookeeper", "127.0.0.1:1/x",
+                           env={"ZKCDC_CONNECT_TIMEOUT_S": "2"})  # fmt: skip
     assert unreachable.returncode == 1
     assert "unreachable" in unreachable.stderr and "Traceback" not in unreachable.stderr
+    assert "no session within 2 s" in unreachable.stderr
 
 
 def test_list_names_every_scenario():

@@ -17,6 +17,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcdc.capture.watch.kazoo_pipeline import Pipeline
 from zkcdc.ground import logs, zookeeper_connection
+from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.simulate.errors import SimulateError
 
 
@@ -50,10 +51,13 @@ class Delete:
 Op = Create | SetData | Check | Delete
 
 
-def connect(hosts: str, timeout_s: float = 15.0, session_timeout_s: float = 10.0) -> KazooClient:
+def connect(
+    hosts: str, timeout_s: float | None = None, session_timeout_s: float = 10.0
+) -> KazooClient:
     """A started kazoo client on `host:port[,..][/chroot]`, or a one-line SimulateError."""
     # kazoo's complaints per connection try would print raw on stderr before the one line below.
     quiet = logs.quiet("zkcdc.simulate.kazoo")
+    wait_s = connect_timeout_s(15.0) if timeout_s is None else timeout_s
     try:
         # TLS and SASL from ZKCDC_ZOOKEEPER_CONFIG_FILE / ZKCDC_ZOOKEEPER_* (--zookeeper-config-file)
         access = zookeeper_connection.load()
@@ -61,12 +65,12 @@ def connect(hosts: str, timeout_s: float = 15.0, session_timeout_s: float = 10.0
     except zookeeper_connection.ZooKeeperConnectionError as exc:
         raise SimulateError(str(exc)) from exc
     try:
-        client.start(timeout=timeout_s)
+        client.start(timeout=wait_s)
     except (KazooTimeoutError, KazooException) as exc:
         client.close()
         raise SimulateError(
             f"ZooKeeper at {hosts.partition('/')[0]} is unreachable "
-            f"(no session within {timeout_s:g} s)"
+            f"(no session within {wait_s:g} s)"
         ) from exc
     return client
 

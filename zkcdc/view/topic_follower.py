@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.view.errors import ViewError
 
@@ -48,7 +49,9 @@ class TopicFollower:
             raise
 
     def _partitions(self) -> list[int] | None:
-        found = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        found = self._consumer.list_topics(self.topic, timeout=connect_timeout_s(10.0)).topics.get(
+            self.topic
+        )
         if found is None or found.error is not None or not found.partitions:
             return None
         return sorted(found.partitions)
@@ -60,7 +63,7 @@ class TopicFollower:
         ends: dict[int, int] = {}
         for p in partitions:
             low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, p), timeout=10
+                TopicPartition(self.topic, p), timeout=connect_timeout_s(10.0)
             )
             if high > low:
                 ends[p] = high
