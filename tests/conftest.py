@@ -500,7 +500,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     took = config.stash.get(SETUP_S_KEY, None)
     if took is not None:
         terminalreporter.write_line(
-            f"set-up before the tests (caches: jars, registry): {took:.1f} s"
+            f"set-up before the tests (caches filled or checked, the shared stack): {took:.1f} s"
         )
     peak = config.stash.get(MEMORY_KEY, None)
     if peak is not None:
