@@ -40,9 +40,13 @@ RULES = [
 HOLD_S = 6.0
 EXTRA = {
     "consumer-leaves": ["--no-rebalance"],
-    "storm": ["--rate", "40", "--duration", "1"],
+    "storm": ["--rate", "20", "--duration", "2"],  # 40 changes, as many as a 40/s second
 }
-CONCURRENT = 8  # scenarios run at once: each waits mostly (its hold, the capture's turns)
+# Scenarios run at once: each waits mostly (its hold, the capture's turns). Few enough that a
+# watch-mode capture on a loaded machine still sees every version a scenario expects (a busy
+# one reads two quick changes of a znode as one, skipping a version, and an expected event).
+CONCURRENT = 4
+ALONE = ("storm",)  # its changes come fastest: run before the others, on its own
 
 
 @pytest.fixture(scope="module")
@@ -152,14 +156,19 @@ def scenario_runs(shared_cluster, shared_changes, tmp_path_factory) -> dict[str,
     one shared changes topic as in a fleet)."""
     records = SharedRecords(shared_changes)
     base = tmp_path_factory.mktemp("scenarios")
+    runs = {
+        name: run_scenario(name, shared_cluster, shared_changes, records, base / name)
+        for name in ALONE
+    }
     with ThreadPoolExecutor(CONCURRENT) as pool:
         futures = {
             name: pool.submit(
                 run_scenario, name, shared_cluster, shared_changes, records, base / name
             )
-            for name in sorted(SCENARIOS)
+            for name in sorted(set(SCENARIOS) - set(ALONE))
         }
-        return {name: future.result() for name, future in futures.items()}
+        runs.update({name: future.result() for name, future in futures.items()})
+    return runs
 
 
 def _matches(event: dict[str, Any], expected: dict[str, Any]) -> bool:
