@@ -1,4 +1,5 @@
-"""Fixtures: one real cluster per session, a ZooKeeper chroot and topics of each test's own."""
+"""Fixtures: one shared stack a session (and one per chain of broker-stopping tests), a ZooKeeper
+chroot and topics of each test's own; how the suite runs in parallel is in TESTING.md."""
 
 from __future__ import annotations
 

@@ -148,6 +148,9 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     run = simulate("run", "controller-failover", "--zookeeper", connect)
     assert run.returncode == 0, run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
+    # The new controller's own znode too: watch mode may record the epoch before it, and a
+    # capture stopped in between would leave the failover without its election.
+    changes_topic.wait_event("CONTROLLER_ELECTED")
     assert daemon.stop() == 0  # both runs below read the same records
 
     ports = []
