@@ -39,6 +39,8 @@ from harness import (
     vm_hwm_mb,
 )
 
+from zkcdc.ground.unreadable_messages import UnreadableMessages
+
 NAME = "b2_scale"
 STATE_PATH = re.compile(r"^/brokers/topics/[^/]+/partitions/\d+/state$")
 
@@ -80,6 +82,7 @@ class StateReader:
         })  # fmt: skip
         self._consumer.subscribe([topic])
         self._stop = threading.Event()
+        self.skipped = UnreadableMessages(f"b2 {topic}")
         self._assigned = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -90,10 +93,11 @@ class StateReader:
         codec = SingleObjectCodec()
         while not self._stop.is_set():
             for message in self._consumer.consume(10_000, 0.1):
-                value = message.value()
-                if message.error() or value is None:
+                if message.error():
                     continue
-                record = codec.decode(value)
+                record = self.skipped.read(message, lambda m: codec.decode(m.value()))
+                if record is None:
+                    continue
                 if record["op"] == "UPDATE" and STATE_PATH.match(record["path"]):
                     self.seen.append((time.time(), record))
             if self._consumer.assignment():

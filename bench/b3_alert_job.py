@@ -31,6 +31,8 @@ from typing import Any
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
 
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.unreadable_messages import UnreadableMessages
+from zkcdc.view.alerts_tail import alert_of
 
 NAME = "b3_alert_job"
 
@@ -181,6 +183,8 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
     arrivals: dict[str, int] = {}
     stop = threading.Event()
 
+    skipped = UnreadableMessages(f"b3 {alerts_topic}")
+
     def listen() -> None:
         while not stop.is_set():
             try:
@@ -194,10 +198,11 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
         consumer.assign([TopicPartition(alerts_topic, p, 0) for p in parts])
         while not stop.is_set():
             for message in consumer.consume(100, 0.1):
-                value = message.value()
-                if message.error() or value is None:
+                if message.error():
                     continue
-                alert = json.loads(value)
+                alert = skipped.read(message, alert_of)
+                if alert is None:
+                    continue
                 if alert["rule"] == "offline_partition" and alert["status"] == "FIRING":
                     arrivals[alert["entity"]] = time.time_ns() // 1_000_000
                     arrivals[alert["entity"] + "@"] = alert["started_ms"]

@@ -39,6 +39,8 @@ import fastavro
 import psutil
 from harness import ZKCDC, figure, fmt, parser, plot_link, reproduce, save, stop, table
 
+from zkcdc.ground.unreadable_messages import UnreadableMessages
+
 NAME = "b6_soak"
 CLUSTER = "soak"
 STORM_PATHS = [f"/consumers/soak/offsets/t{t}/{p}" for t in range(4) for p in range(5)]
@@ -201,6 +203,7 @@ class TopicWatcher(threading.Thread):
         from confluent_kafka import Consumer
 
         self.topic, self.keep = topic, keep
+        self.skipped = UnreadableMessages(f"b6 {topic}")
         self.items: list[Any] = []
         self.halt = threading.Event()
         self._consumer = Consumer({
@@ -229,7 +232,9 @@ class TopicWatcher(threading.Thread):
                 assigned = True
             for message in self._consumer.consume(1000, 0.5):
                 if not message.error():
-                    self.items.append(self.keep(message))
+                    item = self.skipped.read(message, self.keep)
+                    if item is not None:
+                        self.items.append(item)
         self._consumer.close()
 
 

@@ -38,6 +38,9 @@ from typing import Any, cast
 import cpu_census
 from harness import ZKCDC, fmt, percentile, reproduce, run_at_scale, stop, table, vm_hwm_mb
 
+from zkcdc.ground.unreadable_messages import UnreadableMessages
+from zkcdc.streaming.state.state_values import state_entry
+
 NAME = "b8_ui"
 CLUSTER = "bench"
 
@@ -134,6 +137,7 @@ class StateTopicReader:
         })  # fmt: skip
         self._consumer.subscribe([topic])
         self._stop = threading.Event()
+        self.skipped = UnreadableMessages(f"b8 {topic}")
         self.assigned = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -143,9 +147,9 @@ class StateTopicReader:
             for message in self._consumer.consume(10_000, 0.1):
                 if message.error():
                     continue
-                value = message.value()
-                self.seen.append((message.timestamp()[1], (message.key() or b"").decode(),
-                                  None if value is None else json.loads(value)))  # fmt: skip
+                entry = self.skipped.read(message, state_entry)
+                if entry is not None:
+                    self.seen.append((message.timestamp()[1], *entry))
             if self._consumer.assignment():
                 self.assigned.set()
 

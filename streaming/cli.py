@@ -21,6 +21,7 @@ from zkcdc.ground.cli_options import (
 )
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.ground.user_dirs import state_home
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
@@ -234,15 +235,18 @@ def show_command(
     kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
     if kafka is None:
         raise StreamingError("give --bootstrap-servers (or --kafka-config-file with it)")
-    latest = read_state(kafka, state_topic)
+    skipped = UnreadableMessages("state show")
+    latest = read_state(kafka, state_topic, skipped=skipped)
     name = choose_cluster(latest, cluster)
     if as_json:
         for key, value in sorted(latest.items()):
             if key.startswith(f"{name}/"):
                 click.echo(json.dumps(value, sort_keys=True))
-        return
-    view = ClusterView.of(name, latest, limit)
-    console = Console()
-    console.print(view.summary())
-    for table in view.tables():
-        console.print(table)
+    else:
+        view = ClusterView.of(name, latest, limit)
+        console = Console()
+        console.print(view.summary())
+        for table in view.tables():
+            console.print(table)
+    if skipped.count:
+        click.echo(f"{state_topic}: {skipped.summary()}", err=True)

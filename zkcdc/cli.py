@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from zkcdc.capture.cli import capture, events
+from zkcdc.ground import logs
 from zkcdc.ground.errors import ZkcdcError
 from zkcdc.ground.private_files import restrict_umask
 from zkcdc.replay.cli import replay
@@ -34,6 +35,7 @@ class _Group(click.Group):
 def main() -> None:
     """Change-data-capture for Kafka's ZooKeeper control plane."""
     restrict_umask()  # event logs, checkpoints, alert files: never world-readable
+    logs.configure()  # every command's log lines as JSON on stderr: stdout is its output
 
 
 main.add_command(stack)

@@ -26,6 +26,7 @@ from zkcdc.capture.oversize import (
     fitted,
 )
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+from zkcdc.ground.unreadable_messages import UnreadableMessages
 
 SEQ_HEADER = "zkcdc.seq"
 CLUSTER_HEADER = "zkcdc.cluster"
@@ -188,12 +189,21 @@ def delivered_seqs(
     """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
     what a previous run got acknowledged, or produced without hearing the ack, before it died."""
     seen: set[int] = set()
+    skipped = UnreadableMessages(f"delivered seqs of {topic}")
 
-    def take(message: Any) -> None:
+    def seq_of(message: Any) -> int | None:
         headers = dict(message.headers() or [])
         seq = headers.get(SEQ_HEADER)
-        if headers.get(CLUSTER_HEADER) == cluster.encode() and isinstance(seq, bytes):
-            seen.add(int(seq))
+        if headers.get(CLUSTER_HEADER) != cluster.encode():
+            return None
+        if not isinstance(seq, bytes):
+            raise ValueError(f"{SEQ_HEADER} header is {seq!r}")
+        return int(seq.decode("ascii"))
+
+    def take(message: Any) -> None:
+        seq = skipped.read(message, seq_of)
+        if seq is not None:
+            seen.add(seq)
 
     try:
         kafka.read_to_end(topic, take, since_ms, timeout, group="zkcdc-reconcile")

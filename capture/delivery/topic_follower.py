@@ -18,6 +18,7 @@ from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import TrackerState, znode_from_avro
 from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.unreadable_messages import UnreadableMessages
 
 
 class TopicFollower:
@@ -38,6 +39,7 @@ class TopicFollower:
         self._zxid = 0
         self._lock = threading.Lock()
         self._assigned = False
+        self.skipped = UnreadableMessages(f"standby of {topic}")
 
     def _assign(self, timeout: float) -> None:
         if self._assigned:
@@ -62,21 +64,28 @@ class TopicFollower:
             raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
         taken = 0
         for message in messages:
-            value = message.value()
-            if message.error() or value is None:
+            if message.error():
                 continue
-            headers = dict(message.headers() or [])
-            if headers.get(CLUSTER_HEADER) not in (None, self._cluster.encode()):
-                continue
-            try:
-                record = self._decoder.decode(value)
-            except ValueDecodeError:
-                continue  # not ours to understand: no version of zkcdc's schema
-            if record["cluster"] != self._cluster:
-                continue
-            taken += 1
-            self._take(record)
+            record = self.skipped.read(message, self._ours)
+            if record is not None:
+                taken += 1
+                self._take(record)
         return taken
+
+    def _ours(self, message: Any) -> dict[str, Any] | None:
+        """The change record of this cluster a message holds, None for another cluster's;
+        raises for what no version of zkcdc's schema reads (skipped and counted)."""
+        headers = dict(message.headers() or [])
+        if headers.get(CLUSTER_HEADER) not in (None, self._cluster.encode()):
+            return None
+        value = message.value()
+        if value is None:
+            raise ValueDecodeError("no value")
+        record = self._decoder.decode(value)
+        if record["cluster"] != self._cluster:
+            return None
+        znode_from_avro(record["after"])  # an image it could not keep fails here, not later
+        return record
 
     def _take(self, record: dict[str, Any]) -> None:
         seq = record["seq"]

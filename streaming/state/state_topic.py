@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
+from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all
+from zkcdc.streaming.state.state_values import state_entry
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
 
@@ -37,19 +38,25 @@ class StateTopicSink:
 
 
 def read_state(
-    kafka: KafkaConnection, topic: str, timeout_s: float | None = None
+    kafka: KafkaConnection,
+    topic: str,
+    timeout_s: float | None = None,
+    skipped: UnreadableMessages | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The newest value of every key, read from the start of the topic to the end it had when
-    the read began."""
+    the read began. A message that is no state record is skipped and counted in `skipped`."""
     latest: dict[str, dict[str, Any]] = {}
+    unreadable = skipped if skipped is not None else UnreadableMessages("state show")
 
     def take(message: Any) -> None:
-        key = (message.key() or b"").decode()
-        value = message.value()
+        entry = unreadable.read(message, state_entry)
+        if entry is None:
+            return
+        key, value = entry
         if value is None:
             latest.pop(key, None)
         else:
-            latest[key] = json.loads(value)
+            latest[key] = value
 
     try:
         kafka.read_to_end(

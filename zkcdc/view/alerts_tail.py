@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
+from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.view import json_values
 from zkcdc.view.topic_follower import TopicFollower
 
@@ -41,7 +42,10 @@ class AlertFilter:
 def iso_ms(ms: int | None) -> str:
     if ms is None:
         return "-"
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    except (OverflowError, ValueError, OSError):  # past year 9999: shown as the number it is
+        return str(ms)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -59,13 +63,44 @@ def alert_line(alert: dict[str, Any]) -> Text:
     return line
 
 
+FIELDS = ("alert_id", "rule", "severity", "status", "cluster", "entity", "summary")
+LONG = 2**63
+
+
+def alert_record(value: bytes | None) -> dict[str, Any]:
+    """An alert record as CONTRACT.md section 3 has it; ValueError for anything else (the topic
+    is anyone's to write)."""
+    alert = json_values.loads(value or b"")
+    if not isinstance(alert, dict):
+        raise ValueError(f"a {type(alert).__name__}, not a JSON object")
+    for name in FIELDS:
+        if not isinstance(alert.get(name), str):
+            raise ValueError(f"field {name} is {str(alert.get(name))[:40]!r}, not a string")
+    if not alert["alert_id"] or alert["status"] not in ("FIRING", "RESOLVED"):
+        raise ValueError(f"no alert_id, or status {alert['status'][:20]!r}")
+    for name in ("started_ms", "ended_ms"):
+        at = alert.get(name)
+        if at is not None and not (isinstance(at, int) and not isinstance(at, bool)
+                                   and -LONG <= at < LONG):  # fmt: skip
+            raise ValueError(f"field {name} is {str(at)[:40]!r}, not a time in ms")
+    details = alert.get("details")
+    if details is not None and not (
+        isinstance(details, dict) and all(isinstance(v, str) for v in details.values())
+    ):
+        raise ValueError("details is no string map")
+    return {k: alert.get(k) for k in (*FIELDS, "started_ms", "ended_ms", "details")}
+
+
 def parse(value: bytes | None) -> dict[str, Any] | None:
-    """An alert record, or None for a value that is not one (the topic is anyone's to write)."""
+    """An alert record, or None for a value that is not one."""
     try:
-        alert = json_values.loads(value or b"")
+        return alert_record(value)
     except ValueError:
         return None
-    return alert if isinstance(alert, dict) and "alert_id" in alert else None
+
+
+def alert_of(message: Any) -> dict[str, Any]:
+    return alert_record(message.value())
 
 
 def tail(
@@ -74,15 +109,17 @@ def tail(
     show: Callable[[dict[str, Any]], None],
     follow: bool,
     stop: threading.Event,
+    skipped: UnreadableMessages | None = None,
 ) -> int:
     """Shows every kept alert; without `follow` stops at the end the topic had at the start.
-    Returns how many were shown."""
+    Returns how many were shown; a message that is no alert is counted in `skipped`."""
+    unreadable = skipped if skipped is not None else UnreadableMessages("alerts tail")
     shown = 0
     while not stop.is_set():
         if not follow and follower.caught_up:
             break
         for message in follower.poll(0.5):
-            alert = parse(message.value())
+            alert = unreadable.read(message, alert_of)
             if alert is not None and keep(alert):
                 show(alert)
                 shown += 1

@@ -19,6 +19,7 @@ from zkcdc.ground.change_values import ChangeValueDecoder, registry_fetcher
 from zkcdc.ground.cli_options import rule_overrides_option
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.rules.alert_records import RULE_IDS
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.view.alerts_tail import AlertFilter, alert_line, tail
@@ -196,9 +197,12 @@ def tail_command(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     follower = TopicFollower(kafka, alerts_topic)
+    skipped = UnreadableMessages("alerts tail")
     try:
-        tail(follower, keep, show, follow, stop)
+        tail(follower, keep, show, follow, stop, skipped)
     except BrokenPipeError:
         sys.stderr.close()
     finally:
         follower.close()
+    if skipped.count:
+        click.echo(f"{alerts_topic}: {skipped.summary()}", err=True)

@@ -7,15 +7,17 @@ from __future__ import annotations
 import threading
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from zkcdc.ground import logs
-from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
+from zkcdc.ground.change_values import ChangeValueDecoder
 from zkcdc.ground.kafka_connection import KafkaConnection
-from zkcdc.view import json_values
-from zkcdc.view.alerts_tail import parse
+from zkcdc.ground.unreadable_messages import UnreadableMessages
+from zkcdc.streaming.state.state_values import state_entry
+from zkcdc.view.alerts_tail import alert_of
 from zkcdc.view.event_rows import rows
 from zkcdc.view.live_model import LiveModel
 from zkcdc.view.topic_follower import TopicFollower
@@ -25,12 +27,21 @@ TOPIC_WAIT_S = 24 * 3600.0  # a topic the alert job has not made yet is waited f
 RETRY_S = 5.0  # a topic Kafka would not give is asked for again; the page waits, not dies
 
 
+@dataclass(frozen=True)
+class Feed:
+    """How one topic's messages reach the model: `decode` is pure (whatever it raises on is
+    the message's fault: skipped and counted), `apply` puts a decoded value in."""
+
+    name: str  # state, alerts, changes
+    decode: Callable[[Any], Any]
+    apply: Callable[[Any], None]
+
+
 def _follow(
     kafka: KafkaConnection,
     topic: str,
-    feed: str,
+    feed: Feed,
     model: LiveModel,
-    take: Callable[[Any], None],
     stop: threading.Event,
 ) -> None:
     while True:
@@ -41,51 +52,43 @@ def _follow(
             log.error("cannot read a topic", topic=topic, reason=str(exc), retry_in_s=RETRY_S)
             if stop.wait(RETRY_S):
                 return
+    skipped = UnreadableMessages(f"ui {feed.name}")
     try:
         while not stop.is_set():
             messages = follower.poll(0.2)
             for message in messages:
-                try:
-                    take(message)
-                except (ValueError, KeyError, TypeError, ValueDecodeError) as exc:
-                    log.warning("unreadable message skipped", topic=topic, reason=str(exc))
+                value = skipped.read(message, feed.decode)
+                if value is not None:
+                    feed.apply(value)
+            model.skipped[feed.name] = skipped.count
             if messages:
-                model.note_read(feed, messages[-1].timestamp()[1])
+                model.note_read(feed.name, messages[-1].timestamp()[1])
             elif follower.caught_up and follower.at_end():
-                model.note_at_end(feed)
-            if follower.caught_up and not model.loaded[feed]:
-                model.mark_loaded(feed)
-                log.info("topic read to its end", topic=topic)
+                model.note_at_end(feed.name)
+            if follower.caught_up and not model.loaded[feed.name]:
+                model.mark_loaded(feed.name)
+                log.info("topic read to its end", topic=topic, skipped=skipped.count)
     finally:
         follower.close()
 
 
-def state_feed(model: LiveModel) -> Callable[[Any], None]:
-    def take(message: Any) -> None:
-        value = message.value()
-        model.put_state(
-            (message.key() or b"").decode(), None if value is None else json_values.loads(value)
-        )
-
-    return take
+def state_feed(model: LiveModel) -> Feed:
+    return Feed("state", state_entry, lambda entry: model.put_state(*entry))
 
 
-def alerts_feed(model: LiveModel) -> Callable[[Any], None]:
-    def take(message: Any) -> None:
-        alert = parse(message.value())
-        if alert is not None:
-            model.put_alert(alert)
-
-    return take
+def alerts_feed(model: LiveModel) -> Feed:
+    return Feed("alerts", alert_of, model.put_alert)
 
 
-def changes_feed(model: LiveModel, decoder: ChangeValueDecoder) -> Callable[[Any], None]:
-    def take(message: Any) -> None:
-        found = rows(decoder.decode(message.value() or b""))
+def changes_feed(model: LiveModel, decoder: ChangeValueDecoder) -> Feed:
+    def decode(message: Any) -> list[dict[str, Any]]:
+        return rows(decoder.decode(message.value() or b""))
+
+    def apply(found: list[dict[str, Any]]) -> None:
         if found:
             model.put_rows(found)
 
-    return take
+    return Feed("changes", decode, apply)
 
 
 def capture_health(text: str) -> dict[str, Any]:
@@ -136,14 +139,14 @@ class LiveFeeds:
         decoder: ChangeValueDecoder,
     ) -> None:
         self._stop = threading.Event()
-        takes = {
+        feeds = {
             "state": state_feed(model),
             "alerts": alerts_feed(model),
             "changes": changes_feed(model, decoder),
         }
         self._threads = [
             threading.Thread(
-                target=_follow, args=(kafka, topic, feed, model, takes[feed], self._stop),
+                target=_follow, args=(kafka, topic, feeds[feed], model, self._stop),
                 name=f"ui-{feed}", daemon=True,
             )
             for feed, topic in topics.items()

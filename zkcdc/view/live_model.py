@@ -51,6 +51,7 @@ class LiveModel:
         self._journal: list[tuple[str, str]] = []  # (kind, key), one per version
         self._journal_start = 0
         self.loaded = {"state": False, "alerts": False, "changes": False}
+        self.skipped = {"state": 0, "alerts": 0, "changes": 0}  # unreadable messages, per feed
         # Per feed: how far behind its topic the ui read, at its newest message (ms); 0 once
         # the feed has read all its topic holds (a quiet topic's last message is old news).
         self.read_lag_ms: dict[str, int] = {}
@@ -152,6 +153,7 @@ class LiveModel:
                 "controller": {c: list(rows) for c, rows in self._controller.items()},
                 "capture": self._capture_list(),
                 "loaded": dict(self.loaded),
+                "skipped": dict(self.skipped),
                 "fenced": self._fenced_lists(),
             }
 

@@ -137,7 +137,7 @@ def test_a_feed_kafka_refuses_is_asked_for_again_not_given_up(monkeypatch: Any) 
     monkeypatch.setattr(live_feeds, "TopicFollower", Follower)
     monkeypatch.setattr(live_feeds, "RETRY_S", 0.01)
     model = LiveModel()
-    live_feeds._follow(None, "zkcdc.state", "state", model, lambda _: None, stop)  # type: ignore[arg-type]
+    live_feeds._follow(None, "zkcdc.state", _feed("state"), model, stop)  # type: ignore[arg-type]
     assert len(tries) == 3 and model.loaded["state"]
 
 
@@ -154,7 +154,7 @@ def test_a_feed_stopped_while_kafka_refuses_it_ends(monkeypatch: Any) -> None:
     monkeypatch.setattr(live_feeds, "TopicFollower", refused)
     stop = threading.Event()
     feed = threading.Thread(target=live_feeds._follow,
-                            args=(None, "zkcdc.state", "state", LiveModel(), print, stop))  # fmt: skip
+                            args=(None, "zkcdc.state", _feed("state"), LiveModel(), stop))  # fmt: skip
     feed.start()
     stop.set()
     feed.join(live_feeds.RETRY_S + 5)
@@ -194,6 +194,12 @@ def test_a_feed_that_reads_to_its_topics_end_reports_itself_not_behind(monkeypat
     seen: list[dict[str, int]] = []
     monkeypatch.setattr(live_feeds, "TopicFollower", Follower)
     model = LiveModel(now_ms=lambda: 100_000)
-    live_feeds._follow(None, "zkcdc.changes", "changes", model, lambda _: None, stop)  # type: ignore[arg-type]
+    live_feeds._follow(None, "zkcdc.changes", _feed("changes"), model, stop)  # type: ignore[arg-type]
     assert seen == [{"changes": 99_000}]  # behind by the message's age until at the end
     assert model.read_lag_ms == {"changes": 0}
+
+
+def _feed(name: str) -> Any:
+    from zkcdc.view.live_feeds import Feed
+
+    return Feed(name, lambda message: message, lambda _: None)
