@@ -41,6 +41,11 @@ class CaptureMetrics:
             "zkcdc_capture_active", "1 on the elected (active) daemon, 0 on a standby", registry=r
         )
         self.seq = Gauge("zkcdc_capture_seq", "Last seq given out", registry=r)
+        self.unreadable = Gauge(
+            "zkcdc_capture_unreadable_znodes",
+            "Znodes ZooKeeper will not let capture read (no READ in their ACL)",
+            registry=r,
+        )
 
     def given_out(self, records: Sequence[ChangeRecord]) -> None:
         """Counts a batch of records: one increment per label, not per record (a labelled

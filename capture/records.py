@@ -58,6 +58,11 @@ class EventType(enum.StrEnum):
     FEATURE_LEVEL_CHANGED = "FEATURE_LEVEL_CHANGED"
     CONTROLLER_QUORUM_CHANGED = "CONTROLLER_QUORUM_CHANGED"
     MIGRATION_STATE_CHANGED = "MIGRATION_STATE_CHANGED"
+    # A znode capture may not read (its ACL gives capture no READ): path and reason, no image.
+    ZNODE_UNREADABLE = "ZNODE_UNREADABLE"
+    # ZooKeeper's history is not the one capture saved (an ensemble rebuilt or restored): what
+    # capture found, in `reason`; the differences from its saved tree follow as records.
+    ZOOKEEPER_HISTORY_CHANGED = "ZOOKEEPER_HISTORY_CHANGED"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from zkcdc.capture import failpoints
 from zkcdc.capture.decoders import router
-from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Source, Znode
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
 
 
@@ -47,6 +47,9 @@ class Tracker:
         self._snapshot = not state.tree  # nothing known yet: the first sync is a snapshot
         self._seen: set[str] | None = None
         self._observed_ms: int | None = None
+        # Znodes ZooKeeper would not let capture read (path -> what: data, children), each
+        # recorded once until it is readable again or gone.
+        self.unreadable: dict[str, set[str]] = {}
 
     @property
     def in_snapshot(self) -> bool:
@@ -62,9 +65,31 @@ class Tracker:
         self._observed_ms = None
         self._snapshot = False
         gone = [p for p in self.state.tree if p not in seen]
+        gone += [p for p in self.unreadable if p not in seen and p not in self.state.tree]
         # Children before their parents, as ZooKeeper must have deleted them.
         gone.sort(key=lambda p: (-p.count("/"), p))
-        return [self._record(Op.DELETE, p, self.state.tree.pop(p), None) for p in gone]
+        for p in gone:
+            self.unreadable.pop(p, None)
+        return [self._record(Op.DELETE, p, self.state.tree.pop(p, None), None) for p in gone]
+
+    def unreadable_znode(
+        self, path: str, what: str, reason: str, observed_ms: int | None = None
+    ) -> list[ChangeRecord]:
+        """ZooKeeper refused to read `path`'s data or list its children (`what`): a record of
+        the znode with no image and a ZNODE_UNREADABLE event saying why, once until it is
+        readable again or gone. A known image of it is dropped: it can no longer be followed."""
+        self._observed_ms = observed_ms
+        if self._seen is not None:
+            self._seen.add(path)
+        refused = self.unreadable.get(path)
+        if refused is not None:  # recorded already (its data or its children)
+            refused.add(what)
+            return []
+        self.unreadable[path] = {what}
+        known = self.state.tree.pop(path, None)
+        op = Op.READ if self.in_snapshot else (Op.UPDATE if known is not None else Op.CREATE)
+        event = ClusterEvent(type=EventType.ZNODE_UNREADABLE, reason=f"{what}: {reason}")
+        return [self._record(op, path, known, None, snapshot=self.in_snapshot, events=(event,))]
 
     def read(
         self,
@@ -82,7 +107,10 @@ class Tracker:
         known = self.state.tree.get(path)
         if znode is not None and self._seen is not None:
             self._seen.add(path)
+        refused = self.unreadable.pop(path, None) if self.unreadable else None
         if znode is None:
+            if known is None and refused:
+                return [self._record(Op.DELETE, path, None, None)]  # gone, never read
             if known is None:
                 # Created and deleted again before it could be read: a DELETE with neither
                 # image, its unseen version counted as skipped (a gap, never silence).
@@ -133,6 +161,7 @@ class Tracker:
         after: Znode | None,
         skipped: int = 0,
         snapshot: bool = False,
+        events: tuple[ClusterEvent, ...] | None = None,
     ) -> ChangeRecord:
         now = self._observed_ms if self._observed_ms is not None else self._now_ms()
         return change_record(
@@ -146,6 +175,7 @@ class Tracker:
             captured_ms=now,
             skipped=skipped,
             source=Source(self.mode, self.session_id, snapshot),
+            events=events,
         )
 
 
@@ -161,6 +191,7 @@ def change_record(
     captured_ms: int,
     skipped: int,
     source: Source,
+    events: tuple[ClusterEvent, ...] | None = None,
 ) -> ChangeRecord:
     """The next record of `state`'s cluster (its seq), with the typed events of the change."""
     state.seq += 1
@@ -178,7 +209,7 @@ def change_record(
         captured_ms=captured_ms,
         versions_skipped=skipped,
         source=source,
-        events=tuple(router.decode(path, before, after)),
+        events=events if events is not None else tuple(router.decode(path, before, after)),
     )
 
 

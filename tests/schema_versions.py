@@ -23,7 +23,8 @@ def later_schema_dir(target: Path) -> tuple[Path, dict[str, Any]]:
     events = next(f for f in v2["fields"] if f["name"] == "events")["type"]["items"]
     types = next(f for f in events["fields"] if f["name"] == "type")["type"]
     types["symbols"].append("KRAFT_RECORD")
-    for file in (folder / "ChangeRecord.avsc", folder / "history" / "ChangeRecord" / "v2.avsc"):
+    later = len(list((folder / "history" / "ChangeRecord").glob("v*.avsc"))) + 1
+    for file in (folder / "ChangeRecord.avsc", folder / "history" / "ChangeRecord" / f"v{later}.avsc"):
         file.write_text(json.dumps(v2, indent=2))
     return folder, v2
 

@@ -19,6 +19,17 @@ class Read:
 
 
 @dataclass(frozen=True, slots=True)
+class Unreadable:
+    """ZooKeeper refused to read `path`'s data, or to list its children (`what`): its ACL
+    gives capture's identity no READ. `reason`: ZooKeeper's answer."""
+
+    path: str
+    what: str  # "data" or "children"
+    reason: str
+    observed_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Synced:
     """Every read of the tree walk `generation` was answered."""
 
@@ -36,4 +47,4 @@ class Wake:
     """Nothing to read: ends a wait on the queue (a stop)."""
 
 
-Message = Read | Synced | Reconnected | Wake
+Message = Read | Unreadable | Synced | Reconnected | Wake

@@ -16,7 +16,7 @@ from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.source import Turn
 from zkcdc.capture.tracker import Tracker, TrackerState
 from zkcdc.capture.watch import zookeeper
-from zkcdc.capture.watch.messages import Message, Read, Reconnected, Synced, Wake
+from zkcdc.capture.watch.messages import Message, Read, Reconnected, Synced, Unreadable, Wake
 from zkcdc.capture.watch.tree_reader import TreeReader
 from zkcdc.ground import logs
 from zkcdc.ground.zookeeper_connection import split_hosts
@@ -88,11 +88,16 @@ class WatchSource:
                         message.announced_created,
                     )
                 )  # fmt: skip
+            elif isinstance(message, Unreadable):
+                records.extend(tracker.unreadable_znode(
+                    message.path, message.what, message.reason, message.observed_ms
+                ))  # fmt: skip
             elif isinstance(message, Synced) and message.generation == self._generation:
                 records.extend(tracker.end_sync())
                 synced = True
             elif isinstance(message, Reconnected):
                 self._resync(tracker, reader)
+        self._metrics.unreadable.set(len(tracker.unreadable))
         return Turn(records, caught_up=True, synced=synced, waited_s=waited)
 
     def heartbeat(self) -> ChangeRecord:
@@ -123,6 +128,7 @@ class WatchSource:
         return {
             "session_id": None if tracker is None else tracker.session_id,
             "watches": "recursive" if watches else "one-shot",
+            "unreadable_znodes": 0 if tracker is None else len(tracker.unreadable),
         }
 
     @property

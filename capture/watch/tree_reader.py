@@ -20,13 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, _prefix_root
-from kazoo.exceptions import KazooException, NoNodeError, UnimplementedError
+from kazoo.exceptions import KazooException, NoAuthError, NoNodeError, UnimplementedError
 from kazoo.protocol.serialization import GetChildren, GetData
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from zkcdc.capture.records import Znode
 from zkcdc.capture.watch.kazoo_pipeline import Pipeline
-from zkcdc.capture.watch.messages import Message, Read, Synced
+from zkcdc.capture.watch.messages import Message, Read, Synced, Unreadable
 from zkcdc.capture.watch.persistent_watch import PERSISTENT_RECURSIVE, AddWatch, route_notifications
 from zkcdc.ground import logs
 
@@ -198,6 +198,10 @@ class TreeReader:
                     self._forget(path)
             else:
                 self._relist_parent(path, generation)
+        elif isinstance(error, NoAuthError):
+            # Its ACL gives capture no READ: recorded as such (never silence). Its children,
+            # if any, cannot be listed either (listing needs the same READ).
+            self._emit(Unreadable(path, "data", _refusal(error), self._now_ms()))
         # else: connection lost or closing; the re-sync after reconnecting reads it again
         self._count(generation, -1)
 
@@ -205,6 +209,8 @@ class TreeReader:
         self, path: str, value: Any, error: Exception | None, generation: int | None
     ) -> None:
         names = set(value) if error is None else None  # else gone, or connection lost
+        if isinstance(error, NoAuthError):
+            self._emit(Unreadable(path, "children", _refusal(error), self._now_ms()))
         if names is not None:
             with self._lock:
                 known = self._children.get(path, set())
@@ -243,3 +249,7 @@ class TreeReader:
             done = delta < 0 and self._outstanding == 0
         if done:
             self._emit(Synced(generation))
+
+
+def _refusal(error: Exception) -> str:
+    return f"ZooKeeper refused the read: {type(error).__name__} (no READ permission for capture)"

@@ -245,3 +245,56 @@ def test_a_standby_takes_over_when_the_active_daemon_is_killed_without_a_gap(
     assert all(r["source"]["session_id"] == reads[0]["source"]["session_id"] for r in reads), (
         "the standby snapshotted the tree again"
     )
+
+
+def test_a_znode_capture_may_not_read_is_recorded_as_unreadable_and_counted(
+    cluster, zk_chroot, start_capture, changes_topic
+):
+    from kazoo.security import make_digest_acl
+
+    locked = [make_digest_acl("somebody-else", "secret", all=True)]
+    zk_chroot.ensure_path("/config/topics")  # open parents: a delete needs the parent's DELETE
+    zk_chroot.create("/config/topics/hidden", b"{}", acl=locked)
+    zk_chroot.create("/config/topics/open", b'{"version":1,"config":{}}')
+    try:
+        daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic)
+        daemon.wait_logged("in sync")
+        synced = next(line for line in daemon.log_lines() if line.get("event") == "in sync")
+        assert synced["unreadable_znodes"] == 1
+        first = changes_topic.wait_event("ZNODE_UNREADABLE", snapshot=True)
+        record = next(r for r in changes_topic.records if r["seq"] == first["_seq"])
+        assert (record["path"], record["op"], record["after"]) == (
+            "/config/topics/hidden", "READ", None
+        )
+        assert first["reason"].startswith("data: ") and "no READ permission" in first["reason"]
+        # A change next to it is captured as ever.
+        zk_chroot.set("/config/topics/open", b'{"version":1,"config":{"retention.ms":"1"}}')
+        changes_topic.wait_event("CONFIG_CHANGED")
+        assert daemon.stop(signal.SIGTERM) == 0
+    finally:
+        zk_chroot.delete("/config/topics/hidden")  # the chroot's removal cannot list it
+
+
+def test_with_one_shot_watches_an_unreadable_znode_made_live_is_recorded_and_so_is_its_delete(
+    cluster, zk_chroot, start_capture, changes_topic
+):
+    """ZooKeeper 3.8.4+ tells a persistent recursive watch nothing of a znode the watcher may not
+    read (CVE-2024-23944), so recursive watches find one at the next walk; a parent's one-shot
+    child watch does announce it."""
+    from kazoo.security import make_digest_acl
+
+    locked = [make_digest_acl("somebody-else", "secret", all=True)]
+    zk_chroot.ensure_path("/admin")
+    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic, "--watch-mode", "one-shot")
+    daemon.wait_logged("in sync")
+    zk_chroot.create("/admin/locked", b"x", acl=locked)
+    try:
+        made = changes_topic.wait_for(lambda r: r["path"] == "/admin/locked", "the new znode")
+        assert [(r["op"], r["after"], r["events"][0]["type"]) for r in made] == [
+            ("CREATE", None, "ZNODE_UNREADABLE")
+        ]
+    finally:
+        zk_chroot.delete("/admin/locked")
+    changes_topic.wait_for(lambda r: r["path"] == "/admin/locked" and r["op"] == "DELETE",
+                           "the unreadable znode's delete")  # fmt: skip
+    assert daemon.stop(signal.SIGTERM) == 0

@@ -114,3 +114,26 @@ def test_records_given_out_rebuild_the_state_of_a_restarted_daemon():
     )
     assert applied == 5
     assert state.seq == 5 and set(state.tree) == {PATH} and state.tree[PATH].version == 1
+
+
+def test_an_unreadable_znode_is_recorded_once_until_readable_again_or_gone():
+    t = Tracker(TrackerState("c1", tree={"/brokers/ids/1": z(1, czxid=5)}), lambda: 5000)
+    t.begin_sync()
+    (was_known,) = t.unreadable_znode("/brokers/ids/1", "data", "no READ", 7000)
+    assert (was_known.op, was_known.after, was_known.before.version) == (Op.UPDATE, None, 1)
+    assert was_known.events[0].type == "ZNODE_UNREADABLE"
+    assert was_known.events[0].reason == "data: no READ"
+    assert t.unreadable_znode("/brokers/ids/1", "children", "no READ") == []  # once a znode
+    (new,) = t.unreadable_znode("/admin/x", "data", "no READ")
+    assert new.op == Op.CREATE
+    assert t.end_sync() == []  # both seen by the walk: neither is a delete
+    assert len(t.unreadable) == 2
+    (readable,) = t.read("/admin/x", z(2, czxid=30))
+    assert readable.op == Op.CREATE and "/admin/x" not in t.unreadable
+    (gone,) = t.read("/brokers/ids/1", None)
+    assert (gone.op, gone.before, gone.after) == (Op.DELETE, None, None)
+    t.unreadable_znode("/admin/y", "data", "no READ")
+    t.begin_sync()
+    assert t.read("/admin/x", z(2, czxid=30)) == []
+    (vanished,) = t.end_sync()  # not found by the next walk: deleted while unseen
+    assert (vanished.op, vanished.path) == (Op.DELETE, "/admin/y") and not t.unreadable
