@@ -241,14 +241,10 @@ class _Consumer:
         self.messages = messages
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        class Topic:
-            error = None
-            partitions = {0: None}
+        from types import SimpleNamespace
 
-        class Metadata:
-            topics = {topic: Topic()}
-
-        return Metadata()
+        found = SimpleNamespace(error=None, partitions={0: None})
+        return SimpleNamespace(topics={topic: found})
 
     def assign(self, _: Any) -> None:
         pass

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 from zkcdc.ground import logs
 from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.errors import ZkcdcError
+from zkcdc.ground.secret_files import check_secret_file
 
 ENV_PREFIX = "ZKCDC_KAFKA_"
 LIBRDKAFKA_LOGGER = "zkcdc.librdkafka"
@@ -340,6 +341,8 @@ def load(
     environ = os.environ if environ is None else environ
     config_file = config_file or _path(environ.get(ENV_PREFIX + "CONFIG_FILE"))
     properties = read_properties(config_file) if config_file is not None else {}
+    if config_file is not None:
+        check_secret_file(config_file, filter(is_secret_property, properties))
     properties |= from_environment(environ)
     properties |= dict(pairs or {})
     if bootstrap_servers:

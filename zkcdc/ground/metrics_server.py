@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from zkcdc.ground.errors import ZkcdcError
+from zkcdc.ground.secret_files import check_secret_file
 
 Health = Callable[[], tuple[bool, str]]
 
@@ -58,9 +59,13 @@ class WebConfig:
         def near(name: str | None) -> Path | None:
             return None if not name else (path.parent / name)  # relative to the file
 
+        check_secret_file(path, ["basic_auth_users"] if users else [])
+        key_file = near(tls.get("key_file"))
+        if key_file is not None:
+            check_secret_file(key_file, ["a TLS private key"])
         return cls(
             near(tls.get("cert_file")),
-            near(tls.get("key_file")),
+            key_file,
             {str(k): str(v).encode() for k, v in users.items()},
         )
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.errors import ZkcdcError
 from zkcdc.ground.kafka_connection import read_properties
+from zkcdc.ground.secret_files import check_secret_file
 
 ENV_PREFIX = "ZKCDC_ZOOKEEPER_"
 _NAMES = {
@@ -133,6 +134,8 @@ def load(
     environ = os.environ if environ is None else environ
     config_file = config_file or _path(environ.get(ENV_PREFIX + "CONFIG_FILE"))
     properties = read_properties(config_file) if config_file is not None else {}
+    if config_file is not None:
+        check_secret_file(config_file, [n for n in properties if n in _SECRET_NAMES])
     for name in _NAMES:
         value = environ.get(ENV_PREFIX + name.replace(".", "_").upper())
         if value is not None:
@@ -149,6 +152,9 @@ def load(
         return ZooKeeperAccess(**values)
     except ValidationError as exc:
         raise ZooKeeperConnectionError(f"ZooKeeper connection: {invalid_setting(exc)}") from exc
+
+
+_SECRET_NAMES = ("sasl.password", "ssl.key.password", "digest")
 
 
 def _path(value: str | None) -> Path | None:
