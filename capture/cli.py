@@ -60,6 +60,13 @@ from zkcdc.ground.kafka_options import kafka_config_options
 @click.option("--bootstrap-servers", help="Kafka to publish to; without it, the event log only.")
 @click.option("--topic", help="Changes topic [default zkcdc.changes].")
 @click.option(
+    "--accept-partition-count",
+    is_flag=True,
+    default=None,
+    help="Publish into a changes topic whose partition count changed since the last run "
+    "(one path's records then span two partitions; their order across them is lost).",
+)
+@click.option(
     "--event-log", type=click.Path(file_okay=False, path_type=Path), help="Event log folder."
 )
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), help="Saved state.")

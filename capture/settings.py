@@ -67,6 +67,9 @@ class CaptureSettings(BaseSettings):
     bootstrap_servers: str | None = None
     topic: str = "zkcdc.changes"
     topic_partitions: int = Field(default=6, ge=1)
+    # Publish into a changes topic whose partition count is not the one the last run keyed
+    # its records for (one path's records then span two partitions): the operator's say-so.
+    accept_partition_count: bool = False
     event_log: Path | None = None
     state_dir: Path = Field(default_factory=default_state_root)
     cluster: str | None = None

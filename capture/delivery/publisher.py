@@ -53,6 +53,9 @@ def producer_config(max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> dict[st
         ),
         "linger.ms": 5,
         "compression.type": "lz4",
+        # A deleted changes topic must not come back by a broker's auto-creation (one
+        # partition, its default message size): `topic_guard` says what happened instead.
+        "allow.auto.create.topics": False,
     }
 
 
@@ -84,6 +87,7 @@ class Publisher:
         self._serialize = serialize
         make = producer_factory or kafka.producer
         self._producer = make(producer_config(max_value_bytes))
+        self.client = self._producer  # for metadata: a producer never auto-creates a topic
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
         self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order

@@ -13,7 +13,14 @@ from zkcdc.capture.delivery.checkpoint import CheckpointStore
 from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.log_tail import LogTail
+from zkcdc.capture.delivery.topic_guard import (
+    TopicChangedError,
+    TopicGuard,
+    partition_count,
+    starting_count,
+)
 from zkcdc.capture.delivery.publisher import (
+    DeliveryError,
     Publisher,
     delivered_seqs,
     topic_max_message_bytes,
@@ -50,6 +57,7 @@ class RecordOutlet:
         self._single_object_header: bytes | None = None
         kafka = settings.kafka()
         self.publisher = None if kafka is None else self._publisher(kafka)
+        self.topic_guard = None if self.publisher is None else self._topic_guard()
         self.feed = (
             None
             if self.publisher is None
@@ -116,7 +124,13 @@ class RecordOutlet:
         """Each turn of the daemon's loop: delivery reports, and now and then the checkpoint."""
         now = self._now()
         if self.publisher is not None:
-            self.publisher.poll(0)
+            assert self.topic_guard is not None
+            try:
+                self.publisher.poll(0)
+            except DeliveryError:
+                self.topic_guard.check(force=True)  # says what happened to the topic, if so
+                raise
+            self.topic_guard.check()
             if self.feed is not None and self.feed.waiting_in_log:
                 self.feed.refill(self.logged_seq)
             self.metrics.backlog.set(self.publisher.backlog)
@@ -199,6 +213,18 @@ class RecordOutlet:
 
         publisher.on_ack = on_ack
         return publisher
+
+    def _topic_guard(self) -> TopicGuard:
+        s, publisher = self.settings, self.publisher
+        assert publisher is not None
+        client = publisher.client
+        count = partition_count(client, s.topic, s.connect_timeout_s)
+        if count is None:
+            raise TopicChangedError(f"changes topic {s.topic} is gone (deleted as capture started)")
+        count = starting_count(
+            s.state_path(self.cluster), s.topic, count, s.accept_partition_count
+        )
+        return TopicGuard(client, s.topic, count, s.connect_timeout_s, time.monotonic)
 
     def _resume_backlog(self, feed: KafkaFeed) -> None:
         """Records logged by an earlier run but maybe never acknowledged go out first, read

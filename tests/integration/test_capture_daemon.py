@@ -298,3 +298,34 @@ def test_with_one_shot_watches_an_unreadable_znode_made_live_is_recorded_and_so_
     changes_topic.wait_for(lambda r: r["path"] == "/admin/locked" and r["op"] == "DELETE",
                            "the unreadable znode's delete")  # fmt: skip
     assert daemon.stop(signal.SIGTERM) == 0
+
+
+def test_the_changes_topic_deleted_under_capture_is_named_never_auto_created_nor_reused_resized(
+    cluster, zk_chroot, start_capture, changes_topic, tmp_path
+):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    state_dir = tmp_path / "state"
+    zk_chroot.create("/brokers/topics/t/partitions/0/state", STATE, makepath=True)
+    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic, state_dir=state_dir)
+    daemon.wait_logged("in sync")
+    changes_topic.wait_for(lambda r: r["op"] == "READ", "the snapshot")
+    admin.delete_topics([changes_topic.topic])[changes_topic.topic].result(60)
+    zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 3]))
+    assert daemon.process.wait(90) != 0
+    said = daemon.tail(5)
+    assert f"changes topic {changes_topic.topic} is gone" in said and "6 partition" in said, said
+    assert changes_topic.topic not in admin.list_topics(timeout=30).topics  # not auto-created
+
+    # Re-made with one partition (as a broker's auto-creation would): refused, then accepted.
+    admin.create_topics([NewTopic(changes_topic.topic, 1, 1)])[changes_topic.topic].result(60)
+    refused = _daemon(start_capture, cluster, zk_chroot, changes_topic, state_dir=state_dir)
+    assert refused.process.wait(90) != 0
+    assert "has 1 partition(s), but capture keyed its records for 6" in refused.tail(5)
+    accepted = _daemon(start_capture, cluster, zk_chroot, changes_topic,
+                       "--accept-partition-count", state_dir=state_dir)  # fmt: skip
+    accepted.wait_logged("in sync")
+    # Nothing lost: the change made while the topic was gone reaches the new topic.
+    changes_topic.wait_event("ISR_SHRUNK", topic="t", partition=0)
+    assert accepted.stop(signal.SIGTERM) == 0

@@ -155,7 +155,10 @@ class KafkaConnection(BaseModel):
         librdkafka's complaints (hundreds while a cluster is down) are dropped."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self.librdkafka(), logger=_logger(True))
+        # Its metadata requests never make a broker auto-create the topic they ask about.
+        return AdminClient(
+            {**self.librdkafka(), "allow.auto.create.topics": False}, logger=_logger(True)
+        )
 
     def list_topics(self, timeout: float, admin: Any = None) -> Any:
         """The cluster's metadata, or KafkaConnectionError saying why not."""
