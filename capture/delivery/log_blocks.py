@@ -146,22 +146,35 @@ def located_blocks(
         return
     with raw:
         try:
+            if raw.read(4) != b"Obj\x01":
+                raise ValueError("its first 4 bytes are not Avro's magic")
+            raw.seek(0)
             reader = fastavro.block_reader(raw, reader_schema)
             sync = reader._header["sync"]
             _check_header(reader.metadata)
+            head_end = raw.tell()
+            raw.seek(0)
+            head = raw.read(head_end)
+            raw.seek(head_end)
+            metadata = dict(reader.metadata)
+            number, base, next_start, recovered = 0, 0, head_end, False
         except Exception as exc:
-            on_damage(Damage(file, 0, f"no readable container header: {reason_of(exc)}"))
-            return
-        head_end = raw.tell()
-        raw.seek(0)
-        head = raw.read(head_end)
-        raw.seek(head_end)
-        metadata = dict(reader.metadata)
-        number, base, next_start = 0, 0, head_end
-        if start is not None and start > head_end:
+            found = _recovered(raw, reader_schema)
+            tail = "" if found is None else (
+                f"; its blocks read from byte {found.first_block} on with the released "
+                f"schema v{found.version}"
+            )  # fmt: skip
+            on_damage(Damage(file, 0, f"no readable container header: {reason_of(exc)}{tail}"))
+            if found is None:
+                return
+            head, sync, metadata = found.head, found.sync, dict(found.metadata)
+            head_end = found.first_block
+            number, base, next_start, recovered = 0, 0, head_end, True
+            start = head_end if start is None or start < head_end else start
+        if start is not None and (start > head_end or recovered):
             if start >= _size(raw):
                 return
-            base, next_start = start - head_end, start
+            base, next_start = start - len(head), start
             try:
                 reader = fastavro.block_reader(cast(BinaryIO, _Spliced(head, raw, start)),
                                                reader_schema)  # fmt: skip
@@ -178,17 +191,34 @@ def located_blocks(
             except Exception as exc:
                 on_damage(Damage(file, number, reason_of(exc)))
             resume = _next_sync(raw, sync, next_start)
+            if resume is None and not recovered:
+                # The header's own sync marker may be the damage: found again, it reads on.
+                found = _recovered(raw, reader_schema)
+                if found is not None and found.sync != sync and found.first_block >= next_start:
+                    head, sync, recovered = found.head, found.sync, True
+                    resume = found.first_block
             if resume is None or resume >= _size(raw):
                 return  # damaged up to its end (a torn last block)
             number += 1
             next_start = resume
-            base = resume - head_end
+            base = resume - len(head)
             try:
                 spliced = cast(BinaryIO, _Spliced(head, raw, resume))
                 reader = fastavro.block_reader(spliced, reader_schema)
             except Exception as exc:  # the header read before: only the file can have gone
                 on_damage(Damage(file, number, reason_of(exc)))
                 return
+
+
+def _recovered(raw: BinaryIO, reader_schema: Any) -> Any:
+    """How to read the blocks after a damaged header (`header_recovery`), or None."""
+    from zkcdc.capture.delivery.header_recovery import recover
+
+    try:
+        with mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return recover(view, reader_schema)
+    except (OSError, ValueError):  # an empty file cannot be mapped
+        return None
 
 
 def _size(file: BinaryIO) -> int:

@@ -144,3 +144,44 @@ def test_the_block_after_a_damaged_one_is_read_and_the_damaged_one_is_named(tmp_
     assert [d.block for d in damage] == [3]
     assert "checksum" in damage[0].reason
     assert seqs == [s for s in range(1, 31) if not 16 <= s <= 20]
+
+
+def _damaged_at(pristine: Any, tmp_path: Path, position: int, bits: int = 0b101) -> Any:
+    data, written, ranges = pristine
+    flipped = bytearray(data)
+    flipped[position] ^= bits
+    return _read(bytes(flipped), tmp_path), written, ranges
+
+
+@pytest.mark.parametrize("where", ["magic", "schema", "codec", "digest", "sync"])
+def test_a_damaged_header_loses_no_block_after_it_and_is_named(
+    pristine: Any, tmp_path: Path, where: str
+) -> None:
+    data, written, ranges = pristine
+    header_end = ranges[0][0]
+    position = {
+        "magic": 1,
+        "schema": data.index(b'"fields"') + 3,
+        "codec": data.index(b"zstandard") + 2,
+        "digest": data.index(b"zkcdc.meta.crc32") + len(b"zkcdc.meta.crc32") + 3,
+        "sync": header_end - 5,
+    }[where]
+    (records, damage), written, _ = _damaged_at(pristine, tmp_path, position)
+    assert records == written  # every block, every record, as written
+    assert damage and damage[0].block == 0
+    assert "header" in damage[0].reason or where == "sync", damage
+
+
+@pytest.mark.parametrize("region", ["count", "size", "body", "sync marker"])
+def test_damage_in_each_region_of_a_block_loses_that_block_only_and_is_named(
+    pristine: Any, tmp_path: Path, region: str
+) -> None:
+    data, written, ranges = pristine
+    start, end = ranges[2]
+    position = {"count": start, "size": start + 1, "body": (start + end) // 2,
+                "sync marker": end - 4}[region]  # fmt: skip
+    (records, damage), written, _ = _damaged_at(pristine, tmp_path, position, 0b1000000)
+    _assert_only_written(records, written)
+    assert damage and damage[0].block == 2, damage
+    lost = {r["seq"] for r in written} - {r["seq"] for r in records}
+    assert lost and lost <= set(range(2 * PER_BLOCK + 1, 4 * PER_BLOCK + 1)), sorted(lost)
