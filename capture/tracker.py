@@ -50,6 +50,9 @@ class Tracker:
         # Znodes ZooKeeper would not let capture read (path -> what: data, children), each
         # recorded once until it is readable again or gone.
         self.unreadable: dict[str, set[str]] = {}
+        # ZooKeeper's history is not the one the known tree came from (`history_changed`):
+        # until the walk ends, zxids do not order a read against what is known.
+        self._other_history = False
 
     @property
     def in_snapshot(self) -> bool:
@@ -64,6 +67,7 @@ class Tracker:
         seen, self._seen = self._seen or set(), None
         self._observed_ms = None
         self._snapshot = False
+        self._other_history = False
         gone = [p for p in self.state.tree if p not in seen]
         gone += [p for p in self.unreadable if p not in seen and p not in self.state.tree]
         # Children before their parents, as ZooKeeper must have deleted them.
@@ -119,6 +123,22 @@ class Tracker:
                 return []
             del self.state.tree[path]
             return [self._record(Op.DELETE, path, known, None)]
+        walking = self._seen is not None  # a walk starts with a sync: reads are not stale
+        if known is not None and walking and not self._other_history and _behind(known, znode):
+            reason = (
+                f"{path} read at mzxid {znode.mzxid:#x}, behind the {known.mzxid:#x} recorded for "
+                f"the same czxid: ZooKeeper's history is not the one capture saved (an ensemble "
+                f"rebuilt or restored from a backup); every difference from the saved tree is "
+                f"recorded"
+            )
+            return [self.history_changed(reason), *self.read(path, znode, observed_ms)]
+        if known is not None and self._other_history:
+            if _same_znode(known, znode):
+                return []  # the same in both histories
+            # Another history's znode: a re-creation, every version of it counted.
+            self.state.tree[path] = znode
+            return [self._record(Op.DELETE, path, known, None),
+                    self._record(Op.CREATE, path, None, znode, znode.version)]  # fmt: skip
         if known is not None and known.czxid == znode.czxid:
             if znode.mzxid <= known.mzxid:
                 return []  # an older or repeated read of what is already recorded
@@ -135,6 +155,26 @@ class Tracker:
         else:
             records.append(self._record(Op.CREATE, path, None, znode, znode.version))
         return records
+
+    def history_changed(self, reason: str) -> ChangeRecord:
+        """ZooKeeper's history is not the one the known tree came from (an ensemble rebuilt or
+        restored from a backup: its zxids are behind what was recorded). Until the walk under
+        way ends, every znode that differs from the known tree in anything is recorded as
+        re-created, whatever its zxids say. Returns the record that says so."""
+        self._other_history = True
+        now = self._now_ms()
+        self.state.seq += 1
+        self.state.mode = self.mode
+        event = ClusterEvent(type=EventType.ZOOKEEPER_HISTORY_CHANGED, reason=reason)
+        return ChangeRecord(
+            cluster=self.state.cluster, seq=self.state.seq, op=Op.HEARTBEAT, path="",
+            before=None, after=None, zxid=None, ts_ms=now, captured_ms=now,
+            source=Source(self.mode, self.session_id, False), events=(event,),
+        )  # fmt: skip
+
+    def known_position(self) -> int:
+        """The newest zxid the known tree holds (0 if none)."""
+        return max((max(z.mzxid, z.czxid) for z in self.state.tree.values()), default=0)
 
     def heartbeat(self) -> ChangeRecord:
         now = self._now_ms()
@@ -210,6 +250,21 @@ def change_record(
         versions_skipped=skipped,
         source=source,
         events=events if events is not None else tuple(router.decode(path, before, after)),
+    )
+
+
+def _behind(known: Znode, read: Znode) -> bool:
+    """A read of the same znode (czxid) older than what was recorded, or another version at the
+    same mzxid: impossible in one history once the server has caught up (a walk starts with a
+    sync)."""
+    if known.czxid != read.czxid:
+        return False
+    return read.mzxid < known.mzxid or (read.mzxid == known.mzxid and read.version != known.version)
+
+
+def _same_znode(a: Znode, b: Znode) -> bool:
+    return (a.czxid, a.mzxid, a.version, a.ctime_ms, a.mtime_ms, a.data) == (
+        b.czxid, b.mzxid, b.version, b.ctime_ms, b.mtime_ms, b.data
     )
 
 

@@ -24,7 +24,10 @@ def later_schema_dir(target: Path) -> tuple[Path, dict[str, Any]]:
     types = next(f for f in events["fields"] if f["name"] == "type")["type"]
     types["symbols"].append("KRAFT_RECORD")
     later = len(list((folder / "history" / "ChangeRecord").glob("v*.avsc"))) + 1
-    for file in (folder / "ChangeRecord.avsc", folder / "history" / "ChangeRecord" / f"v{later}.avsc"):
+    for file in (
+        folder / "ChangeRecord.avsc",
+        folder / "history" / "ChangeRecord" / f"v{later}.avsc",
+    ):
         file.write_text(json.dumps(v2, indent=2))
     return folder, v2
 

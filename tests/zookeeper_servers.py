@@ -142,12 +142,13 @@ def _stop(servers: list[ZookeeperServer]) -> None:
 
 @contextmanager
 def zookeeper_server(
-    kind: str, work: Path, snap_count: int = 200, prealloc_kb: int = 16
+    kind: str, work: Path, snap_count: int = 200, prealloc_kb: int = 16, port: int | None = None
 ) -> Iterator[ZookeeperServer]:
-    """One standalone server."""
+    """One standalone server (on `port`, e.g. where another one was, or a free one)."""
     server = _start(
-        kind, work, free_port_block(1), f"snapCount={snap_count}\npreAllocSize={prealloc_kb}\n"
-    )
+        kind, work, port or free_port_block(1),
+        f"snapCount={snap_count}\npreAllocSize={prealloc_kb}\n",
+    )  # fmt: skip
     try:
         _wait_serving([server])
         yield server

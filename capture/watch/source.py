@@ -48,6 +48,10 @@ class WatchSource:
         self._reader: TreeReader | None = None
         self._generation = 0
         self._connected = False
+        self._disconnected_at: float | None = None
+        self._next_probe = 0.0
+        self._pending: list[ChangeRecord] = []  # given out with the next turn
+        self._went_back: str | None = None  # what a probe found: ZooKeeper behind this session
 
     # -- Source ---------------------------------------------------------------------------
     def open(self) -> str:
@@ -70,12 +74,15 @@ class WatchSource:
         client.add_listener(self._on_state)
         self._metrics.session.set(1)
         self._tracker.begin_sync()
+        self._check_history(self._tracker)
         self._generation = self._reader.sync()
 
     def poll(self, max_wait_s: float) -> Turn:
         tracker, reader = self._tracker, self._reader
         assert tracker is not None and reader is not None
-        records: list[ChangeRecord] = []
+        self._probe_if_refused()
+        records: list[ChangeRecord] = self._pending
+        self._pending = []
         synced = False
         started = time.perf_counter()
         messages = _drain(self._inbox, max_wait_s)
@@ -139,6 +146,10 @@ class WatchSource:
     def _on_state(self, kazoo_state: str) -> None:
         """kazoo's thread: the session's state changed."""
         self._connected = kazoo_state == KazooState.CONNECTED
+        if self._connected:
+            self._disconnected_at = None
+        elif self._disconnected_at is None:
+            self._disconnected_at = time.monotonic()
         self._metrics.session.set(1 if self._connected else 0)
         log.warning("zookeeper session", state=str(kazoo_state))
         if kazoo_state == KazooState.CONNECTED:
@@ -152,7 +163,57 @@ class WatchSource:
         tracker.session_id = client.client_id[0] if client.client_id else None
         log.info("reconnected: re-syncing", session_id=tracker.session_id)
         tracker.begin_sync()
+        self._check_history(tracker)
         self._generation = reader.sync()
+
+    # -- ZooKeeper's history ----------------------------------------------------------------
+    def _check_history(self, tracker: Tracker) -> None:
+        """Before a walk: an ensemble whose newest zxid is behind what the known tree holds has
+        another history (rebuilt, or restored from a backup). Say so, and have the walk record
+        every difference from the known tree whatever the zxids say."""
+        client = self.client
+        assert client is not None
+        known = tracker.known_position()
+        try:
+            newest = zookeeper.newest_zxid(client)
+        except Exception as exc:  # the walk after it meets the same trouble and says so
+            log.warning("cannot read ZooKeeper's newest zxid", reason=repr(exc))
+            return
+        went_back, self._went_back = self._went_back, None
+        if known <= newest and went_back is None:
+            return  # (a read older than what is known still tells, in the tracker)
+        behind = went_back or f"newest zxid {newest:#x} is behind the {known:#x} capture recorded"
+        reason = (
+            f"ZooKeeper's {behind}: its history is not the one capture saved (an ensemble "
+            f"rebuilt or restored from a backup); every difference from the saved tree is "
+            f"recorded"
+        )
+        log.warning("zookeeper history changed", newest_zxid=newest, recorded_zxid=known,
+                    zookeeper=self.where)  # fmt: skip
+        self._pending.append(tracker.history_changed(reason))
+
+    def _probe_if_refused(self) -> None:
+        """A server whose history is behind the zxid this session saw refuses the session
+        ("client has seen zxid ..."), and kazoo retries forever. When disconnected for a while,
+        ask with a client that has seen nothing; if the ensemble is behind, let this one
+        connect (the walk after it then records every difference)."""
+        since, client = self._disconnected_at, self.client
+        now = time.monotonic()
+        wait = self._settings.session_timeout_s
+        if since is None or client is None or now - since < wait or now < self._next_probe:
+            return
+        self._next_probe = now + wait
+        newest = zookeeper.probe_newest_zxid(
+            self._settings.connect_string(), self._settings.zookeeper_access(),
+            self._settings.connect_timeout_s,
+        )  # fmt: skip
+        if newest is not None and newest < client.last_zxid:
+            log.warning("zookeeper is behind what this session saw: reconnecting to its history",
+                        newest_zxid=newest, seen_zxid=client.last_zxid)  # fmt: skip
+            self._went_back = (
+                f"newest zxid {newest:#x} is behind the {client.last_zxid:#x} this session saw"
+            )
+            client.last_zxid = 0
 
 
 def _drain(inbox: queue.SimpleQueue[Message], timeout: float) -> list[Message]:

@@ -64,3 +64,30 @@ def cluster_id(client: KazooClient, connect_string: str) -> str:
     except (ValueError, KeyError, TypeError) as exc:
         raise CaptureError(f"/cluster/id at {connect_string} is not Kafka's format") from exc
     return str(value)
+
+
+def newest_zxid(client: KazooClient) -> int:
+    """The newest zxid the ensemble has, as the connected server tells it after catching up
+    with the leader (`sync`): a follower behind would otherwise look like history gone back."""
+    client.sync("/")
+    client.exists("/")
+    return int(client.last_zxid)
+
+
+def probe_newest_zxid(
+    connect_string: str, access: ZooKeeperAccess, timeout_s: float
+) -> int | None:
+    """The ensemble's newest zxid through a client of its own that has seen none (a server
+    behind what a client has seen refuses that client's session), None if unreachable."""
+    try:
+        client = access.client(connect_string, timeout_s)
+    except ZooKeeperConnectionError:
+        return None
+    try:
+        client.start(timeout=timeout_s)
+        return newest_zxid(client)
+    except (KazooTimeoutError, KazooException):
+        return None
+    finally:
+        client.stop()
+        client.close()

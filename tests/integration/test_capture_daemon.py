@@ -264,7 +264,9 @@ def test_a_znode_capture_may_not_read_is_recorded_as_unreadable_and_counted(
         first = changes_topic.wait_event("ZNODE_UNREADABLE", snapshot=True)
         record = next(r for r in changes_topic.records if r["seq"] == first["_seq"])
         assert (record["path"], record["op"], record["after"]) == (
-            "/config/topics/hidden", "READ", None
+            "/config/topics/hidden",
+            "READ",
+            None,
         )
         assert first["reason"].startswith("data: ") and "no READ permission" in first["reason"]
         # A change next to it is captured as ever.

@@ -58,7 +58,9 @@ def test_a_zookeeper_config_with_a_secret_is_named(
     tmp_path: Path, _fresh: list[Any], line: str
 ) -> None:
     extra = "sasl.mechanism=DIGEST-MD5\nsasl.username=u\n" if line.startswith("sasl") else ""
-    zookeeper_connection.load(_file(tmp_path, "zk.properties", f"{extra}{line}\n", 0o644), environ={})
+    zookeeper_connection.load(
+        _file(tmp_path, "zk.properties", f"{extra}{line}\n", 0o644), environ={}
+    )
     assert [f["holds"] for _, f in _fresh] == [[line.partition("=")[0]]]
 
 

@@ -137,3 +137,26 @@ def test_an_unreadable_znode_is_recorded_once_until_readable_again_or_gone():
     assert t.read("/admin/x", z(2, czxid=30)) == []
     (vanished,) = t.end_sync()  # not found by the next walk: deleted while unseen
     assert (vanished.op, vanished.path) == (Op.DELETE, "/admin/y") and not t.unreadable
+
+
+def test_a_walk_that_reads_a_znode_behind_what_was_recorded_records_another_history():
+    t = tracker()
+    t.read(PATH, z(8))  # recorded: version 8 of czxid 10
+    t.begin_sync()
+    changed, deleted, created = t.read(PATH, z(5))  # same czxid, older: a history gone back
+    assert changed.op == Op.HEARTBEAT and changed.events[0].type == "ZOOKEEPER_HISTORY_CHANGED"
+    assert (deleted.op, created.op, created.versions_skipped) == (Op.DELETE, Op.CREATE, 5)
+    assert t.read("/brokers/ids/1", Znode(b"x", 0, 1, 1)) != []  # unknown: a create as ever
+    assert t.end_sync() == []
+    assert t.read(PATH, z(4)) == []  # outside a walk an older read is just older
+
+
+def test_history_changed_records_every_znode_that_differs_and_none_that_is_the_same():
+    same, other = z(2, czxid=7), z(3, czxid=9)
+    t = Tracker(TrackerState("c1", tree={"/a": same, "/b": other}), lambda: 5000)
+    t.begin_sync()
+    (note,) = [t.history_changed("rebuilt")]
+    assert note.events[0].reason == "rebuilt"
+    assert t.read("/a", same) == []
+    assert [r.op for r in t.read("/b", z(3, czxid=9, data=b"other"))] == [Op.DELETE, Op.CREATE]
+    assert t.end_sync() == []
