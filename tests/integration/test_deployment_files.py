@@ -334,3 +334,52 @@ def test_the_helm_chart_runs_capture_with_a_volume_as_a_user_and_a_healthz_probe
     options = re.findall(r"^ +- (--[a-z-]+)$", alerts, flags=re.M)
     result = _run(ZKCDC, "stream", "alerts", "--help")
     assert all(option in result.stdout for option in options), options
+
+
+# -- helm, rendered by helm itself ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    from zkcdc.stack.go_tools import HELM, ensure_go_binary
+
+    return ensure_go_binary("helm", HELM)
+
+
+def _rendered(helm: Path, *sets: str) -> list[dict[str, Any]]:
+    args = [a for s in sets for a in ("--set", s)]
+    done = _run(helm, "template", "rel", CHART, *args)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def test_helm_lints_the_chart_without_a_warning(helm: Path) -> None:
+    done = _run(helm, "lint", "--strict", CHART)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("sets", [(), ("connectionSecret=zkcdc-connection",
+                                       "alerts.alertmanager=http://am:9093")])  # fmt: skip
+def test_every_rendered_container_runs_a_zkcdc_command_line_its_help_accepts_with_healthz_probes(
+    helm: Path, sets: tuple[str, ...]
+) -> None:
+    documents = _rendered(helm, *sets)
+    workloads = [d for d in documents if d["kind"] in ("StatefulSet", "Deployment")]
+    assert {w["metadata"]["name"] for w in workloads} >= {"rel-capture", "rel-alerts"}
+    for workload in workloads:
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            command = [*container["command"], *container.get("args", [])]
+            assert command[0] == "zkcdc", command
+            words = [w for w in command[1:] if not w.startswith("-")][:2]
+            helped = _run(ZKCDC, *words, "--help")
+            assert helped.returncode == 0, helped.stderr
+            for option in (w.split("=")[0] for w in command if w.startswith("--")):
+                assert option in helped.stdout, (option, words)
+            ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+            for probe in ("readinessProbe", "livenessProbe"):
+                got = container[probe]["httpGet"]
+                assert got["path"] == "/healthz" and got["port"] in ("metrics", ports.get("metrics"))
+            # Secrets come from a Secret (mounted or referenced), never from the command line.
+            text = " ".join(map(str, command)) + str(container.get("env", []))
+            assert not re.search(r"password|secret=|sasl\.|token", text, flags=re.I), text
+    if sets:
+        volumes = [v for w in workloads for v in w["spec"]["template"]["spec"].get("volumes", [])]
+        assert any(v.get("secret", {}).get("secretName") == "zkcdc-connection" for v in volumes)

@@ -70,7 +70,7 @@ class WebConfig:
         )
 
 
-class _Checker:
+class BasicAuthChecker:
     """Basic-auth checks; bcrypt is slow on purpose, so a scrape's known-good header is cached."""
 
     def __init__(self, users: dict[str, bytes]) -> None:
@@ -110,7 +110,7 @@ def serve(
     what: str = "--metrics-port",
 ) -> ThreadingHTTPServer:
     config = WebConfig.load(web_config) if web_config is not None else WebConfig()
-    checker = _Checker(config.users)
+    checker = BasicAuthChecker(config.users)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -19,6 +19,7 @@ from zkcdc.ground.change_values import ChangeValueDecoder, registry_fetcher
 from zkcdc.ground.cli_options import rule_overrides_option
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
+from zkcdc.ground.metrics_server import MetricsServerError, WebConfig
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.rules.alert_records import RULE_IDS
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -28,6 +29,7 @@ from zkcdc.view.live_feeds import LiveFeeds
 from zkcdc.view.live_model import LiveModel
 from zkcdc.view.report import write_report
 from zkcdc.view.topic_follower import TopicFollower
+from zkcdc.view.ui_access import BasicAuth, check_exposure
 
 
 def _kafka(
@@ -73,12 +75,24 @@ def _port_free(host: str, port: int) -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--web-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TLS and basic auth of the page (Prometheus exporters' web-config YAML, as "
+    "--metrics-web-config).",
+)
+@click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Serve a non-loopback --host without authentication: anyone who reaches it sees "
+    "every broker, topic, config change and alert.",
+)
 @rule_overrides_option("Rule settings the page uses (default_min_insync_replicas=2).")
 def ui_command(
     bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
     state_topic: str, alerts_topic: str, topic: str, no_changes: bool,
     schema_registry: str | None, capture_metrics: tuple[str, ...], host: str, port: int,
-    rules: dict[str, str],
+    web_config: Path | None, insecure_no_auth: bool, rules: dict[str, str],
 ) -> None:  # fmt: skip
     """A live web view of the clusters zkcdc watches: brokers, controller, partitions, alerts,
     consumer groups and capture health, pushed to the page as they change."""
@@ -86,6 +100,11 @@ def ui_command(
 
     from zkcdc.view.web_app import app
 
+    try:
+        access = WebConfig.load(web_config) if web_config is not None else WebConfig()
+    except MetricsServerError as exc:
+        raise ViewError(str(exc)) from exc
+    check_exposure(host, access, insecure_no_auth)
     kafka = _kafka(bootstrap_servers, kafka_config_file, kafka_config)
     settings = RuleSettings().with_overrides(rules)
     _port_free(host, port)
@@ -98,10 +117,15 @@ def ui_command(
         topics["changes"] = topic
     registry = registry_fetcher(schema_registry) if schema_registry else None
     feeds = LiveFeeds(kafka, topics, model, list(capture_metrics), ChangeValueDecoder(registry))
-    web = app(model, default_min_isr=settings.default_min_insync_replicas)
-    server = uvicorn.Server(uvicorn.Config(web, host=host, port=port, log_level="warning"))
+    web = BasicAuth(app(model, default_min_isr=settings.default_min_insync_replicas), access)
+    tls = {} if access.cert_file is None else {
+        "ssl_certfile": str(access.cert_file), "ssl_keyfile": str(access.key_file)}  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(web, host=host, port=port, log_level="warning", **tls)  # type: ignore[arg-type]
+    )
     shown_host = f"[{host}]" if ":" in host else host
-    click.echo(f"zkcdc ui: http://{shown_host}:{port}/", err=True)
+    scheme = "https" if tls else "http"
+    click.echo(f"zkcdc ui: {scheme}://{shown_host}:{port}/", err=True)
     try:
         server.run()
     finally:

@@ -176,7 +176,7 @@ def test_a_damaged_header_loses_no_block_after_it_and_is_named(
 def test_damage_in_each_region_of_a_block_loses_that_block_only_and_is_named(
     pristine: Any, tmp_path: Path, region: str
 ) -> None:
-    data, written, ranges = pristine
+    _, written, ranges = pristine
     start, end = ranges[2]
     position = {"count": start, "size": start + 1, "body": (start + end) // 2,
                 "sync marker": end - 4}[region]  # fmt: skip
