@@ -87,7 +87,9 @@ def units(tmp_path: Path) -> Path:
 def test_systemd_units_pass_systemd_analyze_verify_without_a_warning(units: Path) -> None:
     analyze = ensure_binary("systemd-analyze", "systemd")
     files = sorted(units.glob("*.service"))
-    assert [f.name for f in files] == ["zkcdc-alerts@test.service", "zkcdc-capture@test.service"]
+    assert [f.name for f in files] == [
+        "zkcdc-alerts@test.service", "zkcdc-capture@test.service", "zkcdc-ui@test.service"
+    ]
     result = _run(analyze, "verify", *files)
     # verify exits 0 on unknown keys or bad values: any word about our units is a defect.
     about_ours = [line for line in result.stderr.splitlines() if "zkcdc-" in line]
@@ -107,6 +109,13 @@ def test_the_units_command_lines_are_ones_zkcdc_accepts(units: Path) -> None:
         result = _run(*command, "--help")
         assert result.returncode == 0, f"{unit.name}: {result.stderr}"
         assert "Usage:" in result.stdout
+
+
+def test_the_ui_unit_serves_beyond_loopback_only_with_a_web_config_and_ahead_of_the_job() -> None:
+    text = (DEPLOY / "systemd" / "zkcdc-ui@.service").read_text()
+    command = _exec_start(DEPLOY / "systemd" / "zkcdc-ui@.service")
+    assert "--web-config" in command and "--insecure-no-auth" not in command
+    assert "Nice=-5" in text and "CPUWeight=200" in text
 
 
 def test_the_capture_unit_is_type_notify_with_a_watchdog_and_restarts() -> None:
@@ -357,7 +366,8 @@ def test_helm_lints_the_chart_without_a_warning(helm: Path) -> None:
 
 
 @pytest.mark.parametrize("sets", [(), ("connectionSecret=zkcdc-connection",
-                                       "alerts.alertmanager=http://am:9093")])  # fmt: skip
+                                       "alerts.alertmanager=http://am:9093", "ui.enabled=true",
+                                       "ui.webConfigSecret=zkcdc-ui-web")])  # fmt: skip
 def test_every_rendered_container_runs_a_zkcdc_command_line_its_help_accepts_with_healthz_probes(
     helm: Path, sets: tuple[str, ...]
 ) -> None:
@@ -368,18 +378,31 @@ def test_every_rendered_container_runs_a_zkcdc_command_line_its_help_accepts_wit
         for container in workload["spec"]["template"]["spec"]["containers"]:
             command = [*container["command"], *container.get("args", [])]
             assert command[0] == "zkcdc", command
-            words = [w for w in command[1:] if not w.startswith("-")][:2]
+            words = []  # the subcommand: the words before the first option
+            for word in command[1:]:
+                if word.startswith("-"):
+                    break
+                words.append(word)
             helped = _run(ZKCDC, *words, "--help")
             assert helped.returncode == 0, helped.stderr
             for option in (w.split("=")[0] for w in command if w.startswith("--")):
                 assert option in helped.stdout, (option, words)
             ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+            served = "http" if words == ["ui"] else "metrics"  # the ui's /healthz is on its port
             for probe in ("readinessProbe", "livenessProbe"):
                 got = container[probe]["httpGet"]
-                assert got["path"] == "/healthz" and got["port"] in ("metrics", ports.get("metrics"))
+                assert got["path"] == "/healthz" and got["port"] in (served, ports.get(served))
             # Secrets come from a Secret (mounted or referenced), never from the command line.
             text = " ".join(map(str, command)) + str(container.get("env", []))
             assert not re.search(r"password|secret=|sasl\.|token", text, flags=re.I), text
     if sets:
         volumes = [v for w in workloads for v in w["spec"]["template"]["spec"].get("volumes", [])]
-        assert any(v.get("secret", {}).get("secretName") == "zkcdc-connection" for v in volumes)
+        secrets = {v.get("secret", {}).get("secretName") for v in volumes}
+        assert {"zkcdc-connection", "zkcdc-ui-web"} <= secrets
+        (ui,) = [w for w in workloads if w["metadata"]["name"] == "rel-ui"]
+        assert "--web-config" in ui["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_the_chart_will_not_render_a_ui_without_a_web_config(helm: Path) -> None:
+    done = _run(helm, "template", "rel", CHART, "--set", "ui.enabled=true")
+    assert done.returncode != 0 and "ui.webConfigSecret" in done.stderr

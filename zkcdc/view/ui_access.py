@@ -37,7 +37,8 @@ def check_exposure(host: str, config: WebConfig, insecure: bool) -> None:
 
 class BasicAuth:
     """ASGI middleware: every request (the page, its API, its event stream) needs the
-    credentials of a user in the web config; without users it lets everything through."""
+    credentials of a user in the web config, but /healthz; without users it lets everything
+    through."""
 
     def __init__(self, inner: ASGIApp, config: WebConfig) -> None:
         self._inner = inner
@@ -45,7 +46,8 @@ class BasicAuth:
         self._on = bool(config.users)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if not self._on or scope["type"] not in ("http", "websocket"):
+        # /healthz (loaded flags, a version number, read lag) stays open to liveness probes.
+        if not self._on or scope["type"] not in ("http", "websocket") or scope["path"] == "/healthz":
             await self._inner(scope, receive, send)
             return
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
