@@ -112,6 +112,14 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
                 urp = ours[0]
                 last = max(alerts.arrived_ms[(a["alert_id"], "FIRING")] for a in ours)
                 _shown_within_3_s(page, "urp", last)
+                # The alerts read by rule, one line each, opened to their topics and partitions.
+                group = page.locator("#active-alerts li.alert-group[data-rule='under_replicated']")
+                assert group.count() == 1 and int(group.get_attribute("data-count") or 0) >= 2
+                assert "under_replicated:" in group.locator("summary").inner_text()
+                group.locator("summary").click()
+                for p in (0, 1):
+                    page.wait_for_selector(f"#active-alerts ul[data-group='{topic}'] "
+                                           f"li[data-entity='{topic}/{p}']", timeout=10_000)  # fmt: skip
                 page.screenshot(path=str(SHOTS / "broker-down.png"), full_page=True)
                 page.evaluate(WATCH, [
                     ["up", f"#brokers .broker[data-broker='{follower}'][data-status='up']", 1],

@@ -170,7 +170,7 @@ let ALX = new Map();
 function alertIndex(cluster) {
   let x = ALX.get(cluster);
   if (!x) {
-    x = { all: new Set(), firing: new Set(), rules: {} };
+    x = { all: new Set(), firing: new Set(), rules: {}, groups: {}, severity: {} };
     const started = (id) => M.alerts.get(id).started_ms;
     x.active = new FirstN(LISTED, started, () => x.firing);
     x.recent = new FirstN(40, (id) => -started(id), () => x.all);
@@ -179,6 +179,18 @@ function alertIndex(cluster) {
   return x;
 }
 function resetAlerts() { M.alerts = new Map(); ALX = new Map(); }
+// What an alert is grouped under within its rule: a partition's topic, else its entity's kind
+// (broker/3 -> broker), as Alertmanager's page groups by alert name and then by label.
+function groupOf(entity) {
+  const cut = (entity || "").lastIndexOf("/");
+  return cut > 0 ? entity.slice(0, cut) : entity || "-";
+}
+function regroup(x, a, delta) {
+  const groups = (x.groups[a.rule] = x.groups[a.rule] || new Map());
+  const key = groupOf(a.entity), n = (groups.get(key) || 0) + delta;
+  if (n > 0) groups.set(key, n); else groups.delete(key);
+  if (delta > 0) x.severity[a.rule] = a.severity;
+}
 function applyAlerts(alerts) {
   for (const a of alerts) {
     const old = M.alerts.get(a.alert_id);
@@ -188,8 +200,8 @@ function applyAlerts(alerts) {
     const x = alertIndex(now.cluster);
     if (!old) { x.all.add(id); x.recent.added(id); }
     const was = old != null && old.status === "FIRING", is = now.status === "FIRING";
-    if (was && !is) { x.firing.delete(id); x.rules[old.rule] -= 1; x.active.removed(id); }
-    if (is && !was) { x.firing.add(id); x.rules[now.rule] = (x.rules[now.rule] || 0) + 1; x.active.added(id); }
+    if (was && !is) { x.firing.delete(id); x.rules[old.rule] -= 1; regroup(x, old, -1); x.active.removed(id); }
+    if (is && !was) { x.firing.add(id); x.rules[now.rule] = (x.rules[now.rule] || 0) + 1; regroup(x, now, +1); x.active.added(id); }
   }
 }
 function knownClusters() {
@@ -435,19 +447,39 @@ function renderAlerts() {
   const x = alertIndex(M.cluster);
   const firing = x.firing.size;
   const active = x.active.get().map((id) => M.alerts.get(id));
-  const rules = Object.entries(x.rules).filter(([, n]) => n > 0);
-  $("active-count").textContent = `${firing} firing` + (firing > LISTED
-    ? ": " + rules.sort((a, b) => b[1] - a[1]).map(([r, n]) => `${n} ${r}`).join(", ") : "");
-  const line = (a) => `${a.severity} ${a.rule}: ${a.summary} (since ${iso(a.started_ms)})`;
-  fill($("active-alerts"), active.map((a) => `${a.alert_id} ${a.entity} ${line(a)}`).join("\n"), () => {
-    if (!active.length) return [el("li", { "data-severity": "none" }, "none")];
-    return active.map((a) => {
-      const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity }, line(a));
-      li.onclick = () => showCauses(a);
+  const rules = Object.entries(x.rules).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  $("active-count").textContent = `${firing} firing` + (rules.length > 1
+    ? ": " + rules.map(([r, n]) => `${n} ${r}`).join(", ") : "");
+  const counts = (rule) => [...(x.groups[rule] || new Map())].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  const signature = rules.map(([r, n]) => `${r}=${n}:` + counts(r).map(([g, k]) => `${g}=${k}`).join(","))
+    .join(";") + "|" + active.map((a) => a.alert_id).join(" ");
+  fill($("active-alerts"), signature, () => {
+    if (!rules.length) return [el("li", { "data-severity": "none" }, "none")];
+    // One line a rule (a broker failure reads as one line), opened to its topics and alerts.
+    return rules.map(([rule, n]) => {
+      const groups = counts(rule);
+      const head = `${x.severity[rule] || ""} ${rule}: ${n} firing` + (groups.length
+        ? ` (${groups.slice(0, 6).map(([g, k]) => `${g} ${k}`).join(", ")}${groups.length > 6 ? `, +${groups.length - 6} more` : ""})` : "");
+      const details = el("details", { "data-rule": rule });
+      details.append(el("summary", {}, head));
+      for (const [group, k] of groups.slice(0, LISTED)) {
+        const items = active.filter((a) => a.rule === rule && groupOf(a.entity) === group);
+        const sub = el("ul", { "data-group": group });
+        sub.append(el("li", { class: "group-head" }, `${group}: ${k}`));
+        for (const a of items) {
+          const li = el("li", { "data-severity": a.severity, "data-rule": a.rule, "data-entity": a.entity, title: a.summary || "" },
+            `${a.entity} since ${iso(a.started_ms)}`);
+          li.onclick = () => showCauses(a);
+          sub.append(li);
+        }
+        if (k > items.length) sub.append(el("li", { class: "more" }, `and ${k - items.length} more`));
+        details.append(sub);
+      }
+      const li = el("li", { class: "alert-group", "data-severity": x.severity[rule] || "", "data-rule": rule, "data-count": String(n) });
+      li.append(details);
       return li;
     });
   });
-  more($("active-alerts"), "li", firing);
   drawAlertTimeline(x.recent.get().map((id) => M.alerts.get(id)).reverse());
 }
 function drawAlertTimeline(shown) {
