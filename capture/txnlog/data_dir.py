@@ -267,3 +267,18 @@ def read_history(
             yield from batch
     finally:
         reader.close()
+
+
+def newest_zxid(directory: Path) -> int:
+    """The newest zxid the data dir holds: its newest snapshot's, or the last transaction of
+    its newest log (0 for an empty dir). Only the newest log file is read."""
+    newest = max((zxid_of(f) for f in snapshot_files(directory)), default=0)
+    logs = log_files(directory)
+    if logs:
+        first = zxid_of(logs[-1])
+        try:
+            for txn in read_history(directory, first - 1, lambda damage: None):
+                newest = max(newest, txn.zxid)
+        except TxnLogError:  # a gap or a damaged start: what the names say is all it knows
+            newest = max(newest, first - 1)
+    return newest

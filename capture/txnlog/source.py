@@ -21,6 +21,7 @@ from zkcdc.capture.txnlog.data_dir import (
     HistoryGap,
     LogDamage,
     LogReader,
+    newest_zxid,
     start_snapshot,
     version_dir,
 )
@@ -107,7 +108,21 @@ class TxnlogSource:
     def _snapshot_or_resume(self, tracker: TxnTracker) -> tuple[list[ChangeRecord], LogReader]:
         """Where the log takes over: after the last zxid given out, or after a snapshot."""
         state = tracker.state
-        if state.zxid:
+        noted: list[ChangeRecord] = []
+        newest = newest_zxid(self._directory) if state.zxid else 0
+        if state.zxid and newest < state.zxid:
+            # Another history (the data dir rebuilt, or restored from a backup): the saved
+            # position is past its end, and its transactions would all look old.
+            reason = (
+                f"ZooKeeper's data dir {self._directory} ends at zxid {newest:#x}, behind the "
+                f"{state.zxid:#x} capture recorded: its history is not the one capture saved (an "
+                f"ensemble rebuilt or restored from a backup); every difference from the saved "
+                f"tree is recorded"
+            )
+            log.warning("zookeeper history changed", newest_zxid=newest, recorded_zxid=state.zxid,
+                        data_dir=str(self._directory))  # fmt: skip
+            noted.append(tracker.history_changed(reason))
+        elif state.zxid:
             try:
                 return [], LogReader(self._directory, state.zxid, _damaged)
             except HistoryGap as exc:
@@ -115,7 +130,7 @@ class TxnlogSource:
                     "transactions lost while stopped: re-syncing from a snapshot", reason=str(exc)
                 )
         snapshot = start_snapshot(self._directory, lambda problem: log.warning(problem))
-        records = tracker.load_snapshot(snapshot)
+        records = noted + tracker.load_snapshot(snapshot)
         log.info("snapshot read", zxid=hex(snapshot.zxid), records=len(records))
         return records, LogReader(self._directory, snapshot.zxid, _damaged)
 

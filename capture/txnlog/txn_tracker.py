@@ -92,6 +92,11 @@ class TxnTracker:
         records.append(self.heartbeat(newest))
         return records
 
+    def history_changed(self, reason: str) -> ChangeRecord:
+        """The data dir holds another history: the next snapshot load records every
+        difference from the known tree, whatever its zxids say (`Tracker.history_changed`)."""
+        return self._watch_like.history_changed(reason)
+
     def heartbeat(self, ts_ms: int | None = None) -> ChangeRecord:
         """ZooKeeper's time has reached `ts_ms` (default now) with nothing else to record."""
         record = self._watch_like.heartbeat()

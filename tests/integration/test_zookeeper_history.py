@@ -73,3 +73,35 @@ def test_an_ensemble_replaced_under_capture_has_every_later_version_recorded_or_
         assert _versions_recorded(changes_topic.records, changed["_seq"]) == 6
         assert daemon.logged("zookeeper history changed")
         daemon.stop()
+
+
+def test_a_txnlog_capture_whose_data_dir_holds_an_older_history_records_every_difference(
+    tmp_path: Path, start_capture: Any, changes_topic: Any
+) -> None:
+    import shutil
+
+    port, work, state_dir = free_port_block(1), tmp_path / "zk", tmp_path / "state"
+
+    def capture(server: Any) -> Any:
+        return start_capture(server.hosts + "/kafka", "--cluster", "h", "--source", "txnlog",
+                             "--zk-data-dir", str(server.data_dir), state_dir=state_dir,
+                             publish_to=changes_topic)  # fmt: skip
+
+    with zookeeper_server("kafka-3.8.4", work, port=port) as first:
+        _kafka_tree(first.hosts, versions=9, padding=0)
+        daemon = capture(first)
+        changes_topic.wait_for(lambda r: r["path"].endswith("/0/state")
+                               and r["after"] and r["after"]["version"] == 8, "version 8")  # fmt: skip
+        assert daemon.stop() == 0
+    shutil.rmtree(work / "data")  # the same data dir, another history
+    with zookeeper_server("kafka-3.8.4", work, port=port) as second:
+        _kafka_tree(second.hosts, versions=6, padding=0)
+        daemon = capture(second)
+        changed = changes_topic.wait_event("ZOOKEEPER_HISTORY_CHANGED", timeout_s=60)
+        assert "behind" in changed["reason"] and "data dir" in changed["reason"]
+        changes_topic.wait_for(
+            lambda r: _versions_recorded(changes_topic.records, changed["_seq"]) >= 6,
+            "all 6 versions of the re-created state znode", timeout_s=60,
+        )  # fmt: skip
+        assert _versions_recorded(changes_topic.records, changed["_seq"]) == 6
+        assert daemon.stop() == 0
