@@ -1,1 +1,1 @@
-"""The capture daemon: Kafka's ZooKeeper tree as typed Avro change records (issue 3)."""
+"""The capture daemon: Kafka's ZooKeeper tree as typed Avro change records."""

@@ -1,1 +1,1 @@
-"""Structured Streaming jobs: live cluster state and anomaly alerts from the change records (issue 5)."""
+"""Structured Streaming jobs: live cluster state and anomaly alerts from the change records."""

@@ -1,5 +1,5 @@
 """ZooKeeper's transaction log files (`dataDir/version-2/log.<zxid>`), read as they are written:
-the first piece of the transaction-log capture mode (issue 8), pure functions over bytes.
+the first piece of the transaction-log capture mode (`--source txnlog`), pure functions over bytes.
 
 A file is a header (`ZKLG`, format version 2, a dbid) and then entries, each an Adler-32
 checksum (8 bytes), the length and bytes of a jute-serialized `TxnHeader` + transaction record

@@ -141,7 +141,7 @@ def test_kill_9_and_restart_give_every_transaction_once_in_zxid_order(
 def test_in_a_write_storm_txnlog_mode_records_every_version_while_watch_mode_counts_its_skips(
     cluster, zk_chroot, start_capture, tmp_path
 ):
-    """Acceptance 1 of issue 8: both modes on the same storm, in the same run."""
+    """Watch and txnlog modes on the same storm, in the same run."""
     partitions = 20
     paths = [f"/brokers/topics/storm/partitions/{p}/state" for p in range(partitions)]
     for path in paths:
@@ -192,7 +192,7 @@ def _versions(records):
 def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_and_its_alerts(
     cluster, kafka_zk, new_topic, start_capture, tmp_path
 ):
-    """Acceptance 2 and 3 of issue 8: broker stop, controller failover and a reassignment on
+    """Broker stop, controller failover and a reassignment on
     real Kafka, captured by both modes at once; then a copy of ZooKeeper's data dir, replayed
     through the alert rules with --from-txnlog, gives the incident's alerts."""
     connect = cluster.zookeeper_hosts + cluster.chroot
