@@ -264,7 +264,12 @@ def _behind(known: Znode, read: Znode) -> bool:
 
 def _same_znode(a: Znode, b: Znode) -> bool:
     return (a.czxid, a.mzxid, a.version, a.ctime_ms, a.mtime_ms, a.data) == (
-        b.czxid, b.mzxid, b.version, b.ctime_ms, b.mtime_ms, b.data
+        b.czxid,
+        b.mzxid,
+        b.version,
+        b.ctime_ms,
+        b.mtime_ms,
+        b.data,
     )
 
 

@@ -118,16 +118,15 @@ def container_head(schema: dict[str, Any], codec: bytes, sync: bytes) -> bytes:
 
 def _reads(head: bytes, data: Any, start: int, reader_schema: Any) -> bool:
     """Whether the first block after `start` decodes whole with this header."""
-    from zkcdc.capture.delivery.log_blocks import block_records
-
     block = _block_at(data, start)
     if block is None:
         return False
     stream = io.BytesIO(head + data[start : block[2] + SYNC_SIZE])
     try:
         for found in fastavro.block_reader(stream, reader_schema):
-            block_records(found)
-            return True
+            list(found)  # every record decodes, and they end where the block's data does
+            rest: io.BytesIO = found.bytes_  # type: ignore[attr-defined]
+            return len(rest.getbuffer()) == rest.tell()
     except Exception:  # a wrong schema fails to decode: try the next
         return False
     return False

@@ -13,17 +13,17 @@ from zkcdc.capture.delivery.checkpoint import CheckpointStore
 from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.log_tail import LogTail
-from zkcdc.capture.delivery.topic_guard import (
-    TopicChangedError,
-    TopicGuard,
-    partition_count,
-    starting_count,
-)
 from zkcdc.capture.delivery.publisher import (
     DeliveryError,
     Publisher,
     delivered_seqs,
     topic_max_message_bytes,
+)
+from zkcdc.capture.delivery.topic_guard import (
+    TopicChangedError,
+    TopicGuard,
+    partition_count,
+    starting_count,
 )
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec, registry_serializer
 from zkcdc.capture.encoding.record_encoding import encode_records
@@ -221,9 +221,7 @@ class RecordOutlet:
         count = partition_count(client, s.topic, s.connect_timeout_s)
         if count is None:
             raise TopicChangedError(f"changes topic {s.topic} is gone (deleted as capture started)")
-        count = starting_count(
-            s.state_path(self.cluster), s.topic, count, s.accept_partition_count
-        )
+        count = starting_count(s.state_path(self.cluster), s.topic, count, s.accept_partition_count)
         return TopicGuard(client, s.topic, count, s.connect_timeout_s, time.monotonic)
 
     def _resume_backlog(self, feed: KafkaFeed) -> None:

@@ -74,9 +74,7 @@ def newest_zxid(client: KazooClient) -> int:
     return int(client.last_zxid)
 
 
-def probe_newest_zxid(
-    connect_string: str, access: ZooKeeperAccess, timeout_s: float
-) -> int | None:
+def probe_newest_zxid(connect_string: str, access: ZooKeeperAccess, timeout_s: float) -> int | None:
     """The ensemble's newest zxid through a client of its own that has seen none (a server
     behind what a client has seen refuses that client's session), None if unreachable."""
     try:

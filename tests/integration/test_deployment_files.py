@@ -88,7 +88,9 @@ def test_systemd_units_pass_systemd_analyze_verify_without_a_warning(units: Path
     analyze = ensure_binary("systemd-analyze", "systemd")
     files = sorted(units.glob("*.service"))
     assert [f.name for f in files] == [
-        "zkcdc-alerts@test.service", "zkcdc-capture@test.service", "zkcdc-ui@test.service"
+        "zkcdc-alerts@test.service",
+        "zkcdc-capture@test.service",
+        "zkcdc-ui@test.service",
     ]
     result = _run(analyze, "verify", *files)
     # verify exits 0 on unknown keys or bad values: any word about our units is a defect.

@@ -47,7 +47,11 @@ class BasicAuth:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         # /healthz (loaded flags, a version number, read lag) stays open to liveness probes.
-        if not self._on or scope["type"] not in ("http", "websocket") or scope["path"] == "/healthz":
+        if (
+            not self._on
+            or scope["type"] not in ("http", "websocket")
+            or scope["path"] == "/healthz"
+        ):
             await self._inner(scope, receive, send)
             return
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
