@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
+from ui_harness import answers, free_port
 
 from zkcdc.ground.child_processes import stop
 from zkcdc.stack.debian_packages import ensure_binary
@@ -24,12 +24,6 @@ from zkcdc.stack.debian_packages import ensure_binary
 pytestmark = pytest.mark.integration
 SHOTS = Path(os.environ.get("ZKCDC_TEST_ARTIFACTS", "test-artifacts")) / "ui"
 WITHIN_MS = 3000
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # When the page first shows each thing, by its clock (Date.now(), this machine's, as the alerts'
@@ -67,12 +61,12 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
     wait_until(lambda: all(len((partition_state(kafka_zk, topic, p) or {}).get("isr", [])) == 3
                            for p in (0, 1)), what="full ISRs")  # fmt: skip
     daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, "--cluster", "ui",
-                           "--metrics-port", str(metrics := _free_port()),
+                           "--metrics-port", str(metrics := free_port()),
                            publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
     job, alerts = start_alert_job(changes_topic, "--rule", "broker_down_for_ms=1000",
                                   "--rule", "under_replicated_for_ms=1000")  # fmt: skip
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "ui.log").open("wb")
     ui = subprocess.Popen(
         [sys.executable, "-m", "zkcdc", "ui", "--bootstrap-servers", cluster.bootstrap_servers,
@@ -87,7 +81,7 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
         with sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            wait_until(lambda: _answers(port), 30, what="the ui serving")
+            wait_until(lambda: answers(port), 30, what="the ui serving")
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("#brokers .broker[data-status='up'] >> nth=2", timeout=180_000)
             page.fill("#filter-topic", topic)  # the stack holds other tests' topics too
@@ -146,11 +140,3 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
         print(f"--- ui log ---\n{(tmp_path / 'ui.log').read_text(errors='replace')[-3000:]}")
         shutil.copytree(SHOTS, tmp_path / "screenshots", dirs_exist_ok=True)
     assert ui.returncode in (0, -signal.SIGTERM)
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False

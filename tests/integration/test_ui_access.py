@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,26 +14,13 @@ from typing import Any
 import bcrypt
 import pytest
 from conftest import wait_until
+from ui_harness import answers, free_port
 
 from zkcdc.ground.child_processes import stop
 from zkcdc.stack.certificates import CertificateAuthority
 from zkcdc.stack.debian_packages import ensure_binary
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def test_the_ui_over_tls_refuses_a_browser_without_credentials_and_serves_one_with_them(
@@ -51,7 +37,7 @@ def test_the_ui_over_tls_refuses_a_browser_without_credentials_and_serves_one_wi
         "basic_auth_users": {"operator": hashed},
     }))  # fmt: skip
     web.chmod(0o600)
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "ui.log").open("wb")
     ui = subprocess.Popen(
         [sys.executable, "-m", "zkcdc", "ui", "--bootstrap-servers", cluster.bootstrap_servers,
@@ -60,7 +46,7 @@ def test_the_ui_over_tls_refuses_a_browser_without_credentials_and_serves_one_wi
     )  # fmt: skip
     chromium = ensure_binary("chromium", "chromium")
     try:
-        wait_until(lambda: _answers(port), 60, what="the ui serving")
+        wait_until(lambda: answers(port), 60, what="the ui serving")
         url = f"https://127.0.0.1:{port}/"
         with sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
