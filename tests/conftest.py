@@ -438,6 +438,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     kafka_libs()
     spark_jars()
     registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
+    from zkcdc.stack.go_tools import HELM, ensure_go_binary
+
+    ensure_go_binary("helm", HELM)  # minutes the first time: never inside a test's timeout
     if os.environ.get("ZKCDC_TEST_BACKEND", "local") == "local" and not os.environ.get(
         SHARED_STACK_ENV
     ):
