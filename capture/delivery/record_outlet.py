@@ -20,9 +20,8 @@ from zkcdc.capture.delivery.publisher import (
     topic_max_message_bytes,
 )
 from zkcdc.capture.delivery.topic_guard import (
-    TopicChangedError,
     TopicGuard,
-    partition_count,
+    settled_count,
     starting_count,
 )
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec, registry_serializer
@@ -147,6 +146,8 @@ class RecordOutlet:
         ending on an error, which must not be hidden: problems here are logged, not raised.
         Otherwise the first problem is raised (CheckpointError) after everything was tried."""
         problems: list[CaptureError] = []
+        if self.topic_guard is not None:
+            self.topic_guard.close()
         if self._writer is not None:
             self._writer.close()
         if self.publisher is not None:
@@ -218,11 +219,9 @@ class RecordOutlet:
         s, publisher = self.settings, self.publisher
         assert publisher is not None
         client = publisher.client
-        count = partition_count(client, s.topic, s.connect_timeout_s)
-        if count is None:
-            raise TopicChangedError(f"changes topic {s.topic} is gone (deleted as capture started)")
+        count = settled_count(client, s.topic, s.connect_timeout_s)
         count = starting_count(s.state_path(self.cluster), s.topic, count, s.accept_partition_count)
-        return TopicGuard(client, s.topic, count, s.connect_timeout_s, time.monotonic)
+        return TopicGuard(client, s.topic, count, s.connect_timeout_s)
 
     def _resume_backlog(self, feed: KafkaFeed) -> None:
         """Records logged by an earlier run but maybe never acknowledged go out first, read

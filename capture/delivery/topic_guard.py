@@ -12,7 +12,8 @@ meanwhile: nothing is lost, the next run publishes it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ from zkcdc.capture.delivery.publisher import DeliveryError
 from zkcdc.ground.private_files import atomic_write
 
 CHECK_EVERY_S = 5.0
+# Answers in a row that must agree before the topic counts as gone or resized: a broker that
+# has just started answers "no such topic" until its metadata cache is filled.
+CONFIRM = 4
 SAVED = "changes-topic.json"
 
 
@@ -28,11 +32,37 @@ class TopicChangedError(DeliveryError):
 
 
 def partition_count(client: Any, topic: str, timeout_s: float) -> int | None:
-    """The topic's partition count, None when it does not exist (any librdkafka client)."""
+    """The topic's partition count, None when Kafka says it does not exist (any librdkafka
+    client). Raises for any other answer (a leader not yet known, a broker starting)."""
+    from confluent_kafka import KafkaError
+
     found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
+    if found is None:
         return None
+    if found.error is not None:
+        if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise RuntimeError(f"metadata of {topic}: {found.error}")
+    if not found.partitions:
+        raise RuntimeError(f"metadata of {topic}: no partitions listed")
     return len(found.partitions)
+
+
+def settled_count(client: Any, topic: str, timeout_s: float) -> int:
+    """The partition count of a topic just made or found, once Kafka's metadata shows it (a
+    topic created a moment ago is listed before its partitions have leaders)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            count = partition_count(client, topic, timeout_s)
+        except Exception:
+            count = None
+        if count is not None:
+            return count
+        if time.monotonic() > deadline:
+            raise TopicChangedError(f"changes topic {topic} is not on Kafka (deleted as capture "
+                                    f"started?)")  # fmt: skip
+        time.sleep(0.5)
 
 
 def saved_count(state_dir: Path, topic: str) -> int | None:
@@ -66,44 +96,75 @@ def starting_count(state_dir: Path, topic: str, now_count: int, accept: bool) ->
 
 
 class TopicGuard:
+    """Asks Kafka about the topic every `every_s` on a thread of its own: with the brokers away
+    a metadata request waits its whole timeout, which capture's loop must never do (it keeps
+    recording into the event log meanwhile). `check` raises what the last answer showed;
+    `check(force=True)`, after a delivery error, asks at once."""
+
     def __init__(
         self,
         client: Any,
         topic: str,
         partitions: int,
         timeout_s: float,
-        now: Callable[[], float],
         every_s: float = CHECK_EVERY_S,
+        background: bool = True,
+        confirm: int = CONFIRM,
     ) -> None:
         self._client = client
+        self._confirm = confirm
+        self._seen: list[str] = []  # the problem each answer in a row showed
         self.topic = topic
         self.partitions = partitions
         self._timeout_s = timeout_s
-        self._now = now
         self._every_s = every_s
-        self._next = now() + every_s
+        self._problem: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._watch, name="topic-guard", daemon=True)
+            self._thread.start()
 
     def check(self, force: bool = False) -> None:
         """Raises TopicChangedError when the topic is gone or re-partitioned; a Kafka that does
-        not answer is not a change (the producer holds its records meanwhile)."""
-        if not force and self._now() < self._next:
-            return
-        self._next = self._now() + self._every_s
+        not answer is not a change (the producer holds its records meanwhile). `force` (a
+        delivery error, the run ending anyway): one answer is enough to say what happened."""
+        if force and self._problem is None:
+            problem = self._ask()
+            if problem is not None:
+                self._problem = problem
+        if self._problem is not None:
+            raise TopicChangedError(self._problem)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._every_s) and self._problem is None:
+            problem = self._ask()
+            self._seen = [*self._seen, problem][-self._confirm :] if problem else []
+            if len(self._seen) == self._confirm and len(set(self._seen)) == 1:
+                self._problem = problem
+
+    def _ask(self) -> str | None:
+        """What one answer shows: the topic gone or resized, else None (also for no answer:
+        the brokers being away is no topic change)."""
         try:
             count = partition_count(self._client, self.topic, self._timeout_s)
-        except Exception:  # unreachable or slow: the brokers being away is no topic change
-            return
+        except Exception:
+            return None
         if count is None:
-            raise TopicChangedError(
+            return (
                 f"changes topic {self.topic} is gone (deleted under capture; it had "
                 f"{self.partitions} partition(s)): nothing is lost, the event log keeps every "
                 f"record; restart capture to re-create it, or re-create it yourself with "
                 f"{self.partitions} partitions"
             )
         if count != self.partitions:
-            raise TopicChangedError(
+            return (
                 f"changes topic {self.topic} now has {count} partition(s), not the "
                 f"{self.partitions} capture keys its records for: one path's records would no "
                 f"longer share a partition; capture stopped (restart with "
                 f"--accept-partition-count to publish into it anyway)"
             )
+        return None

@@ -4,6 +4,7 @@ the operator accepts it; Kafka not answering is no change."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,23 +34,39 @@ class Client:
         return SimpleNamespace(topics=found)
 
 
-def test_the_guard_asks_now_and_then_and_names_a_vanished_or_resized_topic() -> None:
-    clock = [0.0]
+def test_the_guard_names_a_vanished_or_resized_topic_and_not_a_kafka_away() -> None:
     client = Client(6)
-    guard = TopicGuard(client, "zkcdc.changes", 6, 1.0, lambda: clock[0], every_s=5.0)
+    guard = TopicGuard(client, "zkcdc.changes", 6, 1.0, background=False)
     guard.check()
-    assert client.asked == 0  # not due yet
-    clock[0] = 5.0
-    guard.check()
+    assert client.asked == 0  # the loop's check only reads what the last answer showed
+    guard.check(force=True)
     assert client.asked == 1
     client.down = True
     guard.check(force=True)  # unreachable: not a topic change
     client.down, client.partitions = False, None
     with pytest.raises(TopicChangedError, match=r"changes topic zkcdc.changes is gone .*6 part"):
         guard.check(force=True)
-    client.partitions = 1
+    with pytest.raises(TopicChangedError):
+        guard.check()  # and it stays said
+    resized = TopicGuard(Client(1), "zkcdc.changes", 6, 1.0, background=False)
     with pytest.raises(TopicChangedError, match=r"now has 1 partition\(s\), not the 6"):
-        guard.check(force=True)
+        resized.check(force=True)
+
+
+def test_the_guards_thread_asks_and_the_loop_hears_it_without_waiting() -> None:
+    client = Client(None)
+    guard = TopicGuard(client, "t", 6, 1.0, every_s=0.01)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                guard.check()
+            except TopicChangedError:
+                break
+            assert time.monotonic() < deadline, "the thread never asked"
+            time.sleep(0.01)
+    finally:
+        guard.close()
 
 
 def test_a_restart_into_a_resized_topic_is_refused_unless_accepted(tmp_path: Path) -> None:
@@ -60,3 +77,23 @@ def test_a_restart_into_a_resized_topic_is_refused_unless_accepted(tmp_path: Pat
     assert starting_count(tmp_path, "t", 1, accept=True) == 1  # the operator's say-so
     assert starting_count(tmp_path, "t", 1, accept=False) == 1  # and from then on, 1
     assert starting_count(tmp_path, "other", 3, accept=False) == 3  # another topic: its own
+
+
+def test_a_topic_missing_in_fewer_answers_in_a_row_than_confirm_is_no_change() -> None:
+    """A broker just started answers "no such topic" until its metadata cache is filled."""
+
+    class Flaky(Client):
+        answers = [None, None, 6, None, 6, None, None, None, 6] * 50
+
+        def list_topics(self, topic: str, timeout: float) -> Any:
+            self.partitions = self.answers[self.asked % len(self.answers)]
+            return super().list_topics(topic, timeout)
+
+    client = Flaky(6)
+    guard = TopicGuard(client, "t", 6, 1.0, every_s=0.001, confirm=4)
+    try:
+        while client.asked < 200:
+            guard.check()  # never raises: three "gone" in a row at most
+            time.sleep(0.001)
+    finally:
+        guard.close()
