@@ -28,7 +28,9 @@ from zkcdc.simulate.alert_forecast import SEVERITY
 from zkcdc.simulate.scenarios import SCENARIOS
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
-pytestmark = pytest.mark.integration
+# The first test carries the module fixture: all 24 scenarios, four at a time (about 3 min,
+# more while the other workers load the machine): past the per-test default of 300 s.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 # Short for-durations so a scenario's conditions fire within HOLD_S; offline fires at once.
@@ -40,7 +42,9 @@ RULES = [
 HOLD_S = 6.0
 EXTRA = {
     "consumer-leaves": ["--no-rebalance"],
-    "storm": ["--rate", "20", "--duration", "2"],  # 40 changes, as many as a 40/s second
+    # 40 changes in 4 s: a storm for the rules (5 elections make one), slow enough that a
+    # watch-mode capture on a machine loaded by the other workers reads every version.
+    "storm": ["--rate", "10", "--duration", "4"],
 }
 # Scenarios run at once: each waits mostly (its hold, the capture's turns). Few enough that a
 # watch-mode capture on a loaded machine still sees every version a scenario expects (a busy
