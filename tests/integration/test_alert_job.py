@@ -56,11 +56,15 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
             )
             for p in (0, 1)
         }  # fmt: skip
-        shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "real")
-        assert "Under-replicated partitions" in shown
-        assert f"{topic}/0" in shown and f"{topic}/1" in shown, shown
-        brokers = shown[shown.index("Brokers") : shown.index("Controller")]
-        assert re.search(rf"^\W*{follower}\W+NO\b", brokers, re.M), shown
+
+        def state_shows_the_incident() -> bool:  # the state topic catches up with the alerts
+            shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "real")
+            brokers = shown[shown.index("Brokers") : shown.index("Controller")]
+            return ("Under-replicated partitions" in shown and f"{topic}/0" in shown
+                    and f"{topic}/1" in shown
+                    and re.search(rf"^\W*{follower}\W+NO\b", brokers, re.M) is not None)  # fmt: skip
+
+        wait_until(state_shows_the_incident, 120, 1.0, what="the incident in `state show`")
     finally:
         cluster.start_broker(follower)
     wait_until(lambda: follower in registered_brokers(kafka_zk), what="the follower back")

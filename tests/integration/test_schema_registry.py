@@ -104,8 +104,11 @@ def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_aler
     finally:
         cluster.start_broker(follower)
     assert fired["cluster"] == "reg"
-    shown = show_state(cluster.bootstrap_servers, job.option("--state-topic"), "reg")
-    assert shown.startswith("cluster reg: 3/3 brokers alive"), shown
+    # The follower's return reaches the state topic through capture and the job: waited for.
+    wait_until(
+        lambda: show_state(cluster.bootstrap_servers, job.option("--state-topic"), "reg")
+        .startswith("cluster reg: 3/3 brokers alive"), 120, 1.0, what="3/3 brokers in the state",
+    )  # fmt: skip
 
     # The same topic may hold single-object values too (a capture before the switch): they
     # decode beside the Confluent ones; what is neither goes to the dead letters, with why.
