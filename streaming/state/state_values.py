@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 Check = Callable[[Any], bool]
 
 
@@ -59,8 +61,17 @@ def state_key(key: bytes | None) -> tuple[str, str]:
     return text, parts[1]
 
 
+def _loads(data: bytes) -> Any:
+    """orjson first: the ui takes ~100,000 state records in seconds through a broker failure
+    (B8), several times faster than Python's json, which reads what orjson refuses (NaN)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def state_value(kind: str, data: bytes) -> dict[str, Any]:
-    value = json.loads(data)
+    value = _loads(data)
     if not isinstance(value, dict):
         raise ValueError(f"a {type(value).__name__}, not a JSON object")
     if value.get("kind") != kind:
