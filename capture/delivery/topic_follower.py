@@ -66,15 +66,16 @@ class TopicFollower:
         for message in messages:
             if message.error():
                 continue
-            record = self.skipped.read(message, self._ours)
-            if record is not None:
+            found = self.skipped.read(message, self._ours)
+            if found is not None:
                 taken += 1
-                self._take(record)
+                self._take(*found)
         return taken
 
-    def _ours(self, message: Any) -> dict[str, Any] | None:
-        """The change record of this cluster a message holds, None for another cluster's;
-        raises for what no version of zkcdc's schema reads (skipped and counted)."""
+    def _ours(self, message: Any) -> tuple[dict[str, Any], Znode | None] | None:
+        """The change record of this cluster a message holds, with its image as kept, None for
+        another cluster's; raises for what no version of zkcdc's schema reads (skipped and
+        counted)."""
         headers = dict(message.headers() or [])
         if headers.get(CLUSTER_HEADER) not in (None, self._cluster.encode()):
             return None
@@ -84,10 +85,9 @@ class TopicFollower:
         record = self._decoder.decode(value)
         if record["cluster"] != self._cluster:
             return None
-        znode_from_avro(record["after"])  # an image it could not keep fails here, not later
-        return record
+        return record, znode_from_avro(record["after"])  # an image it cannot keep fails here
 
-    def _take(self, record: dict[str, Any]) -> None:
+    def _take(self, record: dict[str, Any], after: Znode | None) -> None:
         seq = record["seq"]
         with self._lock:
             source = record["source"]
@@ -99,7 +99,7 @@ class TopicFollower:
                 return
             path = record["path"]
             if path not in self._latest or self._latest[path][0] < seq:
-                self._latest[path] = (seq, znode_from_avro(record["after"]))
+                self._latest[path] = (seq, after)
 
     def catch_up(self, timeout: float, progress: Callable[[], None] = lambda: None) -> None:
         """Reads to the end of every partition as it is now; `progress` after each poll."""
