@@ -40,6 +40,12 @@ class CaptureMetrics:
         self.active = Gauge(
             "zkcdc_capture_active", "1 on the elected (active) daemon, 0 on a standby", registry=r
         )
+        self.elections = Counter(
+            "zkcdc_capture_elections",
+            "Turns of this daemon's role: to active (won), to standby (lost a term)",
+            ["to"],
+            registry=r,
+        )
         self.seq = Gauge("zkcdc_capture_seq", "Last seq given out", registry=r)
         self.unreadable = Gauge(
             "zkcdc_capture_unreadable_znodes",

@@ -4,7 +4,12 @@ takes the source's records (plus a heartbeat when due), writes them as one event
 hands them to Kafka, until SIGTERM/SIGINT.
 
 The loop is single-threaded: the sources' own threads (kazoo's) only read and hand results
-over, so the tracker sees one ordered stream."""
+over, so the tracker sees one ordered stream.
+
+An active that loses the election steps down (what it handed to Kafka and not yet sent is
+purged: the event log keeps it), campaigns again and, elected, goes on from the topic or its own
+state, whichever is further on: it exits only when told to or on an error a restart would not
+cure."""
 
 from __future__ import annotations
 
@@ -22,15 +27,15 @@ from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
 from zkcdc.capture.delivery.topic_follower import TopicFollower
 from zkcdc.capture.encoding.avro_codec import change_decoder
-from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.metrics import CaptureMetrics
 from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.source import Source
 from zkcdc.capture.tracker import TrackerState
 from zkcdc.capture.txnlog.source import TxnlogSource
-from zkcdc.capture.watch.election import Election
+from zkcdc.capture.watch.election import Election, LostElection
 from zkcdc.capture.watch.source import WatchSource
+from zkcdc.capture.watch.zookeeper import ZooKeeperUnavailable
 from zkcdc.ground import logs, systemd_notify
 from zkcdc.ground.backoff import retried
 from zkcdc.ground.kafka_connection import KafkaConnectionError
@@ -55,15 +60,27 @@ class CaptureRunner:
         self._now = now
         self._sleep = sleep
         self.metrics = CaptureMetrics()
-        self.source = source or source_for(settings, self.metrics, self.now_ms, sleep)
+        self._new_source: Callable[[], Source] = lambda: source_for(
+            settings, self.metrics, self.now_ms, sleep
+        )
+        self.source = source or self._new_source()
+        self._opened = True  # the first term's source is opened by run()
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._last_turn = time.monotonic()
         self._active = False
         self._election: Election | None = None
+        self._stepping_down = threading.Event()  # the term is lost: end it, campaign again
+        self._step_down_reason = ""
 
     def now_ms(self) -> int:
         return int(self._now() * 1000)
+
+    def _lost_term(self, reason: str) -> None:
+        """The election's thread: this daemon is no longer the active one."""
+        self._step_down_reason = reason
+        self._stepping_down.set()
+        self.source.wake()
 
     def stop(self, *_: Any) -> None:
         if not self._stop.is_set():
@@ -80,7 +97,7 @@ class CaptureRunner:
         # Started here, not in the handler: a handler starting a thread can deadlock on
         # threading's own locks when it interrupts the main thread's Thread.start.
         threading.Thread(target=self._watchdog, name="shutdown-watchdog", daemon=True).start()
-        systemd_notify.keep_alive(lambda: self._health()[0], self._stop)
+        systemd_notify.keep_alive(lambda: self._alive()[0], self._stop)
 
     def _watchdog(self, limit_s: float = 25.0) -> None:
         """A stop that does not finish in time is a bug: show every thread's stack, then exit
@@ -96,13 +113,27 @@ class CaptureRunner:
         """The main loop went round: what systemd's watchdog (and /healthz) take as alive."""
         self._last_turn = time.monotonic()
 
-    def _health(self) -> tuple[bool, str]:
-        if not self.source.connected:
-            return False, f"{self.source.name}: not connected"
+    def _alive(self) -> tuple[bool, str]:
+        """Liveness (systemd's watchdog, `/livez`): the loop goes round, whatever ZooKeeper
+        does; a daemon waiting out an outage is alive, not one to restart."""
         stalled = time.monotonic() - self._last_turn
         if stalled > self.settings.session_timeout_s:
             return False, f"main loop stalled for {stalled:.0f} s"
         return True, "active" if self._active else "standby"
+
+    def _health(self) -> tuple[bool, str]:
+        """Readiness (`/healthz`): alive and connected (the source's session when active, the
+        election's while standby)."""
+        alive, reason = self._alive()
+        if not alive:
+            return alive, reason
+        election = self._election
+        if not self._active and election is not None:
+            if not election.connected:
+                return False, "standby: ZooKeeper not connected (campaigning)"
+        elif not self.source.connected:
+            return False, f"{self.source.name}: not connected"
+        return True, reason
 
     # -- start-up -----------------------------------------------------------------------
     def run(self) -> None:
@@ -110,10 +141,14 @@ class CaptureRunner:
         try:
             cluster = self.source.open()
             server = self._prepare_outputs()
-            followed = self._elected(cluster)
-            if followed is None:
-                return  # stopped while standby
-            self._capture(cluster, followed)
+            while True:
+                followed = self._elected(cluster)
+                if followed is None:
+                    return  # stopped while standby
+                self._capture(cluster, followed)
+                if not self._stepping_down.is_set() or self._stop.is_set():
+                    return
+                self._stepped_down()
         finally:
             self.source.close()
             if self._election is not None:
@@ -121,8 +156,20 @@ class CaptureRunner:
             if server is not None:
                 server.shutdown()
             self._finished.set()
-        if self._election is not None and self._election.lost:
-            raise CaptureError("lost the election session; another daemon may be active now")
+
+    def _stepped_down(self) -> None:
+        """Between terms: the source closed (a new one reads the tree afresh once elected),
+        and the election let go, so the next campaign starts clean."""
+        assert self._election is not None
+        self._active = False
+        self.metrics.active.set(0)
+        self.metrics.elections.labels("standby").inc()
+        systemd_notify.notify("STATUS=standby, campaigning again")
+        log.warning("stepped down", reason=self._step_down_reason, then="campaigning again")
+        self._election.step_down()
+        self.source.close()
+        self.source = self._new_source()
+        self._stepping_down.clear()
 
     def _prepare_outputs(self) -> ThreadingHTTPServer | None:
         """Kafka reachable and its topic there (if publishing); the metrics port served."""
@@ -141,7 +188,7 @@ class CaptureRunner:
             return None
         return serve(
             self.metrics.registry, s.metrics_host, s.metrics_port, self._health,
-            s.metrics_web_config,
+            s.metrics_web_config, alive=self._alive,
         )  # fmt: skip
 
     def _elected(self, cluster: str) -> TrackerState | None:
@@ -152,14 +199,37 @@ class CaptureRunner:
                 self._followed_topic(cluster) if self.settings.take_over else TrackerState(cluster)
             )
         else:
-            self._election = Election(
-                self.settings, self._stop, self.stop, self.turned, self._sleep
-            )
+            if self._election is None:
+                self._election = Election(
+                    self.settings, self._stop, self._lost_term, self.turned, self._sleep
+                )
             followed = self._election.win(cluster)
+            if followed is not None and not self._open_source():
+                followed = None  # stopped while ZooKeeper was away
         if followed is not None:
             self._active = True
             self.metrics.active.set(1)
+            self.metrics.elections.labels("active").inc()
         return followed
+
+    def _open_source(self) -> bool:
+        """A later term's source, opened once elected (ZooKeeper answered the election, so
+        it is back): tried until it connects or the daemon is stopped."""
+        if self._opened:
+            self._opened = False  # later terms open their own
+            return True
+
+        def pause(seconds: float) -> None:  # backoff's waits, alive and stoppable
+            until = time.monotonic() + seconds
+            while not self._stop.is_set() and (left := until - time.monotonic()) > 0:
+                self.turned()
+                self._stop.wait(min(left, 0.5))
+
+        try:
+            retried(self.source.open, ZooKeeperUnavailable, None, pause, self._stop.is_set)
+        except ZooKeeperUnavailable:
+            return False  # stopped
+        return True
 
     def _followed_topic(self, cluster: str) -> TrackerState:
         """The stream's last state on the topic: where another capture of `cluster` got to."""
@@ -180,6 +250,7 @@ class CaptureRunner:
         state = outlet.load(followed)
         outlet.open()
         failing = True
+        lost = False
         try:
             source.start(state)
             log.info(
@@ -196,16 +267,26 @@ class CaptureRunner:
             with CollectorPacing() as collector:
                 self._loop(state, outlet, collector)
             failing = False
+        except LostElection as exc:
+            failing = False
+            self._lost_term(str(exc))
         finally:
-            outlet.close(state, failing)
+            lost = self._stepping_down.is_set() and not self._stop.is_set()
+            outlet.close(state, failing, give_up=lost)
 
     def _loop(self, state: TrackerState, outlet: RecordOutlet, collector: CollectorPacing) -> None:
         s, source = self.settings, self.source
         next_heartbeat = self._now() + s.heartbeat_s
         last_out = time.monotonic()
         first_sync = True
-        while not self._stop.is_set():
+        election = self._election
+        while not self._stop.is_set() and not self._stepping_down.is_set():
             self.turned()
+            if election is not None and election.suspended:
+                # The session may have expired and a standby be on: nothing goes out until
+                # kazoo says CONNECTED (it survived) or LOST (step down).
+                self._stop.wait(_IDLE_S)
+                continue
             started = time.perf_counter()
             wait = max(0.0, min(next_heartbeat - self._now(), _IDLE_S))
             if outlet.in_flight and source.quick_acks:

@@ -149,6 +149,8 @@ class Publisher:
 
         def callback(error: KafkaError | None, message: Any) -> None:
             failpoints.hit("kafka.ack")
+            if error is not None and error.code() == KafkaError._PURGE_QUEUE:
+                return  # given up on (`give_up`): the event log holds it
             if error is not None:
                 self._error = f"{self.topic}: {error.str()}"
                 return
@@ -166,6 +168,17 @@ class Publisher:
         if self._error is not None:
             raise DeliveryError(f"Kafka refused a record: {self._error}")
         self._hand_over()
+
+    def give_up(self) -> int:
+        """A lost term: nothing more goes out. What waits here and in librdkafka's queue is
+        dropped (the event log holds it; the next term resends what Kafka lacks); a batch
+        already on the wire may still land. Returns how many records were not sent for sure."""
+        dropped = len(self._waiting)
+        self._waiting.clear()
+        self._producer.purge(in_queue=True, in_flight=False)
+        self._producer.poll(0)  # their delivery reports (purged) come back now
+        self._error = None
+        return dropped + len(self._unacked)
 
     def flush(self, timeout: float) -> bool:
         """Delivers everything it can within `timeout`; True when nothing is left."""

@@ -141,23 +141,32 @@ class RecordOutlet:
                                  mode=state.mode)  # fmt: skip
             self._next_checkpoint = now + self.settings.checkpoint_s
 
-    def close(self, state: TrackerState, failing: bool = False) -> None:
+    def close(self, state: TrackerState, failing: bool = False, give_up: bool = False) -> None:
         """Flushes what it can and saves the state for the next run. `failing`: the run is
         ending on an error, which must not be hidden: problems here are logged, not raised.
-        Otherwise the first problem is raised (CheckpointError) after everything was tried."""
+        Otherwise the first problem is raised (CheckpointError) after everything was tried.
+        `give_up`: the term was lost; what Kafka has not taken is not sent (another daemon may
+        be giving out these seqs now), only kept in the event log."""
         problems: list[CaptureError] = []
         if self.topic_guard is not None:
             self.topic_guard.close()
         if self._writer is not None:
             self._writer.close()
         if self.publisher is not None:
-            try:
-                if not self.publisher.flush(10.0):
-                    log.warning(
-                        "stopping with records not yet on Kafka", backlog=self.publisher.backlog
-                    )
-            except CaptureError as exc:
-                problems.append(exc)
+            if give_up:
+                unsent = self.publisher.give_up()
+                if unsent:
+                    log.warning("stepping down: records not sent to Kafka (the event log keeps "
+                                "them)", not_sent=unsent)  # fmt: skip
+            else:
+                try:
+                    if not self.publisher.flush(10.0):
+                        log.warning(
+                            "stopping with records not yet on Kafka",
+                            backlog=self.publisher.backlog,
+                        )
+                except CaptureError as exc:
+                    problems.append(exc)
             self.store.wait()
             try:
                 self.store.save_delivered(self.publisher.acked_through)

@@ -1,8 +1,15 @@
 """One active capture per cluster: a ZooKeeper lock (kazoo's Lock recipe) on its own session.
-A standby meanwhile follows the changes topic, so it takes over from the active's last record."""
+A standby meanwhile follows the changes topic, so it takes over from the active's last record.
+
+An active that loses its session (a ZooKeeper outage past the session timeout, a stall, its
+lock node deleted) steps down and campaigns again on the same client, which kazoo reconnects
+with a new session, as Curator's LeaderLatch and kazoo's Election recipes do: a fleet rides out
+a ZooKeeper restart without a supervisor. While the session is only suspended (no answer yet,
+maybe still valid) the active gives nothing out: if it expired, a standby may already be on."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -10,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import LockTimeout
+from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.recipe.watchers import DataWatch
 
 from zkcdc.capture.delivery.topic_follower import TopicFollower
@@ -34,7 +41,7 @@ class Election:
         self,
         settings: CaptureSettings,
         stop: threading.Event,
-        on_lost: Callable[[], None],
+        on_lost: Callable[[str], None],
         turned: Callable[[], None],
         sleep: Callable[[float], None],
     ) -> None:
@@ -47,6 +54,8 @@ class Election:
         self._lock: Any = None
         self.active = False
         self.lost = False
+        self.suspended = False  # the session's connection is down: it may have expired
+        self.terms = 0  # how many times this daemon became active
 
     def close(self) -> None:
         if self._client is not None:
@@ -55,28 +64,31 @@ class Election:
 
     def win(self, cluster: str) -> TrackerState | None:
         """Blocks until this daemon holds the cluster's lock. Returns the state the topic's
-        records describe (empty without Kafka), or None when stopped first."""
+        records describe (empty without Kafka), or None when stopped first. Called again after
+        a lost term, it campaigns on the same client, whatever ZooKeeper's state meanwhile."""
         s = self._settings
-        self._client = client = zookeeper.connect(
-            split_hosts(s.connect_string())[0],
-            s.session_timeout_s,
-            s.connect_timeout_s,
-            s.zookeeper_access(),
-            s.connect_tries(),
-            self._sleep,
-            own_nodes=True,
-        )
-        lock = client.Lock(
-            f"{s.ha_path}/{cluster}", identifier=f"{socket.gethostname()}:{os.getpid()}"
-        )
-        client.add_listener(self._on_state)
+        if self._client is None:
+            self._client = zookeeper.connect(
+                split_hosts(s.connect_string())[0],
+                s.session_timeout_s,
+                s.connect_timeout_s,
+                s.zookeeper_access(),
+                s.connect_tries(),
+                self._sleep,
+                own_nodes=True,
+            )
+            self._client.add_listener(self._on_state)
+        client = self._client
+        self.active, self.lost, self.suspended, self._lock = False, False, False, None
+        path, me = f"{s.ha_path}/{cluster}", f"{socket.gethostname()}:{os.getpid()}"
+        lock = client.Lock(path, identifier=me)
         kafka = s.kafka()
         follower = (
             TopicFollower(kafka, s.topic, cluster, change_decoder(s.schema_registry))
             if kafka
             else None
         )
-        announced = False
+        announced = unreachable = False
         try:
             while not self._stop.is_set():
                 try:
@@ -84,16 +96,26 @@ class Election:
                         break
                 except LockTimeout:
                     pass
+                except KazooException as exc:
+                    # ZooKeeper away (or this session just expired): campaign until it answers;
+                    # a fresh recipe, as the old one's node went with its session.
+                    if not unreachable:
+                        log.warning("campaigning: ZooKeeper does not answer yet",
+                                    election=path, reason=repr(exc))  # fmt: skip
+                        unreachable = True
+                    lock = client.Lock(path, identifier=me)
+                    self._pause(0.5)
                 self._turned()
                 if not announced:
                     systemd_notify.notify("READY=1\nSTATUS=standby")
-                    log.info("standby", cluster=cluster, election=f"{s.ha_path}/{cluster}")
+                    log.info("standby", cluster=cluster, election=path)
                     announced = True
                 if follower is not None:
                     follower.poll(0.5)
             else:
                 return None
             self.active = True
+            self.terms += 1
             self._lock = lock
             self._watch_own_lock(client, f"{lock.path}/{lock.node}")
             if follower is None:
@@ -104,13 +126,37 @@ class Election:
             if follower is not None:
                 follower.close()
 
-    def _on_state(self, state: str) -> None:
-        if state == KazooState.LOST and self.active and not self._stop.is_set():
-            self._lose()
+    @property
+    def connected(self) -> bool:
+        """The election's session is connected (kazoo's CONNECTED)."""
+        client = self._client
+        return client is not None and client.state == KazooState.CONNECTED
 
-    def _lose(self) -> None:
-        self.lost = True
-        self._on_lost()
+    def _pause(self, seconds: float) -> None:
+        """Waits, turning (alive for systemd and /livez) and ending early on a stop."""
+        self._turned()
+        self._stop.wait(seconds)
+
+    def step_down(self) -> None:
+        """This term is over (lost): its lock recipe let go, so the next campaign starts
+        clean; a node still held (a session that survived) is deleted, handing the lock on."""
+        lock, self._lock, self.active = self._lock, None, False
+        if lock is None:
+            return
+        with contextlib.suppress(KazooException):  # its session gone, the node with it
+            lock.release()
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's thread: SUSPENDED holds the active's giving out until CONNECTED (the session
+        survived) or LOST (it did not: step down)."""
+        self.suspended = state == KazooState.SUSPENDED
+        if state == KazooState.LOST and self.active and not self._stop.is_set():
+            self._lose("the election's ZooKeeper session expired")
+
+    def _lose(self, reason: str) -> None:
+        if not self.lost:
+            self.lost = True
+            self._on_lost(reason)
 
     def _watch_own_lock(self, client: KazooClient, node: str) -> None:
         """Someone deleting this daemon's lock node (an operator, a tool, a standby's lock
@@ -119,8 +165,11 @@ class Election:
 
         def changed(data: bytes | None, stat: Any, event: Any = None) -> bool:
             if stat is None and not self._stop.is_set():
+                held = self._lock
+                if not self.active or held is None or f"{held.path}/{held.node}" != node:
+                    return False  # a term already over
                 log.error("this daemon's lock node is gone: stepping down", node=node)
-                self._lose()
+                self._lose(f"its lock node {node} was deleted")
                 return False  # no further calls
             return True
 

@@ -23,7 +23,7 @@ def _client(hosts: str, auth: str | None = None) -> KazooClient:
     return client
 
 
-def test_an_anonymous_client_can_neither_delete_nor_write_the_election_and_a_deleted_lock_steps_the_active_down(
+def test_an_anonymous_client_can_neither_delete_nor_write_the_election_and_a_deleted_lock_steps_the_active_down_to_standby(
     cluster: Any, zk_chroot: Any, start_capture: Any, changes_topic: Any
 ) -> None:
     ha = f"/zkcdc-tests/acl-{uuid.uuid4().hex[:8]}"
@@ -56,12 +56,14 @@ def test_an_anonymous_client_can_neither_delete_nor_write_the_election_and_a_del
         assert anonymous.exists(lock) is not None
 
         owner.delete(lock)  # as a careless operator with the daemons' identity would
-        assert active.process.wait(30) != 0, active.tail()
+        active.wait_logged("stepped down", timeout_s=30)
         assert any("lock node is gone" in str(line.get("event")) for line in active.log_lines())
         standby.wait_logged("capturing", timeout_s=30)
         zk_chroot.create("/after-takeover", b"1")
         changes_topic.wait_for(lambda r: r["path"] == "/after-takeover", "the standby's record")
+        active.wait_logged("standby")  # it campaigns again rather than exit
         assert standby.stop() == 0, standby.tail()
+        assert active.stop() == 0, active.tail()
     finally:
         for client in (anonymous, owner):
             client.stop()

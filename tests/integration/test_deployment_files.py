@@ -393,7 +393,10 @@ def test_every_rendered_container_runs_a_zkcdc_command_line_its_help_accepts_wit
             served = "http" if words == ["ui"] else "metrics"  # the ui's /healthz is on its port
             for probe in ("readinessProbe", "livenessProbe"):
                 got = container[probe]["httpGet"]
-                assert got["path"] == "/healthz" and got["port"] in (served, ports.get(served))
+                # Capture's liveness is /livez: alive through a ZooKeeper outage, which it
+                # rides out by itself (a restart would not help).
+                path = "/livez" if (probe, words) == ("livenessProbe", ["capture"]) else "/healthz"
+                assert got["path"] == path and got["port"] in (served, ports.get(served)), got
             # Secrets come from a Secret (mounted or referenced), never from the command line.
             text = " ".join(map(str, command)) + str(container.get("env", []))
             assert not re.search(r"password|secret=|sasl\.|token", text, flags=re.I), text

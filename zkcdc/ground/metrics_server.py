@@ -1,4 +1,4 @@
-"""`/metrics` (Prometheus) and `/healthz` of a zkcdc process, on loopback unless told otherwise,
+"""`/metrics` (Prometheus), `/healthz` and `/livez` of a zkcdc process, on loopback unless told otherwise,
 with optional TLS and basic auth from a web-config file in the format of Prometheus's own
 exporters (exporter-toolkit): `tls_server_config: {cert_file, key_file}` and
 `basic_auth_users: {name: bcrypt hash}`."""
@@ -108,7 +108,11 @@ def serve(
     healthy: Health,
     web_config: Path | None = None,
     what: str = "--metrics-port",
+    alive: Health | None = None,
 ) -> ThreadingHTTPServer:
+    """`/metrics`, `/healthz` (`healthy`: ready to do its work) and `/livez` (`alive`: not
+    wedged, so not one to restart; `healthy` when not given)."""
+    live = alive or healthy
     config = WebConfig.load(web_config) if web_config is not None else WebConfig()
     checker = BasicAuthChecker(config.users)
 
@@ -118,8 +122,8 @@ def serve(
                 self._send(401, b"unauthorized\n", "text/plain", realm=True)
             elif self.path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-            elif self.path == "/healthz":
-                ok, reason = healthy()
+            elif self.path in ("/healthz", "/livez"):
+                ok, reason = (healthy if self.path == "/healthz" else live)()
                 self._send(200 if ok else 503, reason.encode() + b"\n", "text/plain")
             else:
                 self._send(404, b"not found\n", "text/plain")
