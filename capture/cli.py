@@ -67,12 +67,23 @@ from zkcdc.ground.kafka_options import kafka_config_options
     "(one path's records then span two partitions; their order across them is lost).",
 )
 @click.option(
+    "--transactions/--no-transactions",
+    default=None,
+    help="Publish in Kafka transactions, fencing a daemon that lost its term [default: on]; "
+    "--no-transactions keeps idempotent publishing for a Kafka that refuses transactions.",
+)
+@click.option(
+    "--transactional-id",
+    help="The producer's transactional.id [default: zkcdc-capture.TOPIC.CLUSTER]: the same on "
+    "every daemon of a cluster's stream.",
+)
+@click.option(
     "--event-log", type=click.Path(file_okay=False, path_type=Path), help="Event log folder."
 )
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), help="Saved state.")
 @click.option("--cluster", help="Cluster name [default: Kafka's /cluster/id].")
 @click.option("--schema-registry", help="Confluent Schema Registry URL: Confluent wire format.")
-@click.option("--metrics-port", type=int, help="Serve /metrics and /healthz on this port.")
+@click.option("--metrics-port", type=int, help="Serve /metrics, /healthz, /livez on this port.")
 @click.option("--metrics-host", help="Address the metrics port binds [default 127.0.0.1].")
 @click.option(
     "--metrics-web-config",

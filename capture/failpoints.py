@@ -9,6 +9,8 @@ The points, in the order a turn reaches them:
 - `event_log.write`: before a block is written; `event_log.fsync`: written, before its fsync;
 - `kafka.produce`: logged, before the records are handed to the producer;
 - `kafka.ack`: Kafka acknowledged a record, before the daemon takes note;
+- `kafka.commit`: a transaction's records produced, before its commit is asked for;
+  `kafka.committed`: committed, before the daemon takes note;
 - `checkpoint.tree`, `checkpoint.delivered`: a checkpoint file written, before it replaces the
   last one;
 - `decoder`: inside a decoder (the record must still be made, with an UNPARSEABLE event)."""
@@ -29,6 +31,8 @@ NAMES = (
     "event_log.fsync",
     "kafka.produce",
     "kafka.ack",
+    "kafka.commit",
+    "kafka.committed",
     "checkpoint.tree",
     "checkpoint.delivered",
     "decoder",

@@ -26,6 +26,7 @@ from typing import Any
 from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
 from zkcdc.capture.delivery.topic_follower import TopicFollower
+from zkcdc.capture.delivery.transactions import Fenced, TransactionsNotReady
 from zkcdc.capture.encoding.avro_codec import change_decoder
 from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.metrics import CaptureMetrics
@@ -70,6 +71,7 @@ class CaptureRunner:
         self._last_turn = time.monotonic()
         self._active = False
         self._election: Election | None = None
+        self._outlet: RecordOutlet | None = None  # the next term's, made when it fences
         self._stepping_down = threading.Event()  # the term is lost: end it, campaign again
         self._step_down_reason = ""
 
@@ -150,6 +152,8 @@ class CaptureRunner:
                     return
                 self._stepped_down()
         finally:
+            if self._outlet is not None:
+                self._outlet.discard()  # stopped between fencing and capturing
             self.source.close()
             if self._election is not None:
                 self._election.close()
@@ -195,6 +199,8 @@ class CaptureRunner:
         """The state to go on from: the topic's (as a standby followed it) once elected, an
         empty one for a source without election. None: stopped while standby."""
         if not self.source.elected:
+            if not self._fence(cluster):
+                return None
             followed: TrackerState | None = (
                 self._followed_topic(cluster) if self.settings.take_over else TrackerState(cluster)
             )
@@ -203,7 +209,7 @@ class CaptureRunner:
                 self._election = Election(
                     self.settings, self._stop, self._lost_term, self.turned, self._sleep
                 )
-            followed = self._election.win(cluster)
+            followed = self._election.win(cluster, lambda: self._fence(cluster))
             if followed is not None and not self._open_source():
                 followed = None  # stopped while ZooKeeper was away
         if followed is not None:
@@ -219,17 +225,33 @@ class CaptureRunner:
             self._opened = False  # later terms open their own
             return True
 
-        def pause(seconds: float) -> None:  # backoff's waits, alive and stoppable
-            until = time.monotonic() + seconds
-            while not self._stop.is_set() and (left := until - time.monotonic()) > 0:
-                self.turned()
-                self._stop.wait(min(left, 0.5))
-
         try:
-            retried(self.source.open, ZooKeeperUnavailable, None, pause, self._stop.is_set)
+            retried(self.source.open, ZooKeeperUnavailable, None, self._pause, self._stop.is_set)
         except ZooKeeperUnavailable:
             return False  # stopped
         return True
+
+    def _fence(self, cluster: str) -> bool:
+        """The term's outlet, made before the topic is read: with transactions its producer
+        first fences every earlier one of the stream (their open transactions aborted, their
+        commits finished), so the topic, once read, holds all it ever will of theirs. False:
+        stopped while Kafka did not answer."""
+
+        def make() -> None:
+            self._outlet = RecordOutlet(self.settings, cluster, self.metrics, self._now)
+
+        try:
+            retried(make, TransactionsNotReady, None, self._pause, self._stop.is_set)
+        except TransactionsNotReady:
+            return False
+        return True
+
+    def _pause(self, seconds: float) -> None:
+        """Backoff's waits: alive (the loop counts as turning) and ended by a stop."""
+        until = time.monotonic() + seconds
+        while not self._stop.is_set() and (left := until - time.monotonic()) > 0:
+            self.turned()
+            self._stop.wait(min(left, 0.5))
 
     def _followed_topic(self, cluster: str) -> TrackerState:
         """The stream's last state on the topic: where another capture of `cluster` got to."""
@@ -246,7 +268,8 @@ class CaptureRunner:
     # -- capture ------------------------------------------------------------------------
     def _capture(self, cluster: str, followed: TrackerState) -> None:
         s, source = self.settings, self.source
-        outlet = RecordOutlet(s, cluster, self.metrics, self._now)
+        outlet, self._outlet = self._outlet, None
+        assert outlet is not None, "fenced first (_elected)"
         state = outlet.load(followed)
         outlet.open()
         failing = True
@@ -267,7 +290,9 @@ class CaptureRunner:
             with CollectorPacing() as collector:
                 self._loop(state, outlet, collector)
             failing = False
-        except LostElection as exc:
+        except (LostElection, Fenced) as exc:
+            if self._election is None:
+                raise  # no election to go back to: another capture took this stream
             failing = False
             self._lost_term(str(exc))
         finally:

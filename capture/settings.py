@@ -70,6 +70,11 @@ class CaptureSettings(BaseSettings):
     # Publish into a changes topic whose partition count is not the one the last run keyed
     # its records for (one path's records then span two partitions): the operator's say-so.
     accept_partition_count: bool = False
+    # Each turn's records in a Kafka transaction: a new active fences the last one, so a frozen
+    # daemon's records in flight never reach a read_committed consumer. Off: idempotent only,
+    # for a Kafka that refuses transactions (no TransactionalId rights, brokers before 0.11).
+    transactions: bool = True
+    transactional_id: str | None = None  # [default: zkcdc-capture.<topic>.<cluster>]
     event_log: Path | None = None
     state_dir: Path = Field(default_factory=default_state_root)
     cluster: str | None = None
@@ -213,6 +218,13 @@ class CaptureSettings(BaseSettings):
         if self.redaction_key is None:
             return DEFAULT_REDACTOR.data
         return Redactor(self.redaction_key.get_secret_value().encode()).data
+
+    def transactional_id_for(self, cluster: str) -> str | None:
+        """The stream's transactional.id: every daemon of one cluster's stream shares it, so
+        each new one fences the last (None without transactions)."""
+        if not self.transactions:
+            return None
+        return self.transactional_id or f"zkcdc-capture.{self.topic}.{cluster}"
 
     def state_path(self, cluster: str) -> Path:
         return self.state_dir / safe_name(cluster)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "avro" / "ChangeRecord.avsc"
@@ -86,9 +86,13 @@ class TopicReader:
                 "group.id": f"test-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "topic.metadata.refresh.interval.ms": 1000,
+                # What a consumer of capture's topic must read: committed records only.
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,  # a transactional topic ends in commit markers
             }
         )
         self._assigned = False
+        self._eof: dict[int, int] = {}  # partition -> offset of its latest end reached
 
     def take(self, message: Any) -> None:
         raise NotImplementedError
@@ -104,8 +108,11 @@ class TopicReader:
             )
             self._assigned = True
         for message in self._consumer.consume(max_messages, 0.5):
-            if not message.error():
+            error = message.error()
+            if error is None:
                 self.take(message)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                self._eof[message.partition() or 0] = message.offset() or 0
 
     def ends(self) -> dict[int, int]:
         """Each partition's high watermark now (the offset the next message will get)."""
@@ -125,7 +132,7 @@ class TopicReader:
             for p in self._consumer.assignment():
                 end = self._consumer.get_watermark_offsets(p, timeout=10)[1]
                 (at,) = self._consumer.position([TopicPartition(self.topic, p.partition)])
-                if end > max(at.offset, 0):
+                if end > max(at.offset, self._eof.get(p.partition, 0), 0):
                     behind.append(p.partition)
             if not behind:
                 return

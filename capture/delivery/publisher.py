@@ -7,6 +7,8 @@ published again by the next run (see `delivered_seqs`)."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -18,15 +20,20 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from zkcdc.capture import failpoints
-from zkcdc.capture.errors import CaptureError
+from zkcdc.capture.delivery import transactions
+from zkcdc.capture.delivery.delivery_errors import DeliveryError
+from zkcdc.capture.delivery.transactions import PASSING, Transaction
 from zkcdc.capture.oversize import (
     DEFAULT_MAX_RECORD_BYTES,
     MESSAGE_OVERHEAD,
     OMITTED_HEADER,
     fitted,
 )
+from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.ground.unreadable_messages import UnreadableMessages
+
+log = logs.get("zkcdc.capture")
 
 SEQ_HEADER = "zkcdc.seq"
 CLUSTER_HEADER = "zkcdc.cluster"
@@ -34,13 +41,11 @@ CLUSTER_HEADER = "zkcdc.cluster"
 Serialize = Callable[[dict[str, Any]], bytes]
 
 
-class DeliveryError(CaptureError):
-    """Kafka refused records for good (not a broker being away)."""
-
-
-def producer_config(max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> dict[str, Any]:
+def producer_config(
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, transactional_id: str | None = None
+) -> dict[str, Any]:
     """Capture's producer settings, over the connection's."""
-    return {
+    config: dict[str, Any] = {
         # Room for a record of a znode as large as ZooKeeper allows (see `capture.oversize`).
         "message.max.bytes": max_record_bytes + MESSAGE_OVERHEAD,
         "enable.idempotence": True,
@@ -57,6 +62,10 @@ def producer_config(max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> dict[st
         # partition, its default message size): `topic_guard` says what happened instead.
         "allow.auto.create.topics": False,
     }
+    if transactional_id is not None:
+        # A record that times out aborts its transaction; it goes again in the next one.
+        config.update(transactions.transactional_config(transactional_id))
+    return config
 
 
 def key_for(cluster: str, path: str) -> bytes:
@@ -69,6 +78,12 @@ def headers_for(cluster: str, seq: int) -> list[tuple[str, str | bytes | None]]:
     return [(SEQ_HEADER, str(seq).encode()), (CLUSTER_HEADER, cluster.encode())]
 
 
+def _ack_note(record: dict[str, Any]) -> dict[str, Any]:
+    # Held until the ack (by librdkafka, up to its queue's 100,000 messages): a few fields,
+    # not the record with its images.
+    return {"seq": record["seq"], "op": record.get("op"), "ts_ms": record.get("ts_ms")}
+
+
 class Publisher:
     def __init__(
         self,
@@ -78,16 +93,24 @@ class Publisher:
         producer_factory: Callable[..., Any] | None = None,
         max_value_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         max_waiting: int = 10_000,
+        transactional_id: str | None = None,
+        start_timeout_s: float = 30.0,
     ) -> None:
         """`max_value_bytes`: the largest value the topic takes; a larger record goes out
-        without its images' bytes, flagged (`capture.oversize`)."""
+        without its images' bytes, flagged (`capture.oversize`). `transactional_id`: publish
+        in transactions under it, fencing every earlier producer of it first (before this
+        returns); acknowledged then means committed."""
         self.topic = topic
         self.max_value_bytes = max_value_bytes
         self.max_waiting = max_waiting
         self._serialize = serialize
         make = producer_factory or kafka.producer
-        self._producer = make(producer_config(max_value_bytes))
+        self._producer = make(producer_config(max_value_bytes, transactional_id))
         self.client = self._producer  # for metadata: a producer never auto-creates a topic
+        self._txn: Transaction | None = None
+        if transactional_id is not None:
+            transactions.start(self._producer, transactional_id, start_timeout_s)
+            self._txn = Transaction(self._producer, transactional_id)
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
         self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order
@@ -96,6 +119,10 @@ class Publisher:
         self.acked_count = 0
         self._error: str | None = None
         self.on_ack: Callable[[dict[str, Any]], None] = lambda record: None
+
+    @property
+    def transactional(self) -> bool:
+        return self._txn is not None
 
     @property
     def backlog(self) -> int:
@@ -117,19 +144,28 @@ class Publisher:
         self._hand_over()
 
     def _hand_over(self) -> None:
+        txn = self._txn
+        if txn is not None:
+            if not self._waiting or txn.room <= 0:
+                return  # the transaction is full or ending: the rest waits for the next
+            if not txn.open:
+                txn.begin()
         while self._waiting:
+            if txn is not None and txn.room <= 0:
+                return
             record, value = self._waiting[0]
             if value is None:
                 value = self._serialize(record)
             headers = headers_for(record["cluster"], record["seq"])
+            sent = value
             if len(value) > self.max_value_bytes:
-                value, omitted = fitted(record, self._serialize, self.max_value_bytes)
+                sent, omitted = fitted(record, self._serialize, self.max_value_bytes)
                 headers.append((OMITTED_HEADER, omitted))
             try:
                 self._producer.produce(
                     self.topic,
                     key=key_for(record["cluster"], record["path"]),
-                    value=value,
+                    value=sent,
                     timestamp=record["captured_ms"],
                     headers=headers,
                     on_delivery=self._delivered(record),
@@ -137,54 +173,103 @@ class Publisher:
             except BufferError:
                 return  # librdkafka's queue is full: the rest waits for acks
             except KafkaException as exc:
+                if txn is not None:
+                    raise transactions.refusal(exc, txn.transactional_id, "producing") from exc
                 raise DeliveryError(f"cannot produce to {self.topic}: {exc}") from exc
             self._waiting.popleft()
             self._unacked.append(record["seq"])
+            if txn is not None:
+                txn.items.append((record, value))
 
     def _delivered(self, record: dict[str, Any]) -> Callable[[KafkaError | None, Any], None]:
-        # Held by librdkafka until the ack, up to its queue's 100,000 messages: a few fields,
-        # not the record with its images.
-        seq = record["seq"]
-        record = {"seq": seq, "op": record.get("op"), "ts_ms": record.get("ts_ms")}
+        note = _ack_note(record)
 
         def callback(error: KafkaError | None, message: Any) -> None:
             failpoints.hit("kafka.ack")
-            if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-                return  # given up on (`give_up`): the event log holds it
             if error is not None:
+                code = error.code()
+                if code in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+                    return  # given up on (`give_up`): the event log holds it
+                if self._txn is not None and (code in PASSING or error.retriable()):
+                    self._txn.abort_soon(error.str())  # its records go again, next time
+                    return
                 self._error = f"{self.topic}: {error.str()}"
                 return
-            self._acked.add(seq)
-            self.acked_count += 1
-            while self._unacked and self._unacked[0] in self._acked:
-                self._acked.discard(self._unacked[0])
-                self.acked_through = self._unacked.popleft()
-            self.on_ack(record)
+            if self._txn is None:
+                self._ack(note)
+            # In a transaction, delivered is not yet readable: acknowledged at its commit.
 
         return callback
+
+    def _ack(self, note: dict[str, Any]) -> None:
+        seq = note["seq"]
+        self._acked.add(seq)
+        self.acked_count += 1
+        while self._unacked and self._unacked[0] in self._acked:
+            self._acked.discard(self._unacked[0])
+            self.acked_through = self._unacked.popleft()
+        self.on_ack(note)
 
     def poll(self, timeout: float = 0.0) -> None:
         self._producer.poll(timeout)
         if self._error is not None:
             raise DeliveryError(f"Kafka refused a record: {self._error}")
+        self._end_transaction()
         self._hand_over()
+
+    def _end_transaction(self, wait_s: float | None = None) -> None:
+        """A transaction holding records is committed (over as many turns as that takes);
+        one that must abort is aborted and its records queued again, first."""
+        txn = self._txn
+        if txn is None or not txn.open or (not txn.items and txn.ending is None):
+            return
+        if txn.ending is None:
+            failpoints.hit("kafka.commit")
+        outcome = txn.end(wait_s)
+        if outcome == "committed":
+            failpoints.hit("kafka.committed")
+            for record, _ in txn.take_items():
+                self._ack(_ack_note(record))
+        elif outcome == "aborted":
+            items = txn.take_items()
+            log.warning("a transaction was aborted: its records go again", records=len(items),
+                        reason=txn.reason)  # fmt: skip
+            for record, _ in items:
+                self._unacked.remove(record["seq"])
+            self._waiting.extendleft(reversed(items))
 
     def give_up(self) -> int:
         """A lost term: nothing more goes out. What waits here and in librdkafka's queue is
-        dropped (the event log holds it; the next term resends what Kafka lacks); a batch
-        already on the wire may still land. Returns how many records were not sent for sure."""
+        dropped (the event log holds it; the next term resends what Kafka lacks), and an open
+        transaction aborted (the next active's fencing would abort it anyway); without
+        transactions a batch already on the wire may still land. Returns how many records
+        were not sent for sure."""
         dropped = len(self._waiting)
         self._waiting.clear()
         self._producer.purge(in_queue=True, in_flight=False)
         self._producer.poll(0)  # their delivery reports (purged) come back now
         self._error = None
+        if self._txn is not None and self._txn.open:
+            self._txn.abort_soon("stepping down")
+            with contextlib.suppress(DeliveryError):  # fenced already, say
+                self._txn.end(1.0)
         return dropped + len(self._unacked)
 
     def flush(self, timeout: float) -> bool:
-        """Delivers everything it can within `timeout`; True when nothing is left."""
+        """Delivers (and commits) everything it can within `timeout`; True when nothing is
+        left."""
+        deadline = time.monotonic() + timeout
         self._hand_over()
-        self._producer.flush(timeout)
-        self.poll(0)
+        if self._txn is None:
+            self._producer.flush(timeout)
+            self.poll(0)
+            return self.backlog == 0
+        while self.backlog and (left := deadline - time.monotonic()) > 0:
+            self._producer.poll(0)
+            if self._error is not None:
+                raise DeliveryError(f"Kafka refused a record: {self._error}")
+            self._end_transaction(min(left, 1.0))
+            self._hand_over()
         return self.backlog == 0
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery.checkpoint import CheckpointStore
+from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.log_tail import LogTail
 from zkcdc.capture.delivery.publisher import (
-    DeliveryError,
     Publisher,
     delivered_seqs,
     topic_max_message_bytes,
@@ -141,6 +141,13 @@ class RecordOutlet:
                                  mode=state.mode)  # fmt: skip
             self._next_checkpoint = now + self.settings.checkpoint_s
 
+    def discard(self) -> None:
+        """Never opened (stopped first): its thread ends, nothing goes out."""
+        if self.topic_guard is not None:
+            self.topic_guard.close()
+        if self.publisher is not None:
+            self.publisher.give_up()
+
     def close(self, state: TrackerState, failing: bool = False, give_up: bool = False) -> None:
         """Flushes what it can and saves the state for the next run. `failing`: the run is
         ending on an error, which must not be hidden: problems here are logged, not raised.
@@ -214,7 +221,11 @@ class RecordOutlet:
                 max_message_bytes=takes,
                 wanted=s.max_record_bytes + MESSAGE_OVERHEAD,
             )
-        publisher = Publisher(kafka, s.topic, serialize, max_value_bytes=limit)
+        publisher = Publisher(
+            kafka, s.topic, serialize, max_value_bytes=limit,
+            transactional_id=s.transactional_id_for(self.cluster),
+            start_timeout_s=max(s.connect_timeout_s, 10.0),
+        )  # fmt: skip
 
         def on_ack(record: dict[str, Any]) -> None:
             if record["op"] in ("CREATE", "UPDATE", "DELETE"):

@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
-from zkcdc.capture.delivery.publisher import CLUSTER_HEADER, DeliveryError
+from zkcdc.capture.delivery.delivery_errors import DeliveryError
+from zkcdc.capture.delivery.publisher import CLUSTER_HEADER
 from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import TrackerState, znode_from_avro
 from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
@@ -29,7 +30,10 @@ class TopicFollower:
         cluster: str,
         decoder: ChangeValueDecoder,
     ) -> None:
-        self._consumer = kafka.consumer("zkcdc-capture-standby")
+        # read_committed (the connection's): a fenced daemon's aborted records are never
+        # taken for the active's. EOF events say where a partition's readable end is: the
+        # last offsets of a transactional topic are commit markers no message stands at.
+        self._consumer = kafka.consumer("zkcdc-capture-standby", {"enable.partition.eof": True})
         self._topic = topic
         self._cluster = cluster
         self._decoder = decoder
@@ -39,6 +43,7 @@ class TopicFollower:
         self._zxid = 0
         self._lock = threading.Lock()
         self._assigned = False
+        self._ends_reached: dict[int, int] = {}  # partition -> offset of its latest EOF
         self.skipped = UnreadableMessages(f"standby of {topic}")
 
     def _assign(self, timeout: float) -> None:
@@ -64,7 +69,10 @@ class TopicFollower:
             raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
         taken = 0
         for message in messages:
-            if message.error():
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    self._ends_reached[message.partition() or 0] = message.offset() or 0
                 continue
             found = self.skipped.read(message, self._ours)
             if found is not None:
@@ -124,7 +132,11 @@ class TopicFollower:
                 tp.partition: tp.offset
                 for tp in self._consumer.position(self._consumer.assignment())
             }
-            if all(current.get(p, -1) >= end for p, end in ends.items() if end > 0):
+            if all(
+                max(current.get(p, -1), self._ends_reached.get(p, -1)) >= end
+                for p, end in ends.items()
+                if end > 0
+            ):
                 return
             if time.monotonic() > deadline:
                 raise DeliveryError(f"standby could not read {self._topic} to its end")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zkcdc.capture.delivery.publisher import DeliveryError
+from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.ground.private_files import atomic_write
 
 CHECK_EVERY_S = 5.0

@@ -62,10 +62,12 @@ class Election:
             self._client.stop()
             self._client.close()
 
-    def win(self, cluster: str) -> TrackerState | None:
+    def win(self, cluster: str, fence: Callable[[], bool] = lambda: True) -> TrackerState | None:
         """Blocks until this daemon holds the cluster's lock. Returns the state the topic's
-        records describe (empty without Kafka), or None when stopped first. Called again after
-        a lost term, it campaigns on the same client, whatever ZooKeeper's state meanwhile."""
+        records describe (empty without Kafka), or None when stopped first. `fence` runs once
+        the lock is held, before the topic is read to its end (the new producer fencing the
+        last active's). Called again after a lost term, it campaigns on the same client,
+        whatever ZooKeeper's state meanwhile."""
         s = self._settings
         if self._client is None:
             self._client = zookeeper.connect(
@@ -118,6 +120,8 @@ class Election:
             self.terms += 1
             self._lock = lock
             self._watch_own_lock(client, f"{lock.path}/{lock.node}")
+            if not fence():
+                return None  # stopped while Kafka did not answer
             if follower is None:
                 return TrackerState(cluster=cluster)
             follower.catch_up(s.connect_timeout_s, self._turned)

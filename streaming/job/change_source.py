@@ -102,6 +102,9 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         .option("subscribe", source.topic)
         .option("startingOffsets", source.starting_offsets)
         .option("failOnDataLoss", "false")
+        # Committed records only: capture publishes in transactions, and what a fenced daemon
+        # had in flight is aborted (the Java client's default would read it).
+        .option("kafka.isolation.level", "read_committed")
         # An executor's consumer that reaches the end of what a micro-batch reads waits this
         # long for more from the broker: at Kafka's default (500 ms) it was most of a live
         # micro-batch with a handful of records (BENCHMARKS.md, B3).

@@ -128,7 +128,7 @@ def test_of_two_daemons_through_zookeeper_frozen_past_their_sessions_exactly_one
         changes_topic.read_to_end()
         _contiguous_once(changes_topic.records)
         versions = Counter(
-            (r["path"], r["after"]["version"]) for r in changes_topic.records if r["after"]
-            and r["op"] in ("CREATE", "UPDATE")
+            (r["path"], r["after"]["czxid"], r["after"]["version"])
+            for r in changes_topic.records if r["op"] in ("CREATE", "UPDATE")
         )  # fmt: skip
         assert not [k for k, n in versions.items() if n > 1], "a version recorded twice"

@@ -148,7 +148,14 @@ class KafkaConnection(BaseModel):
     ) -> Any:
         from confluent_kafka import Consumer
 
-        settings = {"group.id": group, "enable.auto.commit": False, "logger": _logger(quiet)}
+        settings = {
+            "group.id": group,
+            "enable.auto.commit": False,
+            "logger": _logger(quiet),
+            # Committed records only: capture publishes in transactions, and a fenced
+            # daemon's aborted records must stay unseen (librdkafka's default; said here).
+            "isolation.level": "read_committed",
+        }
         return Consumer({**self.librdkafka(), **settings, **(config or {})})
 
     def admin(self) -> Any:
@@ -200,10 +207,14 @@ class KafkaConnection(BaseModel):
     ) -> None:
         """Every message of `topic` from `since_ms` on (by timestamp; None: from the start) up
         to the end the topic had when the read began, handed to `take` in offset order per
-        partition. NoSuchTopic when it does not exist."""
-        from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+        partition. NoSuchTopic when it does not exist.
 
-        consumer = self.consumer(group, quiet=True)
+        A partition is read once a message at its end offset came, or the consumer said it
+        reached the end (EOF) at or past it: the last offsets of a transactional topic are
+        commit markers, never handed out, and a compacted one may have no message there."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+
+        consumer = self.consumer(group, {"enable.partition.eof": True}, quiet=True)
         try:
             metadata = consumer.list_topics(topic, timeout=timeout_s)
             found = metadata.topics.get(topic)
@@ -235,10 +246,15 @@ class KafkaConnection(BaseModel):
                     continue
                 stalled_at = time.monotonic() + timeout_s
                 for message in messages:
-                    if message.error():
+                    partition, offset = message.partition() or 0, message.offset() or 0
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF and offset >= ends.get(
+                            partition, 0
+                        ):
+                            ends.pop(partition, None)
                         continue
                     take(message)
-                    partition, offset = message.partition() or 0, message.offset() or 0
                     if offset + 1 >= ends.get(partition, 0):
                         ends.pop(partition, None)
         except KafkaException as exc:

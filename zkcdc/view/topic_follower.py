@@ -18,7 +18,11 @@ class TopicFollower:
         from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
         self.topic = topic
-        self._consumer = kafka.consumer("zkcdc-view", {"auto.offset.reset": "earliest"}, True)
+        # EOF events: where a partition's readable end is (a transactional topic's last
+        # offsets are commit markers, which no message stands at).
+        self._consumer = kafka.consumer(
+            "zkcdc-view", {"auto.offset.reset": "earliest", "enable.partition.eof": True}, True
+        )
         self._ends: dict[int, int] = {}  # non-empty partition -> its end at the start
         self._assigned: list[int] = []
         self._read_to: dict[int, int] = {}  # partition -> the offset after the newest read
@@ -99,9 +103,15 @@ class TopicFollower:
 
     def poll(self, timeout_s: float, most: int = 10_000) -> list[Any]:
         """The next messages (errors left out), at most `most`, waiting up to `timeout_s`."""
+        from confluent_kafka import KafkaError
+
         out = []
         for message in self._consumer.consume(most, timeout_s):
-            if message.error():
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    p = message.partition()
+                    self._read_to[p] = max(self._read_to.get(p, 0), message.offset())
                 continue
             out.append(message)
             self._read_to[message.partition()] = message.offset() + 1

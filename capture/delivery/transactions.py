@@ -1,0 +1,163 @@
+"""Capture's records in Kafka transactions, so a daemon that lost its term cannot add to the
+stream: the next active's `init_transactions` under the same `transactional.id` fences the old
+producer (its open transaction aborted, its next call refused) and consumers that read committed
+records never see what it still had in flight (Kafka Connect's exactly-once sources, KIP-618).
+
+A transaction holds what the loop handed over since the last commit, up to `MOST_RECORDS`; its
+commit goes on over the loop's turns (librdkafka's commit resumes where a short wait left it),
+and records logged meanwhile wait for the next one, so busy turns group by themselves. A
+transaction that must abort (records timed out while the brokers were away) is aborted and its
+records go out again in the next one, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from zkcdc.capture.delivery.delivery_errors import DeliveryError
+
+TXN_TIMEOUT_MS = 60_000
+MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
+
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+}
+_REFUSED = {
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+}
+_TOO_OLD = {KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE}
+# Delivery errors a later transaction may not meet: the brokers away or moving leaders.
+PASSING = {
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+}
+
+
+class Fenced(DeliveryError):
+    """Another daemon opened this stream's transactional id: this one's term is over."""
+
+
+class TransactionsRefused(DeliveryError):
+    """Kafka will not let capture use transactions (rights, or brokers too old)."""
+
+
+class TransactionsNotReady(DeliveryError):
+    """Kafka did not answer in time (a coordinator moving, brokers starting): try again."""
+
+
+def transactional_config(transactional_id: str) -> dict[str, Any]:
+    return {
+        "transactional.id": transactional_id,
+        "transaction.timeout.ms": TXN_TIMEOUT_MS,
+        # librdkafka: a record may not wait longer than its transaction may last.
+        "message.timeout.ms": TXN_TIMEOUT_MS,
+    }
+
+
+def refusal(exc: KafkaException, transactional_id: str, doing: str) -> DeliveryError:
+    """What a failed transactional call means, as one line of its own kind."""
+    error: KafkaError = exc.args[0]
+    code = error.code()
+    what = f"transactional.id {transactional_id}"
+    if code in _FENCED:
+        return Fenced(f"another daemon took {what} (this one was fenced while {doing})")
+    if code in _REFUSED:
+        return TransactionsRefused(
+            f"Kafka refused transactions for {what}: {error.str()}; grant capture's principal "
+            "WRITE and DESCRIBE on that TransactionalId (and IDEMPOTENT_WRITE on the cluster "
+            "for brokers before 3.0), or run with --no-transactions"
+        )
+    if code in _TOO_OLD:
+        return TransactionsRefused(
+            f"the brokers do not support transactions ({error.str()}): Kafka 0.11 or later is "
+            "needed, or run with --no-transactions"
+        )
+    if error.retriable() or code == KafkaError._TIMED_OUT:
+        return TransactionsNotReady(f"Kafka did not answer while {doing} ({what}): {error.str()}")
+    return DeliveryError(
+        f"Kafka failed capture's transaction while {doing} ({what}): {error.str()}"
+    )
+
+
+def start(producer: Any, transactional_id: str, timeout_s: float) -> None:
+    """Fences every earlier producer of the id (their open transactions aborted, completed
+    ones finished) before anything of this one's is read or written."""
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as exc:
+        raise refusal(exc, transactional_id, "starting") from exc
+
+
+Item = tuple[dict[str, Any], bytes | None]
+
+
+class Transaction:
+    """The producer's current transaction: what it holds, and how far its end has got."""
+
+    def __init__(self, producer: Any, transactional_id: str, wait_s: float = 0.1) -> None:
+        self._producer = producer
+        self.transactional_id = transactional_id
+        self._wait_s = wait_s
+        self.open = False
+        self.ending: str | None = None  # "commit" or "abort" once asked for
+        self.items: list[Item] = []
+        self.reason = ""  # why it is aborting
+
+    @property
+    def room(self) -> int:
+        return 0 if self.ending is not None else MOST_RECORDS - len(self.items)
+
+    def begin(self) -> None:
+        self._call(self._producer.begin_transaction, "beginning a transaction")
+        self.open = True
+
+    def abort_soon(self, reason: str) -> None:
+        if self.open and self.ending != "abort":
+            self.ending, self.reason = "abort", reason
+
+    def end(self, wait_s: float | None = None) -> str | None:
+        """Commits (or aborts) on: "committed", "aborted", or None while it goes on."""
+        wait = self._wait_s if wait_s is None else wait_s
+        if self.ending is None:
+            self.ending = "commit"
+        try:
+            if self.ending == "commit":
+                self._producer.commit_transaction(wait)
+            else:
+                self._producer.abort_transaction(wait)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if self.ending == "commit" and error.txn_requires_abort():
+                self.abort_soon(error.str())
+                return None
+            if error.retriable() or error.code() == KafkaError._TIMED_OUT:
+                return None  # goes on in the background; asked again next turn
+            raise refusal(
+                exc, self.transactional_id, f"ending a transaction ({self.ending})"
+            ) from exc
+        outcome = "committed" if self.ending == "commit" else "aborted"
+        self.open, self.ending = False, None
+        return outcome
+
+    def take_items(self) -> list[Item]:
+        items, self.items = self.items, []
+        return items
+
+    def _call(self, call: Callable[[], None], doing: str) -> None:
+        try:
+            call()
+        except KafkaException as exc:
+            raise refusal(exc, self.transactional_id, doing) from exc

@@ -1,0 +1,188 @@
+"""The publisher's transactions as a state machine, over a fake of librdkafka's transactional
+producer (commits that time out and resume, transactions that must abort, a fence): every record
+is committed once, in seq order, and acknowledged only when committed; Kafka's refusals are each
+one error of their own kind. The real broker's side is the integration tier's
+(`test_capture_faults.py`, `test_capture_transactions.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zkcdc.capture.delivery.delivery_errors import DeliveryError
+from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher, producer_config
+from zkcdc.capture.delivery.transactions import (
+    Fenced,
+    TransactionsNotReady,
+    TransactionsRefused,
+    refusal,
+)
+from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.ground.kafka_connection import KafkaConnection
+
+
+def _fail(code: int, **flags: bool) -> KafkaException:
+    return KafkaException(KafkaError(code, "scripted", **flags))
+
+
+class TransactionalProducer:
+    """librdkafka's transactional producer as the publisher drives it. `ends` scripts each
+    commit call: "ok", "wait" (timed out: goes on in the background), "abort" (the transaction
+    must abort), "fenced"."""
+
+    def __init__(self, config: dict[str, Any], ends: list[str]) -> None:
+        assert config["transactional.id"] == "tid"
+        assert config["message.timeout.ms"] <= config["transaction.timeout.ms"]
+        self.ends = ends
+        self.state = "new"
+        self.open: list[tuple[int, Any]] = []
+        self.committed: list[int] = []
+        self.aborted: list[int] = []
+
+    def init_transactions(self, timeout: float) -> None:
+        self.state = "ready"
+
+    def begin_transaction(self) -> None:
+        assert self.state == "ready", self.state
+        self.state = "in"
+
+    def produce(self, topic: str, key: bytes, value: bytes, timestamp: int, headers: Any,
+                on_delivery: Any) -> None:  # fmt: skip
+        assert self.state == "in", "produced outside a transaction"
+        self.open.append((int(dict(headers)[SEQ_HEADER]), on_delivery))
+
+    def poll(self, timeout: float) -> int:
+        for _, callback in self.open:
+            callback(None, None)  # delivered: not yet committed
+        return 0
+
+    def commit_transaction(self, timeout: float) -> None:
+        assert self.state in ("in", "committing"), self.state
+        end = self.ends.pop(0) if self.ends else "ok"
+        if end == "wait":
+            self.state = "committing"
+            raise _fail(KafkaError._TIMED_OUT, retriable=True)
+        if end == "abort":
+            raise _fail(KafkaError._MSG_TIMED_OUT, txn_requires_abort=True)
+        if end == "fenced":
+            raise _fail(KafkaError._FENCED, fatal=True)
+        self.committed += [seq for seq, _ in self.open]
+        self.open, self.state = [], "ready"
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.aborted += [seq for seq, _ in self.open]
+        self.open, self.state = [], "ready"
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> None:
+        self.open = []
+
+
+def _records(first: int, count: int) -> list[dict[str, Any]]:
+    before, after = Znode(b"v", 1), Znode(b"w", 2)
+    return [
+        ChangeRecord("c1", seq, Op.UPDATE, f"/x/{seq % 5}", before, after, seq, seq, seq).to_avro()
+        for seq in range(first, first + count)
+    ]
+
+
+def _publisher(ends: list[str]) -> tuple[Publisher, TransactionalProducer]:
+    made: list[TransactionalProducer] = []
+
+    def factory(config: dict[str, Any]) -> TransactionalProducer:
+        made.append(TransactionalProducer(config, ends))
+        return made[0]
+
+    publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
+                          producer_factory=factory, transactional_id="tid")  # fmt: skip
+    assert made[0].state == "ready", "fenced (init_transactions) before anything else"
+    return publisher, made[0]
+
+
+def test_records_are_acknowledged_when_their_transaction_commits_not_when_delivered() -> None:
+    publisher, producer = _publisher(["wait", "wait", "ok"])
+    publisher.publish(_records(1, 3))
+    publisher.poll(0)  # delivered, the commit asked for: it goes on
+    assert publisher.acked_through == 0 and producer.committed == []
+    publisher.publish(_records(4, 2))  # while it commits: wait for the next transaction
+    publisher.poll(0)
+    assert publisher.acked_through == 0
+    publisher.poll(0)
+    assert producer.committed == [1, 2, 3] and publisher.acked_through == 3
+    publisher.poll(0)  # the next transaction: the two that waited
+    assert producer.committed == [1, 2, 3, 4, 5] and publisher.acked_through == 5
+    assert publisher.backlog == 0
+
+
+def test_a_transaction_that_must_abort_sends_its_records_again_first_in_order() -> None:
+    publisher, producer = _publisher(["abort"])
+    publisher.publish(_records(1, 4))
+    publisher.poll(0)  # the commit fails: abort asked for
+    publisher.publish(_records(5, 1))
+    for _ in range(3):
+        publisher.poll(0)
+    assert producer.aborted == [1, 2, 3, 4]
+    assert producer.committed == [1, 2, 3, 4, 5] and publisher.acked_through == 5
+
+
+def test_a_fenced_producer_raises_fenced_and_gives_nothing_more() -> None:
+    publisher, producer = _publisher(["fenced"])
+    publisher.publish(_records(1, 2))
+    with pytest.raises(Fenced, match=r"another daemon took transactional\.id tid"):
+        publisher.poll(0)
+    assert producer.committed == [] and publisher.acked_through == 0
+    assert publisher.give_up() == 2  # stepping down: none of them went out for sure
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ends=st.lists(st.sampled_from(["ok", "wait", "abort"]), max_size=30),
+    batches=st.lists(st.integers(1, 40), min_size=1, max_size=12),
+)
+def test_whatever_the_commits_meet_every_record_is_committed_once_in_seq_order(
+    ends: list[str], batches: list[int]
+) -> None:
+    publisher, producer = _publisher(list(ends))
+    seq = 1
+    for size in batches:
+        publisher.publish(_records(seq, size))
+        seq += size
+        publisher.poll(0)
+    for _ in range(len(ends) + 5):
+        publisher.poll(0)
+    assert producer.committed == list(range(1, seq))
+    assert publisher.acked_through == seq - 1 and publisher.backlog == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "says"),
+    [
+        (KafkaError._FENCED, Fenced, "another daemon took"),
+        (KafkaError.PRODUCER_FENCED, Fenced, "another daemon took"),
+        (
+            KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            TransactionsRefused,
+            "--no-transactions",
+        ),
+        (KafkaError.CLUSTER_AUTHORIZATION_FAILED, TransactionsRefused, "TransactionalId"),
+        (KafkaError.UNSUPPORTED_VERSION, TransactionsRefused, "do not support transactions"),
+        (KafkaError._TIMED_OUT, TransactionsNotReady, "did not answer"),
+        (KafkaError.INVALID_TXN_STATE, DeliveryError, "failed capture's transaction"),
+    ],
+)
+def test_each_refusal_is_one_line_of_its_own_kind(code: int, kind: type, says: str) -> None:
+    error = refusal(_fail(code), "tid", "starting")
+    assert type(error) is kind and says in str(error) and "\n" not in str(error)
+
+
+def test_without_transactions_the_producer_is_idempotent_and_never_times_a_record_out() -> None:
+    config = producer_config()
+    assert config["enable.idempotence"] and config["message.timeout.ms"] == 0
+    assert "transactional.id" not in config
+    config = producer_config(transactional_id="tid")
+    assert config["transactional.id"] == "tid"
+    assert 0 < config["message.timeout.ms"] <= config["transaction.timeout.ms"]
