@@ -63,6 +63,7 @@ down: setup
 bench: setup
 	$(BIN)/python bench/b0_stack_startup.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b1_capture.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b1_transactions.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b2_scale.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b3_alert_job.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b4_replay.py $(BENCH_FLAGS)

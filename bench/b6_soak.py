@@ -97,6 +97,7 @@ class Capture:
         self.log = work / f"capture-{index}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.exits = 0  # on its own (not killed by a fault)
 
     def start(self) -> None:
         self.starts += 1
@@ -109,7 +110,7 @@ class Capture:
 
     def role(self) -> str | None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/livez", timeout=2) as r:
                 return str(r.read().decode().strip())
         except OSError:
             return None
@@ -209,7 +210,7 @@ class TopicWatcher(threading.Thread):
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"b6-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
-            "logger": _quiet(),
+            "logger": _quiet(), "isolation.level": "read_committed",
         })  # fmt: skip
 
     def run(self) -> None:
@@ -324,20 +325,50 @@ class Faults:
         self.stack.start_zookeeper(leader)
         self._record("ZooKeeper leader kill -9", start, node=leader)
 
-    def expire_active_session(self) -> None:
+    def freeze_active_capture(self) -> None:
+        """The active frozen with records in flight (the storm never stops) past its session:
+        the standby takes over and fences it; woken, it must step down and campaign again,
+        giving out nothing more and never exiting."""
         victim, start = active(self.captures), time.time()
         assert victim.process is not None
         victim.process.send_signal(signal.SIGSTOP)
         time.sleep(12)  # three session timeouts
         victim.process.send_signal(signal.SIGCONT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            victim.process.wait(60)  # it must notice and step down
-        stepped_down = victim.process.poll() is not None
-        if not stepped_down:
-            victim.process.kill()
-            victim.process.wait()
-        victim.start()
-        self._record("active capture session expiry", start, stepped_down=stepped_down)
+        self._roles_settle()
+        self._record("active capture frozen past its session", start,
+                     exits=self._exits())  # fmt: skip
+
+    def freeze_zookeeper(self) -> None:
+        """Every ZooKeeper server frozen (SIGSTOP) past every session, then back: each daemon
+        rides it out by itself (one active afterwards), none exits."""
+        records = self.stack.records()
+        frozen = [records[f"zookeeper-{n.node_id}"].pid for n in self.stack.layout.zookeepers]
+        start = time.time()
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(12)  # three session timeouts
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        self._roles_settle()
+        self._record("ZooKeeper ensemble frozen past every session", start,
+                     exits=self._exits())  # fmt: skip
+
+    def _roles_settle(self, timeout_s: float = 120) -> None:
+        """Until one daemon is active and the other standby (restarting any that exited)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if sorted(str(c.role()) for c in self.captures) == ["active", "standby"]:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"no active/standby pair: {[c.role() for c in self.captures]}")
+
+    def _exits(self) -> int:
+        """Daemons that exited (each restarted: the soak goes on, the count is the finding)."""
+        gone = [c for c in self.captures if not c.alive]
+        for c in gone:
+            c.exits += 1
+            c.start()
+        return len(gone)
 
     def kill_broker(self, broker: int) -> None:
         start = time.time()
@@ -422,12 +453,14 @@ def main() -> None:
             schedule = [
                 faults.kill_active_capture,
                 faults.kill_zookeeper_leader,
-                faults.expire_active_session,
+                faults.freeze_active_capture,
+                faults.freeze_zookeeper,
                 lambda: faults.kill_broker(1),
                 lambda: faults.kill_broker(2),
                 lambda: faults.kill_broker(3),
                 faults.all_brokers_down,
                 faults.kill_alert_driver,
+                faults.freeze_zookeeper,
                 faults.fill_event_log_disk,
             ]
             gap = (minutes * 60 - 120) / len(schedule)
@@ -552,6 +585,7 @@ def analyse(
         "versions_seen": seen, "versions_skipped": skipped, "unaccounted": unaccounted,
         "missing_final": missing_final, "duplicate_records": duplicate_versions,
         "duplicate_seqs": duplicate_seqs, "seq_gaps": gaps,
+        "daemon_exits": sum(f.get("exits", 0) for f in faults),
         "alert_duplicates": sum(n - 1 for n in counts.values() if n > 1),
         "expected_alerts": expected, "faults": faults, "rss": rss, "rss_flat": flat,
         "began": began, "ended": ended,
@@ -583,7 +617,10 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         ("unaccounted versions", fmt(result["unaccounted"]), "0", result["unaccounted"] == 0),
         ("duplicate records", fmt(result["duplicate_records"]), "0",
          result["duplicate_records"] == 0),
+        ("duplicate seqs", fmt(result["duplicate_seqs"]), "0", result["duplicate_seqs"] == 0),
         ("seq gaps", fmt(result["seq_gaps"]), "0", result["seq_gaps"] == 0),
+        ("capture daemons exiting by themselves", fmt(result["daemon_exits"]), "0",
+         result["daemon_exits"] == 0),
         ("expected alerts FIRING+RESOLVED once", "yes" if exact else "no", "yes", exact),
         ("capture RSS growth", fmt(growth, " MB", 1), "flat (< 50 MB)",
          growth is not None and growth < 50),

@@ -20,6 +20,7 @@ from harness import ROOT, load, parser, table
 BENCHMARKS = (
     "b0_stack_startup",
     "b1_capture",
+    "b1_transactions",
     "b2_scale",
     "b3_alert_job",
     "b4_replay",
