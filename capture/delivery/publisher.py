@@ -22,7 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery import transactions
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
-from zkcdc.capture.delivery.transactions import PASSING, Transaction
+from zkcdc.capture.delivery.transactions import FENCED, PASSING, Fenced, Transaction
 from zkcdc.capture.oversize import (
     DEFAULT_MAX_RECORD_BYTES,
     MESSAGE_OVERHEAD,
@@ -118,6 +118,7 @@ class Publisher:
         self.acked_through = 0
         self.acked_count = 0
         self._error: str | None = None
+        self._fenced: str | None = None
         self.on_ack: Callable[[dict[str, Any]], None] = lambda record: None
 
     @property
@@ -190,6 +191,9 @@ class Publisher:
                 code = error.code()
                 if code in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
                     return  # given up on (`give_up`): the event log holds it
+                if self._txn is not None and code in FENCED:
+                    self._fenced = error.str()  # another daemon's producer took over
+                    return
                 if self._txn is not None and (code in PASSING or error.retriable()):
                     self._txn.abort_soon(error.str())  # its records go again, next time
                     return
@@ -212,6 +216,8 @@ class Publisher:
 
     def poll(self, timeout: float = 0.0) -> None:
         self._producer.poll(timeout)
+        if self._fenced is not None:
+            raise Fenced(f"another daemon's producer fenced this one: {self._fenced}")
         if self._error is not None:
             raise DeliveryError(f"Kafka refused a record: {self._error}")
         self._end_transaction()
@@ -246,8 +252,9 @@ class Publisher:
         were not sent for sure."""
         dropped = len(self._waiting)
         self._waiting.clear()
-        self._producer.purge(in_queue=True, in_flight=False)
-        self._producer.poll(0)  # their delivery reports (purged) come back now
+        with contextlib.suppress(KafkaException):  # a fenced producer may refuse even this
+            self._producer.purge(in_queue=True, in_flight=False)
+            self._producer.poll(0)  # their delivery reports (purged) come back now
         self._error = None
         if self._txn is not None and self._txn.open:
             self._txn.abort_soon("stepping down")

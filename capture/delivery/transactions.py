@@ -21,7 +21,7 @@ from zkcdc.capture.delivery.delivery_errors import DeliveryError
 TXN_TIMEOUT_MS = 60_000
 MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
 
-_FENCED = {
+FENCED = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
     KafkaError.INVALID_PRODUCER_EPOCH,
@@ -72,7 +72,7 @@ def refusal(exc: KafkaException, transactional_id: str, doing: str) -> DeliveryE
     error: KafkaError = exc.args[0]
     code = error.code()
     what = f"transactional.id {transactional_id}"
-    if code in _FENCED:
+    if code in FENCED:
         return Fenced(f"another daemon took {what} (this one was fenced while {doing})")
     if code in _REFUSED:
         return TransactionsRefused(
