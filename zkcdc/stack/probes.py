@@ -7,6 +7,7 @@ import os
 import random
 import socket
 import ssl
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -52,12 +53,26 @@ def port_range(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
     return (10000 if top > 12000 else 1024), top
 
 
+# Ports this process handed out lately, with when: a block is free when asked for, but not
+# bound until its server has started, seconds later; a second block asked for meanwhile (the
+# next server of the same stack, say) must not be given the same ports.
+_HANDED_OUT: dict[int, float] = {}
+_HOLD_S = 600.0
+
+
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A first port of `count` consecutive free ports in `port_range()`."""
+    """A first port of `count` consecutive free ports in `port_range()`, none of them handed
+    out by this process in the last ten minutes."""
     low, top = port_range()
+    now = time.monotonic()
+    for port, when in list(_HANDED_OUT.items()):
+        if now - when > _HOLD_S:
+            del _HANDED_OUT[port]
     for _ in range(200):
         base = random.randrange(low, top - count)
-        if all(port_is_free(host, base + i) for i in range(count)):
+        block = range(base, base + count)
+        if not any(p in _HANDED_OUT for p in block) and all(port_is_free(host, p) for p in block):
+            _HANDED_OUT.update(dict.fromkeys(block, now))
             return base
     raise StackError(f"no block of {count} free ports found on {host}")
 
