@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, LockTimeout
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import DataWatch
 
 from zkcdc.capture.delivery.topic_follower import TopicFollower
@@ -83,39 +83,33 @@ class Election:
         client = self._client
         self.active, self.lost, self.suspended, self._lock = False, False, False, None
         path, me = f"{s.ha_path}/{cluster}", f"{socket.gethostname()}:{os.getpid()}"
-        lock = client.Lock(path, identifier=me)
         kafka = s.kafka()
         follower = (
             TopicFollower(kafka, s.topic, cluster, change_decoder(s.schema_registry))
             if kafka
             else None
         )
+        campaign = _Campaign(client, path, me, self._stop)
+        campaign.start()
         announced = unreachable = False
         try:
-            while not self._stop.is_set():
-                try:
-                    if lock.acquire(timeout=0.5):
-                        break
-                except LockTimeout:
-                    pass
-                except KazooException as exc:
-                    # ZooKeeper away (or this session just expired): campaign until it answers;
-                    # a fresh recipe, as the old one's node went with its session.
-                    if not unreachable:
-                        log.warning("campaigning: ZooKeeper does not answer yet",
-                                    election=path, reason=repr(exc))  # fmt: skip
-                        unreachable = True
-                    lock = client.Lock(path, identifier=me)
-                    self._pause(0.5)
+            # A free lock is won at once, without a word of standby.
+            while not campaign.won.wait(0.05 if announced else 0.5):
+                if self._stop.is_set():
+                    campaign.cancel()
+                    return None
                 self._turned()
+                if campaign.failure is not None and not unreachable:
+                    log.warning("campaigning: ZooKeeper does not answer yet",
+                                election=path, reason=campaign.failure)  # fmt: skip
+                    unreachable = True
                 if not announced:
                     systemd_notify.notify("READY=1\nSTATUS=standby")
                     log.info("standby", cluster=cluster, election=path)
                     announced = True
                 if follower is not None:
                     follower.poll(0.5)
-            else:
-                return None
+            lock = campaign.lock
             self.active = True
             self.terms += 1
             self._lock = lock
@@ -135,11 +129,6 @@ class Election:
         """The election's session is connected (kazoo's CONNECTED)."""
         client = self._client
         return client is not None and client.state == KazooState.CONNECTED
-
-    def _pause(self, seconds: float) -> None:
-        """Waits, turning (alive for systemd and /livez) and ending early on a stop."""
-        self._turned()
-        self._stop.wait(seconds)
 
     def step_down(self) -> None:
         """This term is over (lost): its lock recipe let go, so the next campaign starts
@@ -197,3 +186,33 @@ class Election:
                 "lost the election after a stall past the session timeout; another daemon may "
                 "be active now (nothing of the stalled turn was given out)"
             )
+
+
+class _Campaign(threading.Thread):
+    """Waits in the lock's queue on a thread of its own, so the contender node stays while the
+    standby follows the topic: who has waited longest is next (a daemon that just stepped down
+    queues behind a standby that was waiting). ZooKeeper away or the session gone: it queues
+    again with a fresh recipe once ZooKeeper answers."""
+
+    def __init__(self, client: KazooClient, path: str, me: str, stop: threading.Event) -> None:
+        super().__init__(name="election-campaign", daemon=True)
+        self._client, self._path, self._me, self._stop = client, path, me, stop
+        self.lock: Any = client.Lock(path, identifier=me)
+        self.won = threading.Event()
+        self.failure: str | None = None  # the latest reason it had to queue again
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.lock.acquire(blocking=True):
+                    self.won.set()
+                return  # won, or cancelled (a stop)
+            except KazooException as exc:
+                if self._stop.is_set():
+                    return
+                self.failure = repr(exc)
+                self.lock = self._client.Lock(self._path, identifier=self._me)
+                self._stop.wait(0.5)
+
+    def cancel(self) -> None:
+        self.lock.cancel()

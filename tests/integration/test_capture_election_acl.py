@@ -41,7 +41,7 @@ def test_an_anonymous_client_can_neither_delete_nor_write_the_election_and_a_del
     try:
         election = f"{ha}/c1"
         # Reading stays open. The lowest sequence holds the lock: the active's (the standby's
-        # contender node comes and goes with each of its tries).
+        # contender node queues behind it).
         nodes = sorted(anonymous.get_children(election), key=lambda n: n[-10:])
         lock = f"{election}/{nodes[0]}"
         for attempt in (

@@ -84,7 +84,7 @@ def test_a_single_daemon_rides_out_zookeeper_frozen_past_its_session_and_capture
         wait_until(lambda: _terms(daemon) == 2, 90, what="a second term")
         assert daemon.process.poll() is None, daemon.tail()
         client.retry(client.create, "/c/after", b"2")
-        after = changes_topic.wait_for(lambda r: r["path"] == "/after", "the change after")
+        (after,) = changes_topic.wait_for(lambda r: r["path"] == "/after", "the change after")
         assert after["op"] == "CREATE" and after["after"]["data"] == b"2"
 
         assert daemon.stop() == 0, daemon.tail()
