@@ -61,7 +61,7 @@ class Arrivals(threading.Thread):
                 break
             time.sleep(0.2)
         while not self.halt.is_set():
-            for message in self._consumer.consume(5000, 0.1):
+            for message in self._consumer.consume(1000, 0.005):  # a batch waits its timeout
                 if message.error():
                     continue
                 now = int(time.time() * 1000)
