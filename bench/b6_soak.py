@@ -1,13 +1,15 @@
 """B6: the chaos soak. Capture (an active and a standby daemon), the alert job and Alertmanager
 under a steady write storm on the local stack with a 3-node ZooKeeper ensemble, while faults are
 injected on a schedule: the active capture killed (-9), the ZooKeeper leader killed, the active
-capture's session expired (stopped past its session timeout), each broker killed and restarted,
-all brokers down for a minute, the alert job's driver killed and restarted on its checkpoint,
-the active capture's event-log disk (a tmpfs) filled, then freed.
+capture frozen past its session timeout with records in flight (it must step down by itself),
+the whole ZooKeeper ensemble frozen past every session (twice: both daemons must ride it out),
+each broker killed and restarted, all brokers down for a minute, the alert job's driver killed
+and restarted on its checkpoint, the active capture's event-log disk (a tmpfs) filled, then
+freed.
 
 Measured on the changes topic (what consumers get): writes made, versions seen, reported
-skipped and unaccounted (goal 0), duplicate records by path + version (goal 0), seq gaps (goal
-0); each expected alert (broker_down of every broker episode) FIRING and RESOLVED exactly once on
+skipped and unaccounted (goal 0), duplicate records by path + version (goal 0), duplicate seqs
+and seq gaps (goal 0), capture daemons that exited by themselves (goal 0); each expected alert (broker_down of every broker episode) FIRING and RESOLVED exactly once on
 the alerts topic, and active in Alertmanager while it held, resolved at the end; capture RSS
 over time (flat); recovery time after each fault (from the fault to the first record on Kafka
 of a write made after it).

@@ -32,8 +32,14 @@ _REFUSED = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
 }
 _TOO_OLD = {KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE}
-# Delivery errors a later transaction may not meet: the brokers away or moving leaders.
+# Delivery errors a later transaction may not meet: the brokers away or moving leaders, or a
+# broker just restarted that does not know the topic yet (B6: all brokers restarted, one said
+# the topic had 0 partitions). A topic really deleted is the topic guard's to say (it waits
+# for agreeing answers), while the aborted records go again.
 PASSING = {
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._MSG_TIMED_OUT,
     KafkaError._TIMED_OUT,
     KafkaError.REQUEST_TIMED_OUT,
