@@ -26,7 +26,7 @@ from typing import Any
 from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
 from zkcdc.capture.delivery.topic_follower import TopicFollower
-from zkcdc.capture.delivery.transactions import Fenced, TransactionsNotReady
+from zkcdc.capture.delivery.transactions import Fenced, TransactionLost, TransactionsNotReady
 from zkcdc.capture.encoding.avro_codec import change_decoder
 from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.metrics import CaptureMetrics
@@ -290,9 +290,9 @@ class CaptureRunner:
             with CollectorPacing() as collector:
                 self._loop(state, outlet, collector)
             failing = False
-        except (LostElection, Fenced) as exc:
+        except (LostElection, Fenced, TransactionLost) as exc:
             if self._election is None:
-                raise  # no election to go back to: another capture took this stream
+                raise  # no election to go back to (a restart is the way back)
             failing = False
             self._lost_term(str(exc))
         finally:

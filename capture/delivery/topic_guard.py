@@ -128,11 +128,19 @@ class TopicGuard:
     def check(self, force: bool = False) -> None:
         """Raises TopicChangedError when the topic is gone or re-partitioned; a Kafka that does
         not answer is not a change (the producer holds its records meanwhile). `force` (a
-        delivery error, the run ending anyway): one answer is enough to say what happened."""
+        delivery error, the run ending anyway): asked at once, until the answers agree."""
         if force and self._problem is None:
-            problem = self._ask()
-            if problem is not None:
-                self._problem = problem
+            # Agreeing answers here too: a broker just restarted says "no such topic" until
+            # its metadata comes (B6, all brokers restarted): a moment apart, on the way out.
+            answers = []
+            for n in range(self._confirm):
+                if n:
+                    self._stop.wait(1.0)
+                answers.append(self._ask())
+                if answers[-1] is None:
+                    break
+            if answers[-1] is not None and len(set(answers)) == 1:
+                self._problem = answers[-1]
         if self._problem is not None:
             raise TopicChangedError(self._problem)
 

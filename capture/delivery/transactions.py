@@ -60,6 +60,11 @@ class TransactionsRefused(DeliveryError):
     """Kafka will not let capture use transactions (rights, or brokers too old)."""
 
 
+class TransactionLost(DeliveryError):
+    """The producer's transaction is in a state it cannot leave (its coordinator restarted and
+    lost it, say): a new producer must fence this one and send its records again."""
+
+
 class TransactionsNotReady(DeliveryError):
     """Kafka did not answer in time (a coordinator moving, brokers starting): try again."""
 
@@ -158,9 +163,12 @@ class Transaction:
                 return None
             if error.retriable() or error.code() == KafkaError._TIMED_OUT:
                 return None  # goes on in the background; asked again next turn
-            raise refusal(
-                exc, self.transactional_id, f"ending a transaction ({self.ending})"
-            ) from exc
+            failed = refusal(exc, self.transactional_id, f"ending a transaction ({self.ending})")
+            if type(failed) is DeliveryError:
+                # Not fenced, not refused: this producer's transaction is beyond saving (B6:
+                # an abort after its coordinator restarted, INVALID_TXN_STATE).
+                raise TransactionLost(str(failed)) from exc
+            raise failed from exc
         outcome = "committed" if self.ending == "commit" else "aborted"
         self.open, self.ending = False, None
         return outcome
