@@ -310,6 +310,7 @@ class CaptureRunner:
             if election is not None and election.suspended:
                 # The session may have expired and a standby be on: nothing goes out until
                 # kazoo says CONNECTED (it survived) or LOST (step down).
+                election.probe_if_refused()
                 self._stop.wait(_IDLE_S)
                 continue
             started = time.perf_counter()

@@ -175,6 +175,12 @@ class Publisher:
                 return  # librdkafka's queue is full: the rest waits for acks
             except KafkaException as exc:
                 if txn is not None:
+                    error: KafkaError = exc.args[0]
+                    if error.txn_requires_abort() or error.code() == KafkaError._STATE:
+                        # The transaction failed before its delivery reports came (a record
+                        # refused, say): it aborts, then everything goes again, in order.
+                        txn.abort_soon(error.str())
+                        return
                     raise transactions.refusal(exc, txn.transactional_id, "producing") from exc
                 raise DeliveryError(f"cannot produce to {self.topic}: {exc}") from exc
             self._waiting.popleft()

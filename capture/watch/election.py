@@ -13,6 +13,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,8 @@ class Election:
         self.active = False
         self.lost = False
         self.suspended = False  # the session's connection is down: it may have expired
+        self._suspended_at: float | None = None
+        self._next_probe = 0.0
         self.terms = 0  # how many times this daemon became active
 
     def close(self) -> None:
@@ -99,6 +102,7 @@ class Election:
                     campaign.cancel()
                     return None
                 self._turned()
+                self.probe_if_refused()
                 if campaign.failure is not None and not unreachable:
                     log.warning("campaigning: ZooKeeper does not answer yet",
                                 election=path, reason=campaign.failure)  # fmt: skip
@@ -124,6 +128,25 @@ class Election:
             if follower is not None:
                 follower.close()
 
+    def probe_if_refused(self) -> None:
+        """An ensemble replaced by one with an older history refuses this client's session
+        ("client has seen zxid ..."), and kazoo retries forever: disconnected for a session's
+        time, ask with a client that has seen nothing; if the ensemble is behind, let this one
+        reconnect (with a new session: the term, if any, is lost)."""
+        s, client, since = self._settings, self._client, self._suspended_at
+        now = time.monotonic()
+        wait = s.session_timeout_s
+        if client is None or since is None or now - since < wait or now < self._next_probe:
+            return
+        self._next_probe = now + wait
+        newest = zookeeper.probe_newest_zxid(
+            s.connect_string(), s.zookeeper_access(), s.connect_timeout_s
+        )
+        if newest is not None and newest < client.last_zxid:
+            log.warning("zookeeper is behind what the election's session saw: reconnecting",
+                        newest_zxid=newest, seen_zxid=client.last_zxid)  # fmt: skip
+            client.last_zxid = 0
+
     @property
     def connected(self) -> bool:
         """The election's session is connected (kazoo's CONNECTED)."""
@@ -143,6 +166,10 @@ class Election:
         """kazoo's thread: SUSPENDED holds the active's giving out until CONNECTED (the session
         survived) or LOST (it did not: step down)."""
         self.suspended = state == KazooState.SUSPENDED
+        if state == KazooState.CONNECTED:
+            self._suspended_at = None
+        elif self._suspended_at is None:
+            self._suspended_at = time.monotonic()
         if state == KazooState.LOST and self.active and not self._stop.is_set():
             self._lose("the election's ZooKeeper session expired")
 

@@ -108,8 +108,8 @@ def test_of_two_daemons_through_zookeeper_frozen_past_their_sessions_exactly_one
                 "--event-log", str(tmp_path / f"log-{n}"), state_dir=tmp_path / f"state-{n}",
                 publish_to=changes_topic,
             ))  # fmt: skip
-        daemons[0].wait_logged("in sync")
-        daemons[1].wait_logged("standby")
+            # The first is the active: started (and in sync) before the second.
+            daemons[n].wait_logged("in sync" if n == 0 else "standby")
         client.create("/c/before", b"1")
         changes_topic.wait_for(lambda r: r["path"] == "/before", "the change before")
 
