@@ -229,6 +229,10 @@ class CaptureRunner:
             retried(self.source.open, ZooKeeperUnavailable, None, self._pause, self._stop.is_set)
         except ZooKeeperUnavailable:
             return False  # stopped
+        election = self._election
+        if election is not None and election.went_back and isinstance(self.source, WatchSource):
+            self.source.history_went_back(election.went_back)
+            election.went_back = None
         return True
 
     def _fence(self, cluster: str) -> bool:

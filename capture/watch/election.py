@@ -58,6 +58,9 @@ class Election:
         self.suspended = False  # the session's connection is down: it may have expired
         self._suspended_at: float | None = None
         self._next_probe = 0.0
+        # What the probe found (ZooKeeper behind what this client saw), for the next term's
+        # walk to record as a change of history.
+        self.went_back: str | None = None
         self.terms = 0  # how many times this daemon became active
 
     def close(self) -> None:
@@ -145,6 +148,10 @@ class Election:
         if newest is not None and newest < client.last_zxid:
             log.warning("zookeeper is behind what the election's session saw: reconnecting",
                         newest_zxid=newest, seen_zxid=client.last_zxid)  # fmt: skip
+            self.went_back = (
+                f"newest zxid {newest:#x} is behind the {client.last_zxid:#x} this daemon's "
+                "election session saw"
+            )
             client.last_zxid = 0
 
     @property

@@ -192,6 +192,10 @@ class WatchSource:
                     zookeeper=self.where)  # fmt: skip
         self._pending.append(tracker.history_changed(reason))
 
+    def history_went_back(self, reason: str) -> None:
+        """Found elsewhere (the election's client): the walk records a change of history."""
+        self._went_back = reason
+
     def _probe_if_refused(self) -> None:
         """A server whose history is behind the zxid this session saw refuses the session
         ("client has seen zxid ..."), and kazoo retries forever. When disconnected for a while,
