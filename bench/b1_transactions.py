@@ -177,7 +177,7 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     paced = [s for s in result["steps"] if s["target_per_s"] is not None]
     worst = max((s["transactions"]["readable_ms_p99"] or 0 for s in paced), default=None)
     return [
-        ("lag p99 in transactions, paced rates (mtime → readable)", f"{fmt(worst)} ms",
+        ("(B1t) lag p99 in transactions, paced rates (mtime → readable)", f"{fmt(worst)} ms",
          "≤ 100 ms", worst is not None and worst <= 100),
     ]  # fmt: skip
 
