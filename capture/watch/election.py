@@ -61,7 +61,6 @@ class Election:
         # What the probe found (ZooKeeper behind what this client saw), for the next term's
         # walk to record as a change of history.
         self.went_back: str | None = None
-        self.terms = 0  # how many times this daemon became active
 
     def close(self) -> None:
         if self._client is not None:
@@ -118,7 +117,6 @@ class Election:
                     follower.poll(0.5)
             lock = campaign.lock
             self.active = True
-            self.terms += 1
             self._lock = lock
             self._watch_own_lock(client, f"{lock.path}/{lock.node}")
             if not fence():
