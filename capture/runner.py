@@ -56,16 +56,18 @@ class CaptureRunner:
         *,
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        new_source: Callable[[], Source] | None = None,
     ) -> None:
+        """`new_source`: makes each later term's source (a new one reads afresh)."""
         self.settings = settings
         self._now = now
         self._sleep = sleep
         self.metrics = CaptureMetrics()
-        self._new_source: Callable[[], Source] = lambda: source_for(
-            settings, self.metrics, self.now_ms, sleep
+        self._new_source: Callable[[], Source] = new_source or (
+            lambda: source_for(settings, self.metrics, self.now_ms, sleep)
         )
         self.source = source or self._new_source()
-        self._opened = True  # the first term's source is opened by run()
+        self._opened = False  # self.source is open (run() opens the first)
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._last_turn = time.monotonic()
@@ -142,6 +144,7 @@ class CaptureRunner:
         server = None
         try:
             cluster = self.source.open()
+            self._opened = True
             server = self._prepare_outputs()
             while True:
                 followed = self._elected(cluster)
@@ -163,16 +166,22 @@ class CaptureRunner:
 
     def _stepped_down(self) -> None:
         """Between terms: the source closed (a new one reads the tree afresh once elected),
-        and the election let go, so the next campaign starts clean."""
-        assert self._election is not None
+        and the election let go, so the next campaign starts clean. Without an election (a
+        log's source) the term ended with its producer: a new one is made at once, as by a
+        restart."""
         self._active = False
         self.metrics.active.set(0)
-        self.metrics.elections.labels("standby").inc()
-        systemd_notify.notify("STATUS=standby, campaigning again")
-        log.warning("stepped down", reason=self._step_down_reason, then="campaigning again")
-        self._election.step_down()
+        if self._election is not None:
+            self.metrics.elections.labels("standby").inc()
+            systemd_notify.notify("STATUS=standby, campaigning again")
+            log.warning("stepped down", reason=self._step_down_reason, then="campaigning again")
+            self._election.step_down()
+        else:
+            log.warning("the producer is lost", reason=self._step_down_reason,
+                        then="capturing again with a new one")  # fmt: skip
         self.source.close()
         self.source = self._new_source()
+        self._opened = False  # opened when the next term starts
         self._stepping_down.clear()
 
     def _prepare_outputs(self) -> ThreadingHTTPServer | None:
@@ -199,7 +208,7 @@ class CaptureRunner:
         """The state to go on from: the topic's (as a standby followed it) once elected, an
         empty one for a source without election. None: stopped while standby."""
         if not self.source.elected:
-            if not self._fence(cluster):
+            if not self._open_source() or not self._fence(cluster):
                 return None
             followed: TrackerState | None = (
                 self._followed_topic(cluster) if self.settings.take_over else TrackerState(cluster)
@@ -222,13 +231,12 @@ class CaptureRunner:
         """A later term's source, opened once elected (ZooKeeper answered the election, so
         it is back): tried until it connects or the daemon is stopped."""
         if self._opened:
-            self._opened = False  # later terms open their own
             return True
-
         try:
             retried(self.source.open, ZooKeeperUnavailable, None, self._pause, self._stop.is_set)
         except ZooKeeperUnavailable:
             return False  # stopped
+        self._opened = True
         election = self._election
         if election is not None and election.went_back and isinstance(self.source, WatchSource):
             self.source.history_went_back(election.went_back)
@@ -295,8 +303,8 @@ class CaptureRunner:
                 self._loop(state, outlet, collector)
             failing = False
         except (LostElection, Fenced, TransactionLost) as exc:
-            if self._election is None:
-                raise  # no election to go back to (a restart is the way back)
+            if self._election is None and not isinstance(exc, TransactionLost):
+                raise  # fenced: another daemon has the stream, and no election to go back to
             failing = False
             self._lost_term(str(exc))
         finally:

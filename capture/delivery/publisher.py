@@ -22,7 +22,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery import transactions
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
-from zkcdc.capture.delivery.transactions import FENCED, PASSING, Fenced, Transaction
+from zkcdc.capture.delivery.transactions import (
+    FENCED,
+    PASSING,
+    Fenced,
+    Transaction,
+    TransactionLost,
+)
 from zkcdc.capture.oversize import (
     DEFAULT_MAX_RECORD_BYTES,
     MESSAGE_OVERHEAD,
@@ -221,13 +227,31 @@ class Publisher:
         self.on_ack(note)
 
     def poll(self, timeout: float = 0.0) -> None:
-        self._producer.poll(timeout)
+        self._serve(timeout)
         if self._fenced is not None:
             raise Fenced(f"another daemon's producer fenced this one: {self._fenced}")
         if self._error is not None:
             raise DeliveryError(f"Kafka refused a record: {self._error}")
         self._end_transaction()
         self._hand_over()
+
+    def _serve(self, timeout: float) -> None:
+        """librdkafka's callbacks. A fatal error comes out of poll (no error_cb is set): that
+        producer is done for, and capture's term with it (a new one fences it and resends)."""
+        try:
+            self._producer.poll(timeout)
+        except KafkaException as exc:
+            raise self._fatal(exc) from exc
+
+    def _fatal(self, exc: KafkaException) -> DeliveryError:
+        if self._txn is None:
+            return DeliveryError(f"Kafka failed capture's producer: {exc.args[0].str()}")
+        failed = transactions.refusal(exc, self._txn.transactional_id, "delivering")
+        if isinstance(failed, Fenced | transactions.TransactionsRefused):
+            return failed
+        # B6 and the every-broker-down test: a record stalled in librdkafka past its timeout
+        # while the commit was under way; the abort it needs is refused (INVALID_TXN_STATE).
+        return TransactionLost(str(failed))
 
     def _end_transaction(self, wait_s: float | None = None) -> None:
         """A transaction holding records is committed (over as many turns as that takes);
@@ -274,11 +298,14 @@ class Publisher:
         deadline = time.monotonic() + timeout
         self._hand_over()
         if self._txn is None:
-            self._producer.flush(timeout)
+            try:
+                self._producer.flush(timeout)
+            except KafkaException as exc:
+                raise self._fatal(exc) from exc
             self.poll(0)
             return self.backlog == 0
         while self.backlog and (left := deadline - time.monotonic()) > 0:
-            self._producer.poll(0)
+            self._serve(0)
             if self._error is not None:
                 raise DeliveryError(f"Kafka refused a record: {self._error}")
             self._end_transaction(min(left, 1.0))

@@ -18,7 +18,11 @@ from confluent_kafka import KafkaError, KafkaException
 
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 
-TXN_TIMEOUT_MS = 60_000
+# A record librdkafka holds this long (a leader gone with it in flight can hold it until then,
+# librdkafka#1432) aborts its transaction, and the records go again: shorter than the client's
+# 60 s default, as Kafka Streams' 10 s, so a stall after an outage ends sooner.
+TXN_TIMEOUT_MS = 30_000
+RESUMED_WAIT_S = 0.005  # a commit already waited for once is looked in on this briefly
 MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
 
 FENCED = {
@@ -133,6 +137,7 @@ class Transaction:
         self.ending: str | None = None  # "commit" or "abort" once asked for
         self.items: list[Item] = []
         self.reason = ""  # why it is aborting
+        self._waited: str | None = None  # the ending that had its full wait already
 
     @property
     def room(self) -> int:
@@ -148,9 +153,13 @@ class Transaction:
 
     def end(self, wait_s: float | None = None) -> str | None:
         """Commits (or aborts) on: "committed", "aborted", or None while it goes on."""
-        wait = self._wait_s if wait_s is None else wait_s
         if self.ending is None:
             self.ending = "commit"
+        wait = self._wait_s if wait_s is None else wait_s
+        if wait_s is None and self._waited == self.ending:
+            # Still under way (brokers away): look in, without making each turn a slow one.
+            wait = min(wait, RESUMED_WAIT_S)
+        self._waited = self.ending
         try:
             if self.ending == "commit":
                 self._producer.commit_transaction(wait)
@@ -170,7 +179,7 @@ class Transaction:
                 raise TransactionLost(str(failed)) from exc
             raise failed from exc
         outcome = "committed" if self.ending == "commit" else "aborted"
-        self.open, self.ending = False, None
+        self.open, self.ending, self._waited = False, None, None
         return outcome
 
     def take_items(self) -> list[Item]:

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.capture.delivery.transactions import TransactionLost
 from zkcdc.capture.records import ChangeRecord, Znode
 from zkcdc.capture.runner import CaptureRunner
 from zkcdc.capture.settings import load_settings
@@ -29,13 +30,16 @@ class ScriptedSource:
     elected = False
     quick_acks = False
 
-    def __init__(self, stop: threading.Event) -> None:
+    def __init__(self, stop: threading.Event, lose_producer_at: int = 0) -> None:
         self._stop = stop
+        self._lose_producer_at = lose_producer_at  # the turn whose records' producer is lost
+        self.opened = self.closed = False
         self._tracker: Tracker | None = None
         self._turn = 0
         self.caught_up_polls = 0
 
     def open(self) -> str:
+        self.opened = True
         return "c1"
 
     def start(self, state: TrackerState) -> None:
@@ -45,6 +49,8 @@ class ScriptedSource:
         tracker = self._tracker
         assert tracker is not None
         self._turn += 1
+        if self._turn == self._lose_producer_at:
+            raise TransactionLost("scripted: the producer's transaction is beyond saving")
         if self._turn == 1:  # the snapshot: not caught up until it ends
             tracker.begin_sync()
             reads = tracker.read("/brokers", _znode(0, b"")) + tracker.read("/a", _znode(0, b"0"))
@@ -65,7 +71,7 @@ class ScriptedSource:
         pass
 
     def close(self) -> None:
-        pass
+        self.closed = True
 
     @property
     def connected(self) -> bool:
@@ -94,6 +100,25 @@ def test_a_new_source_plugs_into_the_runner_and_its_records_reach_the_event_log_
     ops = [(r["op"], r["path"]) for r in records]
     assert ops[:3] == [("READ", "/brokers"), ("READ", "/a"), ("UPDATE", "/a")]
     assert ("HEARTBEAT", "") in ops[3:], "heartbeats once caught up"
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+
+
+def test_a_log_source_whose_producer_is_lost_captures_on_with_a_new_source_losing_nothing(
+    tmp_path: Path,
+) -> None:
+    """No election to go back to (a log's source): the term ends with its producer and a new
+    one starts at once, as a restart would, rather than the daemon exiting."""
+    settings = load_settings(None, zookeeper="127.0.0.1:1", state_dir=tmp_path, heartbeat_s=0.001)
+    stopped = threading.Event()
+    first, second = ScriptedSource(stopped, lose_producer_at=2), ScriptedSource(stopped)
+    runner = CaptureRunner(settings, first, new_source=lambda: second)
+    threading.Thread(target=lambda: (stopped.wait(30), runner.stop()), daemon=True).start()
+    runner.run()
+
+    assert first.closed and second.opened and second.caught_up_polls >= 5
+    records = list(read_records(settings.event_log_path("c1")))
+    ops = [(r["op"], r["path"]) for r in records]
+    assert ops[:3] == [("READ", "/brokers"), ("READ", "/a"), ("UPDATE", "/a")]
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
 
 

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher, producer_config
 from zkcdc.capture.delivery.transactions import (
+    RESUMED_WAIT_S,
     Fenced,
+    TransactionLost,
     TransactionsNotReady,
     TransactionsRefused,
     refusal,
@@ -43,6 +45,8 @@ class TransactionalProducer:
         self.open: list[tuple[int, Any]] = []
         self.committed: list[int] = []
         self.aborted: list[int] = []
+        self.fatal: KafkaException | None = None  # raised by poll, as librdkafka's fatal error
+        self.waits: list[float] = []
 
     def init_transactions(self, timeout: float) -> None:
         self.state = "ready"
@@ -57,12 +61,15 @@ class TransactionalProducer:
         self.open.append((int(dict(headers)[SEQ_HEADER]), on_delivery))
 
     def poll(self, timeout: float) -> int:
+        if self.fatal is not None:
+            raise self.fatal
         for _, callback in self.open:
             callback(None, None)  # delivered: not yet committed
         return 0
 
     def commit_transaction(self, timeout: float) -> None:
         assert self.state in ("in", "committing"), self.state
+        self.waits.append(timeout)
         end = self.ends.pop(0) if self.ends else "ok"
         if end == "wait":
             self.state = "committing"
@@ -186,3 +193,36 @@ def test_without_transactions_the_producer_is_idempotent_and_never_times_a_recor
     config = producer_config(transactional_id="tid")
     assert config["transactional.id"] == "tid"
     assert 0 < config["message.timeout.ms"] <= config["transaction.timeout.ms"]
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [(KafkaError.INVALID_TXN_STATE, TransactionLost), (KafkaError._FENCED, Fenced),
+     (KafkaError.PRODUCER_FENCED, Fenced)],
+)  # fmt: skip
+def test_a_fatal_error_out_of_poll_ends_the_term_as_its_kind_never_a_raw_exception(
+    code: int, kind: type
+) -> None:
+    """Seen with every broker restarted: a record stalled in librdkafka past its timeout while
+    the commit was under way, the abort it needed refused, and poll raised the fatal error."""
+    publisher, producer = _publisher(["wait"])
+    publisher.publish(_records(1, 2))
+    publisher.poll(0)
+    producer.fatal = _fail(code, fatal=True)
+    with pytest.raises(kind):
+        publisher.poll(0)
+    with pytest.raises(kind):
+        publisher.flush(1.0)
+    assert producer.committed == [] and publisher.acked_through == 0
+    assert publisher.give_up() == 2  # the next term (a new producer) sends them again
+
+
+def test_a_commit_under_way_is_waited_for_once_then_looked_in_on_briefly() -> None:
+    publisher, producer = _publisher(["wait", "wait", "wait", "ok"])
+    publisher.publish(_records(1, 1))
+    for _ in range(4):
+        publisher.poll(0)
+    first, *resumed = producer.waits
+    assert first == 0.1  # the commit's first ask waits (most finish within it)
+    assert resumed == [RESUMED_WAIT_S] * 3
+    assert producer.committed == [1]
