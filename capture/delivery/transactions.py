@@ -18,11 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 
-# A record librdkafka holds this long (a leader gone with it in flight can hold it until then,
-# librdkafka#1432) aborts its transaction, and the records go again: shorter than the client's
-# 60 s default, as Kafka Streams' 10 s, so a stall after an outage ends sooner.
-TXN_TIMEOUT_MS = 30_000
-RESUMED_WAIT_S = 0.005  # a commit already waited for once is looked in on this briefly
+TXN_TIMEOUT_MS = 60_000
 MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
 
 FENCED = {
@@ -137,7 +133,6 @@ class Transaction:
         self.ending: str | None = None  # "commit" or "abort" once asked for
         self.items: list[Item] = []
         self.reason = ""  # why it is aborting
-        self._waited: str | None = None  # the ending that had its full wait already
 
     @property
     def room(self) -> int:
@@ -155,11 +150,9 @@ class Transaction:
         """Commits (or aborts) on: "committed", "aborted", or None while it goes on."""
         if self.ending is None:
             self.ending = "commit"
+        # The same wait each time: resuming a commit with a few-ms timeout tripped
+        # librdkafka's assertion "BUG: Invalid transaction state transition" (suite run 24).
         wait = self._wait_s if wait_s is None else wait_s
-        if wait_s is None and self._waited == self.ending:
-            # Still under way (brokers away): look in, without making each turn a slow one.
-            wait = min(wait, RESUMED_WAIT_S)
-        self._waited = self.ending
         try:
             if self.ending == "commit":
                 self._producer.commit_transaction(wait)
@@ -179,7 +172,7 @@ class Transaction:
                 raise TransactionLost(str(failed)) from exc
             raise failed from exc
         outcome = "committed" if self.ending == "commit" else "aborted"
-        self.open, self.ending, self._waited = False, None, None
+        self.open, self.ending = False, None
         return outcome
 
     def take_items(self) -> list[Item]:

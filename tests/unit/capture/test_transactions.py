@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher, producer_config
 from zkcdc.capture.delivery.transactions import (
-    RESUMED_WAIT_S,
     Fenced,
     TransactionLost,
     TransactionsNotReady,
@@ -46,7 +45,6 @@ class TransactionalProducer:
         self.committed: list[int] = []
         self.aborted: list[int] = []
         self.fatal: KafkaException | None = None  # raised by poll, as librdkafka's fatal error
-        self.waits: list[float] = []
 
     def init_transactions(self, timeout: float) -> None:
         self.state = "ready"
@@ -69,7 +67,6 @@ class TransactionalProducer:
 
     def commit_transaction(self, timeout: float) -> None:
         assert self.state in ("in", "committing"), self.state
-        self.waits.append(timeout)
         end = self.ends.pop(0) if self.ends else "ok"
         if end == "wait":
             self.state = "committing"
@@ -215,14 +212,3 @@ def test_a_fatal_error_out_of_poll_ends_the_term_as_its_kind_never_a_raw_excepti
         publisher.flush(1.0)
     assert producer.committed == [] and publisher.acked_through == 0
     assert publisher.give_up() == 2  # the next term (a new producer) sends them again
-
-
-def test_a_commit_under_way_is_waited_for_once_then_looked_in_on_briefly() -> None:
-    publisher, producer = _publisher(["wait", "wait", "wait", "ok"])
-    publisher.publish(_records(1, 1))
-    for _ in range(4):
-        publisher.poll(0)
-    first, *resumed = producer.waits
-    assert first == 0.1  # the commit's first ask waits (most finish within it)
-    assert resumed == [RESUMED_WAIT_S] * 3
-    assert producer.committed == [1]
