@@ -36,6 +36,8 @@ from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
+CAPTURES_KEY = pytest.StashKey[list[CaptureProcess]]()
+SHOWN_KEY = pytest.StashKey[bool]()
 
 # Fuzzing: a bounded number of examples in `make test`, many more in `make fuzz`
 # (ZKCDC_FUZZ=long). No example database in the tree: each run draws afresh.
@@ -242,6 +244,12 @@ def new_topic(
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
+    captures = item.stash.get(CAPTURES_KEY, [])
+    if report.failed and captures and not item.stash.get(SHOWN_KEY, False):
+        # First: the daemons' own logs say what went wrong; a long report is cut in its middle.
+        item.stash[SHOWN_KEY] = True
+        for n, process in enumerate(captures):
+            report.sections.insert(n, (f"capture log {process.log_file.name}", process.tail(80)))
     backend = getattr(item, "funcargs", {}).get("cluster") or item.config.stash.get(
         BACKEND_KEY, None
     )
@@ -260,6 +268,7 @@ def start_capture(
     """Starts `zkcdc capture` processes publishing to a topic of this test's own; stops them
     (SIGKILL if need be) and prints their logs at the end, so a failing test shows them."""
     processes: list[CaptureProcess] = []
+    request.node.stash[CAPTURES_KEY] = processes  # shown first when the test fails
     base = tmp_path_factory.mktemp("capture")
     ha_path = f"/zkcdc-tests/ha-{uuid.uuid4().hex[:8]}"  # shared by this test's daemons only
 
@@ -285,7 +294,6 @@ def start_capture(
     yield start
     for process in processes:
         stop(process.process, 0, signal.SIGKILL)
-        print(f"--- capture log {process.log_file} ---\n{process.tail(80)}")
 
 
 @pytest.fixture

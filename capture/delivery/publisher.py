@@ -42,6 +42,8 @@ from zkcdc.ground.unreadable_messages import UnreadableMessages
 log = logs.get("zkcdc.capture")
 
 SEQ_HEADER = "zkcdc.seq"
+# A commit goes through in a second or two once the brokers answer; this long, it is stuck.
+STALLED_S = 15.0
 CLUSTER_HEADER = "zkcdc.cluster"
 
 Serialize = Callable[[dict[str, Any]], bytes]
@@ -101,6 +103,7 @@ class Publisher:
         max_waiting: int = 10_000,
         transactional_id: str | None = None,
         start_timeout_s: float = 30.0,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         """`max_value_bytes`: the largest value the topic takes; a larger record goes out
         without its images' bytes, flagged (`capture.oversize`). `transactional_id`: publish
@@ -116,7 +119,8 @@ class Publisher:
         self._txn: Transaction | None = None
         if transactional_id is not None:
             transactions.start(self._producer, transactional_id, start_timeout_s)
-            self._txn = Transaction(self._producer, transactional_id)
+            self._txn = Transaction(self._producer, transactional_id, now=now)
+        self._now = now
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
         self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order
@@ -252,6 +256,23 @@ class Publisher:
         # B6 and the every-broker-down test: a record stalled in librdkafka past its timeout
         # while the commit was under way; the abort it needs is refused (INVALID_TXN_STATE).
         return TransactionLost(str(failed))
+
+    def check_stalled(self, brokers_answering_s: float) -> None:
+        """Raises TransactionLost when the transaction's end has been under way for
+        `STALLED_S` while the brokers have answered in full all that time: librdkafka holds a
+        record it no longer sends after every broker restarted (librdkafka#1432) and would
+        wait out its timeout, then fail fatally. A new producer fences this one (its
+        transaction aborted) and the records go again."""
+        txn = self._txn
+        if txn is None or txn.ending_since is None:
+            return
+        waited = self._now() - txn.ending_since
+        if min(waited, brokers_answering_s) >= STALLED_S:
+            raise TransactionLost(
+                f"a transaction's {txn.ending} has been under way {waited:.0f} s while the "
+                f"brokers answered for {brokers_answering_s:.0f} s: its producer holds a record "
+                f"it does not send; a new producer fences it and sends again"
+            )
 
     def _end_transaction(self, wait_s: float | None = None) -> None:
         """A transaction holding records is committed (over as many turns as that takes);

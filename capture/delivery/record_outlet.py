@@ -126,6 +126,7 @@ class RecordOutlet:
             assert self.topic_guard is not None
             try:
                 self.publisher.poll(0)
+                self.publisher.check_stalled(self.topic_guard.answering_for())
             except DeliveryError:
                 self.topic_guard.check(force=True)  # says what happened to the topic, if so
                 raise

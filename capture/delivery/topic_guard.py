@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +35,28 @@ class TopicChangedError(DeliveryError):
 def partition_count(client: Any, topic: str, timeout_s: float) -> int | None:
     """The topic's partition count, None when Kafka says it does not exist (any librdkafka
     client). Raises for any other answer (a leader not yet known, a broker starting)."""
+    return topic_answer(client, topic, timeout_s)[0]
+
+
+def topic_answer(client: Any, topic: str, timeout_s: float) -> tuple[int | None, bool]:
+    """The topic's partition count (None: no such topic) and whether every partition has a
+    leader. Raises when Kafka gives no usable answer."""
     from confluent_kafka import KafkaError
 
     found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if found is None:
-        return None
+        return None, False
     if found.error is not None:
         if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return None
+            return None, False
         raise RuntimeError(f"metadata of {topic}: {found.error}")
     if not found.partitions:
         raise RuntimeError(f"metadata of {topic}: no partitions listed")
-    return len(found.partitions)
+    led = all(
+        getattr(p, "leader", -1) >= 0 and getattr(p, "error", None) is None
+        for p in found.partitions.values()
+    )
+    return len(found.partitions), led
 
 
 def settled_count(client: Any, topic: str, timeout_s: float) -> int:
@@ -110,8 +121,13 @@ class TopicGuard:
         every_s: float = CHECK_EVERY_S,
         background: bool = True,
         confirm: int = CONFIRM,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._now = now
+        # Since when every answer has shown the topic with a leader for each partition (None:
+        # the last did not): how long the brokers have been back after an outage.
+        self.answering_since: float | None = None
         self._confirm = confirm
         self._seen: list[str] = []  # the problem each answer in a row showed
         self.topic = topic
@@ -144,6 +160,11 @@ class TopicGuard:
         if self._problem is not None:
             raise TopicChangedError(self._problem)
 
+    def answering_for(self) -> float:
+        """How long the brokers have answered for the topic in full, 0 when they do not."""
+        since = self.answering_since
+        return 0.0 if since is None else self._now() - since
+
     def close(self) -> None:
         self._stop.set()
 
@@ -158,9 +179,14 @@ class TopicGuard:
         """What one answer shows: the topic gone or resized, else None (also for no answer:
         the brokers being away is no topic change)."""
         try:
-            count = partition_count(self._client, self.topic, self._timeout_s)
+            count, led = topic_answer(self._client, self.topic, self._timeout_s)
         except Exception:
+            self.answering_since = None
             return None
+        if not led or count != self.partitions:
+            self.answering_since = None
+        elif self.answering_since is None:
+            self.answering_since = self._now()
         if count is None:
             return (
                 f"changes topic {self.topic} is gone (deleted under capture; it had "

@@ -11,6 +11,7 @@ records go out again in the next one, in order."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -125,12 +126,20 @@ Item = tuple[dict[str, Any], bytes | None]
 class Transaction:
     """The producer's current transaction: what it holds, and how far its end has got."""
 
-    def __init__(self, producer: Any, transactional_id: str, wait_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        producer: Any,
+        transactional_id: str,
+        wait_s: float = 0.1,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._producer = producer
         self.transactional_id = transactional_id
         self._wait_s = wait_s
+        self._now = now
         self.open = False
         self.ending: str | None = None  # "commit" or "abort" once asked for
+        self.ending_since: float | None = None  # when its end was first asked for
         self.items: list[Item] = []
         self.reason = ""  # why it is aborting
 
@@ -145,11 +154,13 @@ class Transaction:
     def abort_soon(self, reason: str) -> None:
         if self.open and self.ending != "abort":
             self.ending, self.reason = "abort", reason
+            if self.ending_since is None:
+                self.ending_since = self._now()
 
     def end(self, wait_s: float | None = None) -> str | None:
         """Commits (or aborts) on: "committed", "aborted", or None while it goes on."""
         if self.ending is None:
-            self.ending = "commit"
+            self.ending, self.ending_since = "commit", self._now()
         # The same wait each time: resuming a commit with a few-ms timeout tripped
         # librdkafka's assertion "BUG: Invalid transaction state transition" (suite run 24).
         wait = self._wait_s if wait_s is None else wait_s
@@ -172,7 +183,7 @@ class Transaction:
                 raise TransactionLost(str(failed)) from exc
             raise failed from exc
         outcome = "committed" if self.ending == "commit" else "aborted"
-        self.open, self.ending = False, None
+        self.open, self.ending, self.ending_since = False, None, None
         return outcome
 
     def take_items(self) -> list[Item]:

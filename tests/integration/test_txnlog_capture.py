@@ -256,6 +256,11 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
     ]
     exact = _versions(exact_records)
     types = {t for r in watched for t in (e["type"] for e in r["events"])}
+    # Txnlog mode tails the log and is stopped first: a change Kafka made after the settled
+    # paths (a rejoined broker back in an __consumer_offsets ISR) may reach only watch mode.
+    # Below txnlog mode's newest zxid, every watched change must be there too.
+    newest = max(r["zxid"] or 0 for r in exact_records)
+    watched = [r for r in watched if r["zxid"] is None or r["zxid"] <= newest]
     assert types >= {"ISR_SHRUNK", "ISR_EXPANDED", "BROKER_DEREGISTERED", "BROKER_REGISTERED",
                      "CONTROLLER_RESIGNED", "CONTROLLER_ELECTED", "REASSIGNMENT_REQUESTED",
                      "REASSIGNMENT_COMPLETED"}  # fmt: skip

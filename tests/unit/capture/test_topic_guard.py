@@ -19,6 +19,7 @@ class Client:
         self.partitions = partitions
         self.asked = 0
         self.down = False
+        self.leader = 1
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         self.asked += 1
@@ -28,7 +29,13 @@ class Client:
             {}
             if self.partitions is None
             else {
-                topic: SimpleNamespace(error=None, partitions=dict.fromkeys(range(self.partitions)))
+                topic: SimpleNamespace(
+                    error=None,
+                    partitions={
+                        p: SimpleNamespace(leader=self.leader, error=None)
+                        for p in range(self.partitions)
+                    },
+                )
             }
         )
         return SimpleNamespace(topics=found)
@@ -97,3 +104,26 @@ def test_a_topic_missing_in_fewer_answers_in_a_row_than_confirm_is_no_change() -
             time.sleep(0.001)
     finally:
         guard.close()
+
+
+def test_the_guard_times_how_long_the_brokers_have_answered_in_full() -> None:
+    """What says a commit is stuck, not waiting out an outage: answers with a leader for every
+    partition, in a row; any other answer starts the count again."""
+    clock = [50.0]
+    client = Client(6)
+    guard = TopicGuard(client, "t", 6, 1.0, background=False, now=lambda: clock[0])
+    assert guard.answering_for() == 0.0  # nothing asked yet
+    guard.check(force=True)
+    clock[0] += 20
+    guard.check(force=True)
+    assert guard.answering_for() == 20.0
+    client.down = True
+    guard.check(force=True)
+    assert guard.answering_for() == 0.0
+    client.down = False
+    guard.check(force=True)
+    clock[0] += 5
+    assert guard.answering_for() == 5.0
+    client.leader = -1  # a partition without a leader (brokers starting)
+    guard.check(force=True)
+    assert guard.answering_for() == 0.0

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
-from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher, producer_config
+from zkcdc.capture.delivery.publisher import SEQ_HEADER, STALLED_S, Publisher, producer_config
 from zkcdc.capture.delivery.transactions import (
     Fenced,
     TransactionLost,
@@ -94,7 +94,7 @@ def _records(first: int, count: int) -> list[dict[str, Any]]:
     ]
 
 
-def _publisher(ends: list[str]) -> tuple[Publisher, TransactionalProducer]:
+def _publisher(ends: list[str], now: Any = None) -> tuple[Publisher, TransactionalProducer]:
     made: list[TransactionalProducer] = []
 
     def factory(config: dict[str, Any]) -> TransactionalProducer:
@@ -102,7 +102,8 @@ def _publisher(ends: list[str]) -> tuple[Publisher, TransactionalProducer]:
         return made[0]
 
     publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
-                          producer_factory=factory, transactional_id="tid")  # fmt: skip
+                          producer_factory=factory, transactional_id="tid",
+                          **({} if now is None else {"now": now}))  # fmt: skip
     assert made[0].state == "ready", "fenced (init_transactions) before anything else"
     return publisher, made[0]
 
@@ -212,3 +213,39 @@ def test_a_fatal_error_out_of_poll_ends_the_term_as_its_kind_never_a_raw_excepti
         publisher.flush(1.0)
     assert producer.committed == [] and publisher.acked_through == 0
     assert publisher.give_up() == 2  # the next term (a new producer) sends them again
+
+
+def test_a_commit_stuck_while_the_brokers_answer_ends_the_term_but_an_outage_never_does() -> None:
+    """librdkafka#1432: after every broker restarted, a record can stay unsent until its
+    timeout (60 s) while the commit waits on it. Capture calls it stuck once the commit has
+    waited `STALLED_S` with the brokers answering all that time, not while they are away."""
+    clock = [1000.0]
+    publisher, producer = _publisher(["wait"] * 10_000, now=lambda: clock[0])
+    publisher.publish(_records(1, 3))
+    publisher.poll(0)  # the commit is under way
+    for _ in range(120):  # two minutes of outage: the brokers never answer
+        clock[0] += 1.0
+        publisher.poll(0)
+        publisher.check_stalled(brokers_answering_s=0.0)
+    publisher.check_stalled(brokers_answering_s=STALLED_S - 1)  # back, but not for long yet
+    with pytest.raises(TransactionLost, match=r"commit has been under way 120 s while the brok"):
+        publisher.check_stalled(brokers_answering_s=STALLED_S)
+    assert producer.committed == [] and publisher.give_up() == 3  # the next term resends
+
+
+def test_a_commit_that_ends_is_never_called_stuck() -> None:
+    clock = [0.0]
+    publisher, producer = _publisher(["wait", "wait", "ok"], now=lambda: clock[0])
+    publisher.publish(_records(1, 2))
+    publisher.poll(0)
+    clock[0] += STALLED_S - 1
+    publisher.check_stalled(brokers_answering_s=3600.0)
+    publisher.poll(0)
+    publisher.poll(0)  # committed
+    assert producer.committed == [1, 2]
+    clock[0] += 3600.0
+    publisher.check_stalled(brokers_answering_s=3600.0)  # nothing under way: nothing stuck
+    publisher.publish(_records(3, 1))
+    publisher.poll(0)  # a new commit: its own clock
+    publisher.check_stalled(brokers_answering_s=3600.0)
+    assert producer.committed == [1, 2, 3]
