@@ -3,7 +3,7 @@
 The producer is idempotent with `acks=all` and no delivery timeout, so while the brokers are
 away librdkafka holds and retries what it has; what does not fit its queue waits here. The event
 log is written before anything is produced, so what is still unacknowledged at a crash is
-published again by the next run (see `delivered_seqs`)."""
+published again by the next run (see `topic_holdings.delivered_seqs`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    ConfigResource,
-    ResourceType,
-)
 
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery import transactions
@@ -36,8 +32,7 @@ from zkcdc.capture.oversize import (
     fitted,
 )
 from zkcdc.ground import logs
-from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
-from zkcdc.ground.unreadable_messages import UnreadableMessages
+from zkcdc.ground.kafka_connection import KafkaConnection
 
 log = logs.get("zkcdc.capture")
 
@@ -332,46 +327,3 @@ class Publisher:
             self._end_transaction(min(left, 1.0))
             self._hand_over()
         return self.backlog == 0
-
-
-def topic_max_message_bytes(kafka: KafkaConnection, topic: str, timeout: float) -> int | None:
-    """The topic's `max.message.bytes` (its own or the broker's default), None if unknown
-    (not allowed to describe it, say)."""
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    admin = kafka.admin()  # referenced until answered
-    try:
-        configs = admin.describe_configs([resource])[resource].result(timeout)
-        return int(configs["max.message.bytes"].value)
-    except (KafkaException, TimeoutError, KeyError, ValueError, TypeError):
-        return None
-
-
-def delivered_seqs(
-    kafka: KafkaConnection, topic: str, cluster: str, since_ms: int, timeout: float
-) -> set[int]:
-    """The seqs of `cluster` already on the topic from `since_ms` on (by record timestamp):
-    what a previous run got acknowledged, or produced without hearing the ack, before it died."""
-    seen: set[int] = set()
-    skipped = UnreadableMessages(f"delivered seqs of {topic}")
-
-    def seq_of(message: Any) -> int | None:
-        headers = dict(message.headers() or [])
-        seq = headers.get(SEQ_HEADER)
-        if headers.get(CLUSTER_HEADER) != cluster.encode():
-            return None
-        if not isinstance(seq, bytes):
-            raise ValueError(f"{SEQ_HEADER} header is {seq!r}")
-        return int(seq.decode("ascii"))
-
-    def take(message: Any) -> None:
-        seq = skipped.read(message, seq_of)
-        if seq is not None:
-            seen.add(seq)
-
-    try:
-        kafka.read_to_end(topic, take, since_ms, timeout, group="zkcdc-reconcile")
-    except NoSuchTopic:
-        return seen
-    except KafkaConnectionError as exc:
-        raise DeliveryError(str(exc)) from exc
-    return seen

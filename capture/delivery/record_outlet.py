@@ -14,16 +14,13 @@ from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.log_tail import LogTail
-from zkcdc.capture.delivery.publisher import (
-    Publisher,
-    delivered_seqs,
-    topic_max_message_bytes,
-)
+from zkcdc.capture.delivery.publisher import Publisher
 from zkcdc.capture.delivery.topic_guard import (
     TopicGuard,
     settled_count,
     starting_count,
 )
+from zkcdc.capture.delivery.topic_holdings import delivered_seqs, topic_max_message_bytes
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec, registry_serializer
 from zkcdc.capture.encoding.record_encoding import encode_records
 from zkcdc.capture.errors import CaptureError

@@ -13,7 +13,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zkcdc.capture.delivery import publisher
+from zkcdc.capture.delivery import topic_holdings
 from zkcdc.capture.delivery.topic_follower import TopicFollower as StandbyFollower
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
 from zkcdc.ground.change_values import ChangeValueDecoder
@@ -279,5 +279,5 @@ def test_a_standby_takes_every_change_record_of_its_cluster_and_counts_the_rest(
 def test_replays_read_back_of_the_topic_finds_every_delivered_seq(
     messages: list[Message],
 ) -> None:
-    found = publisher.delivered_seqs(_Kafka(messages), "zkcdc.changes", "c1", 0, 1)  # type: ignore[arg-type]
+    found = topic_holdings.delivered_seqs(_Kafka(messages), "zkcdc.changes", "c1", 0, 1)  # type: ignore[arg-type]
     assert {7, 8} <= found

@@ -20,12 +20,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from zkcdc.capture.delivery.event_log import Damage, Span, cluster_of, log_files, read_spans
-from zkcdc.capture.delivery.publisher import (
-    delivered_seqs,
-    headers_for,
-    key_for,
-    producer_config,
-)
+from zkcdc.capture.delivery.publisher import headers_for, key_for, producer_config
+from zkcdc.capture.delivery.topic_holdings import delivered_seqs
 from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, confluent_header
 from zkcdc.capture.errors import CaptureError
 from zkcdc.ground.connect_timeout import connect_timeout_s
