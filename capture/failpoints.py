@@ -1,8 +1,9 @@
 """Named failpoints: where tests make capture fail at a chosen step of a turn, in the real process.
 
 `ZKCDC_FAILPOINTS="event_log.fsync=3:raise;kafka.ack=10:kill"` arms points by name: on its Nth
-hit a point raises an `OSError` (`raise`: EIO, `enospc`: ENOSPC) or kills the process with
-SIGKILL (`kill`). Unarmed (every production run), a hit is one dict test.
+hit a point raises an `OSError` (`raise`: EIO, `enospc`: ENOSPC), kills the process with
+SIGKILL (`kill`), or, at `kafka.commit`, makes the producer lost (`lose`: as librdkafka's fatal
+error after every broker restarted; the daemon goes on with a new producer). Unarmed (every production run), a hit is one dict test.
 
 The points, in the order a turn reaches them:
 - `tracker.record`: a record was made (seq and known tree advanced), nothing logged yet;
@@ -24,7 +25,7 @@ import signal
 from zkcdc.capture.errors import CaptureError
 
 ENV = "ZKCDC_FAILPOINTS"
-ACTIONS = ("raise", "enospc", "kill")
+ACTIONS = ("raise", "enospc", "kill", "lose")
 NAMES = (
     "tracker.record",
     "event_log.write",
@@ -46,15 +47,26 @@ class FailpointError(CaptureError):
     """ZKCDC_FAILPOINTS names an unknown point or action."""
 
 
+class ProducerLost(CaptureError):
+    """`lose`: the publisher takes it as its producer lost (a fatal librdkafka error)."""
+
+
 def parse(spec: str) -> dict[str, tuple[int, str]]:
     armed = {}
     for item in filter(None, (part.strip() for part in spec.split(";"))):
         name, _, rest = item.partition("=")
         count, _, action = rest.partition(":")
-        if name not in NAMES or action not in ACTIONS or not count.isdigit() or int(count) < 1:
+        lose_elsewhere = action == "lose" and name != "kafka.commit"
+        if (
+            name not in NAMES
+            or action not in ACTIONS
+            or lose_elsewhere
+            or not count.isdigit()
+            or int(count) < 1
+        ):
             raise FailpointError(
                 f"{ENV}: {item!r} is not NAME=N:ACTION (names: {', '.join(NAMES)}; "
-                f"actions: {', '.join(ACTIONS)})"
+                f"actions: {', '.join(ACTIONS)}; lose at kafka.commit only)"
             )
         armed[name] = (int(count), action)
     return armed
@@ -76,6 +88,8 @@ def hit(name: str) -> None:
         return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "lose":
+        raise ProducerLost(f"the producer was lost (failpoint {name})")
     code = errno.ENOSPC if action == "enospc" else errno.EIO
     raise OSError(code, f"{os.strerror(code)} (failpoint {name})")
 

@@ -75,6 +75,7 @@ class CaptureRunner:
         self._election: Election | None = None
         self._outlet: RecordOutlet | None = None  # the next term's, made when it fences
         self._stepping_down = threading.Event()  # the term is lost: end it, campaign again
+        self._producer_lost = False  # ... by its producer alone: the lock may still be held
         self._step_down_reason = ""
 
     def now_ms(self) -> int:
@@ -168,10 +169,14 @@ class CaptureRunner:
         """Between terms: the source closed (a new one reads the tree afresh once elected),
         and the election let go, so the next campaign starts clean. Without an election (a
         log's source) the term ended with its producer: a new one is made at once, as by a
-        restart."""
+        restart; so is it for an elected daemon that still holds its lock."""
         self._active = False
         self.metrics.active.set(0)
-        if self._election is not None:
+        producer_lost, self._producer_lost = self._producer_lost, False
+        if self._election is not None and producer_lost and self._election.holds():
+            log.warning("the producer is lost", reason=self._step_down_reason,
+                        then="capturing again with a new one, still active")  # fmt: skip
+        elif self._election is not None:
             self.metrics.elections.labels("standby").inc()
             systemd_notify.notify("STATUS=standby, campaigning again")
             log.warning("stepped down", reason=self._step_down_reason, then="campaigning again")
@@ -306,6 +311,9 @@ class CaptureRunner:
             if self._election is None and not isinstance(exc, TransactionLost):
                 raise  # fenced: another daemon has the stream, and no election to go back to
             failing = False
+            # Only the producer is lost: an elected daemon keeps its lock, so its event log
+            # (what Kafka lacks, a whole outage's worth) goes out, not a standby's re-walk.
+            self._producer_lost = isinstance(exc, TransactionLost)
             self._lost_term(str(exc))
         finally:
             lost = self._stepping_down.is_set() and not self._stop.is_set()

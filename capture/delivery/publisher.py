@@ -276,7 +276,10 @@ class Publisher:
         if txn is None or not txn.open or (not txn.items and txn.ending is None):
             return
         if txn.ending is None:
-            failpoints.hit("kafka.commit")
+            try:
+                failpoints.hit("kafka.commit")
+            except failpoints.ProducerLost as exc:
+                raise TransactionLost(str(exc)) from exc
         outcome = txn.end(wait_s)
         if outcome == "committed":
             failpoints.hit("kafka.committed")

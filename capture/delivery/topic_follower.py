@@ -21,6 +21,14 @@ from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 
+_AWAY = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def _kafka_away(exc: KafkaException) -> bool:
+    """The brokers not answering (restarting, all down): no reason to stop a standby."""
+    error: KafkaError = exc.args[0]
+    return error.code() in _AWAY or error.retriable()
+
 
 class TopicFollower:
     def __init__(
@@ -66,6 +74,8 @@ class TopicFollower:
                 return 0
             messages = self._consumer.consume(10000, timeout)
         except KafkaException as exc:
+            if _kafka_away(exc):
+                return 0  # a standby waits the brokers out, as the active does (B6)
             raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
         taken = 0
         for message in messages:
@@ -111,12 +121,12 @@ class TopicFollower:
 
     def catch_up(self, timeout: float, progress: Callable[[], None] = lambda: None) -> None:
         """Reads to the end of every partition as it is now; `progress` after each poll."""
-        self._assign(timeout)
-        if not self._assigned:
-            return
         deadline = time.monotonic() + max(timeout, 1.0) * 10
         while True:
             try:
+                self._assign(timeout)
+                if not self._assigned:
+                    return
                 ends = {}
                 for tp in self._consumer.assignment():
                     _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)

@@ -26,6 +26,7 @@ CHECK_EVERY_S = 5.0
 # has just started answers "no such topic" until its metadata cache is filled.
 CONFIRM = 4
 SAVED = "changes-topic.json"
+SLOW_ANSWER_S = 2.0  # a metadata request unanswered this long: the brokers are not answering
 
 
 class TopicChangedError(DeliveryError):
@@ -128,6 +129,7 @@ class TopicGuard:
         # Since when every answer has shown the topic with a leader for each partition (None:
         # the last did not): how long the brokers have been back after an outage.
         self.answering_since: float | None = None
+        self._asking_since: float | None = None  # a request under way, not yet answered
         self._confirm = confirm
         self._seen: list[str] = []  # the problem each answer in a row showed
         self.topic = topic
@@ -162,8 +164,10 @@ class TopicGuard:
 
     def answering_for(self) -> float:
         """How long the brokers have answered for the topic in full, 0 when they do not."""
-        since = self.answering_since
-        return 0.0 if since is None else self._now() - since
+        since, asking, now = self.answering_since, self._asking_since, self._now()
+        if since is None or (asking is not None and now - asking > SLOW_ANSWER_S):
+            return 0.0  # the last answer was no answer, or the one asked for is late
+        return now - since
 
     def close(self) -> None:
         self._stop.set()
@@ -178,11 +182,14 @@ class TopicGuard:
     def _ask(self) -> str | None:
         """What one answer shows: the topic gone or resized, else None (also for no answer:
         the brokers being away is no topic change)."""
+        self._asking_since = self._now()
         try:
             count, led = topic_answer(self._client, self.topic, self._timeout_s)
         except Exception:
             self.answering_since = None
             return None
+        finally:
+            self._asking_since = None
         if not led or count != self.partitions:
             self.answering_since = None
         elif self.answering_since is None:

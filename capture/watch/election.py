@@ -72,7 +72,8 @@ class Election:
         records describe (empty without Kafka), or None when stopped first. `fence` runs once
         the lock is held, before the topic is read to its end (the new producer fencing the
         last active's). Called again after a lost term, it campaigns on the same client,
-        whatever ZooKeeper's state meanwhile."""
+        whatever ZooKeeper's state meanwhile; after a term that ended with its producer while
+        the lock held (`holds`), it fences and reads the topic again without campaigning."""
         s = self._settings
         if self._client is None:
             self._client = zookeeper.connect(
@@ -86,7 +87,9 @@ class Election:
             )
             self._client.add_listener(self._on_state)
         client = self._client
-        self.active, self.lost, self.suspended, self._lock = False, False, False, None
+        held = self.holds()
+        if not held:
+            self.active, self.lost, self.suspended, self._lock = False, False, False, None
         path, me = f"{s.ha_path}/{cluster}", f"{socket.gethostname()}:{os.getpid()}"
         kafka = s.kafka()
         follower = (
@@ -94,31 +97,11 @@ class Election:
             if kafka
             else None
         )
-        campaign = _Campaign(client, path, me, self._stop)
-        campaign.start()
-        announced = unreachable = False
         try:
-            # A free lock is won at once, without a word of standby.
-            while not campaign.won.wait(0.05 if announced else 0.5):
-                if self._stop.is_set():
-                    campaign.cancel()
-                    return None
-                self._turned()
-                self.probe_if_refused()
-                if campaign.failure is not None and not unreachable:
-                    log.warning("campaigning: ZooKeeper does not answer yet",
-                                election=path, reason=campaign.failure)  # fmt: skip
-                    unreachable = True
-                if not announced:
-                    systemd_notify.notify("READY=1\nSTATUS=standby")
-                    log.info("standby", cluster=cluster, election=path)
-                    announced = True
-                if follower is not None:
-                    follower.poll(0.5)
-            lock = campaign.lock
-            self.active = True
-            self._lock = lock
-            self._watch_own_lock(client, f"{lock.path}/{lock.node}")
+            if not held:
+                self._campaign(client, path, me, cluster, follower)
+                if self._lock is None:
+                    return None  # stopped while standby
             if not fence():
                 return None  # stopped while Kafka did not answer
             if follower is None:
@@ -128,6 +111,47 @@ class Election:
         finally:
             if follower is not None:
                 follower.close()
+
+    def holds(self) -> bool:
+        """This daemon still holds the lock on a live session: a term that ended for another
+        reason (its producer lost) goes on without campaigning, so no standby takes over
+        without the records this daemon's event log holds."""
+        return self.active and not self.lost and self._lock is not None and self.connected
+
+    def _campaign(
+        self,
+        client: KazooClient,
+        path: str,
+        me: str,
+        cluster: str,
+        follower: TopicFollower | None,
+    ) -> None:
+        """Waits for the lock (following the topic meanwhile); `self._lock` stays None when
+        stopped first."""
+        campaign = _Campaign(client, path, me, self._stop)
+        campaign.start()
+        announced = unreachable = False
+        # A free lock is won at once, without a word of standby.
+        while not campaign.won.wait(0.05 if announced else 0.5):
+            if self._stop.is_set():
+                campaign.cancel()
+                return
+            self._turned()
+            self.probe_if_refused()
+            if campaign.failure is not None and not unreachable:
+                log.warning("campaigning: ZooKeeper does not answer yet",
+                            election=path, reason=campaign.failure)  # fmt: skip
+                unreachable = True
+            if not announced:
+                systemd_notify.notify("READY=1\nSTATUS=standby")
+                log.info("standby", cluster=cluster, election=path)
+                announced = True
+            if follower is not None:
+                follower.poll(0.5)
+        lock = campaign.lock
+        self.active = True
+        self._lock = lock
+        self._watch_own_lock(client, f"{lock.path}/{lock.node}")
 
     def probe_if_refused(self) -> None:
         """An ensemble replaced by one with an older history refuses this client's session

@@ -324,3 +324,42 @@ def test_an_active_daemon_stalled_past_its_session_steps_down_without_giving_out
                        if r["op"] in ("CREATE", "UPDATE"))  # fmt: skip
     assert not [v for v, n in versions.items() if n > 1], "a version twice on the topic"
     assert sorted(r["seq"] for r in on_topic) == list(range(1, len(on_topic) + 1))
+
+
+def test_an_active_whose_producer_is_lost_keeps_its_lock_and_sends_what_it_logged(
+    cluster: Any,
+    zk_chroot: KazooClient,
+    start_capture: Callable[..., Any],
+    changes_topic: Any,
+    tmp_path: Path,
+) -> None:
+    """A producer librdkafka declared lost (after every broker restarted, B6) ends the term, not
+    the lock: the active fences it with a new producer and sends on from its own event log. Had
+    it stepped down, the standby would take over and re-walk the tree, and what the active had
+    logged (a whole broker outage's changes) would reach the topic only as skipped versions."""
+    for path in PATHS:
+        zk_chroot.create(path, _state(0), makepath=True)
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    args = [connect, "--cluster", "c1", "--heartbeat-s", "0.2", *SESSION]
+    active = start_capture(*args, "--event-log", str(tmp_path / "a"), state_dir=tmp_path / "sa",
+                           publish_to=changes_topic,
+                           env={"ZKCDC_FAILPOINTS": "kafka.commit=30:lose"})  # fmt: skip
+    active.wait_logged("in sync")
+    standby = start_capture(*args, "--event-log", str(tmp_path / "b"), state_dir=tmp_path / "sb",
+                            publish_to=changes_topic)  # fmt: skip
+    standby.wait_logged("standby")
+    writer = Writer(zk_chroot, "")
+    writer.start()
+    active.wait_logged("the producer is lost")
+    _more_writes(writer)
+    final = writer.stop()
+    wait_until(lambda: _holds(tmp_path / "a", final), 60, what="the active to record the last")
+    lost = [line for line in active.log_lines() if line.get("event") == "the producer is lost"]
+    assert lost and lost[0].get("then") == "capturing again with a new one, still active", lost
+    assert not standby.logged("capturing"), "the standby took over"
+    assert standby.stop() == 0 and active.stop() == 0, active.tail()
+    logged = _logged(tmp_path / "a")
+    _wait_on_topic(changes_topic, logged)
+    counts = account(logged, final)
+    assert counts["versions_seen"] > len(PATHS), counts
+    assert_each_once(changes_topic.records, logged)

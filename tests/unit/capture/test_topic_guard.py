@@ -4,6 +4,7 @@ the operator accepts it; Kafka not answering is no change."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -126,4 +127,37 @@ def test_the_guard_times_how_long_the_brokers_have_answered_in_full() -> None:
     assert guard.answering_for() == 5.0
     client.leader = -1  # a partition without a leader (brokers starting)
     guard.check(force=True)
+    assert guard.answering_for() == 0.0
+
+
+def test_a_metadata_request_left_unanswered_means_the_brokers_do_not_answer() -> None:
+    """Every broker killed: the guard's request waits its whole timeout. While it waits, the
+    healthy answers before it no longer count (a commit held by the outage is not stuck)."""
+    clock = [0.0]
+    release = threading.Event()
+
+    class Hanging(Client):
+        def list_topics(self, topic: str, timeout: float) -> Any:
+            if self.down:
+                self.asked += 1
+                release.wait(10)
+                raise RuntimeError("all brokers down")
+            return super().list_topics(topic, timeout)
+
+    client = Hanging(6)
+    guard = TopicGuard(client, "t", 6, 1.0, background=False, now=lambda: clock[0])
+    guard.check(force=True)
+    clock[0] += 100
+    assert guard.answering_for() == 100
+    client.down = True
+    asking = threading.Thread(target=guard.check, kwargs={"force": True})
+    asking.start()
+    wait_until_asked = time.monotonic() + 10
+    while client.asked < 2 and time.monotonic() < wait_until_asked:
+        time.sleep(0.01)  # fixed wait: a poll's interval
+    assert guard.answering_for() == 100  # just asked: not late yet
+    clock[0] += 3
+    assert guard.answering_for() == 0.0
+    release.set()
+    asking.join(10)
     assert guard.answering_for() == 0.0
