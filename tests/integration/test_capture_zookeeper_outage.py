@@ -4,7 +4,9 @@ campaign again by themselves and go on; none exits, the stream stays contiguous.
 
 from __future__ import annotations
 
+import re
 import signal
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -41,12 +43,36 @@ def _zookeeper(tmp_path: Path) -> Iterator[tuple[ZookeeperServer, KazooClient]]:
             client.close()
 
 
-def _frozen_past_the_sessions(server: ZookeeperServer) -> None:
+def _sessions(server: ZookeeperServer) -> set[str]:
+    """The session ids the server tracks (its `dump` four-letter word)."""
+    host, port = server.hosts.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(b"dump")
+        answer = b"".join(iter(lambda: conn.recv(65536), b""))
+    # 0x0: a connection without a session yet, such as this one.
+    return set(re.findall(r"0x[0-9a-f]+", answer.decode(errors="replace"))) - {"0x0"}
+
+
+def _frozen_past_the_sessions(
+    server: ZookeeperServer, client: KazooClient, daemons: list[Any]
+) -> None:
+    """ZooKeeper frozen for three sessions' time, and the daemons' sessions expired when it is
+    back. A frozen server does not expire them by itself: resumed, it may take a client's
+    reconnect before its expirer runs, and the session lives on (suite run 28). So the daemons
+    are held while the server resumes, until it has expired their sessions."""
+    theirs = _sessions(server) - {hex(client.client_id[0])}
     server.process.send_signal(signal.SIGSTOP)
     try:
         time.sleep(3 * SESSION_S)  # fixed wait: the outage must outlast every session
     finally:
+        for daemon in daemons:
+            daemon.process.send_signal(signal.SIGSTOP)
         server.process.send_signal(signal.SIGCONT)
+    try:
+        wait_until(lambda: not (_sessions(server) & theirs), 30, what="the sessions expired")
+    finally:
+        for daemon in daemons:
+            daemon.process.send_signal(signal.SIGCONT)
 
 
 def _terms(daemon: Any) -> int:
@@ -79,7 +105,7 @@ def test_a_single_daemon_rides_out_zookeeper_frozen_past_its_session_and_capture
         client.create("/c/before", b"1")
         changes_topic.wait_for(lambda r: r["path"] == "/before", "the change before")
 
-        _frozen_past_the_sessions(server)
+        _frozen_past_the_sessions(server, client, [daemon])
         daemon.wait_logged("stepped down")  # its session is gone: the term ended
         wait_until(lambda: _terms(daemon) == 2, 90, what="a second term")
         assert daemon.process.poll() is None, daemon.tail()
@@ -113,7 +139,7 @@ def test_of_two_daemons_through_zookeeper_frozen_past_their_sessions_exactly_one
         client.create("/c/before", b"1")
         changes_topic.wait_for(lambda r: r["path"] == "/before", "the change before")
 
-        _frozen_past_the_sessions(server)
+        _frozen_past_the_sessions(server, client, daemons)
         daemons[0].wait_logged("stepped down")
         wait_until(lambda: sorted(_role(p) for p in ports) == ["active", "standby"], 90,
                    what="one active, one standby")  # fmt: skip
