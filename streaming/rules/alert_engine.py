@@ -15,10 +15,14 @@ from zkcdc.streaming.rules import alert_rules
 from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
 from zkcdc.streaming.rules.cluster_state import ClusterState, Entity
+from zkcdc.streaming.rules.engine_scope import Scope
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert, upserts
 
 _LIVE = {"CREATE", "UPDATE", "DELETE"}
+# An alert's place in the single engine's output: (seq, phase, ...) with phases 0 timers,
+# 1 windows left behind, 2 instants, 3 level rules, 4 windows counted.
+Order = tuple[Any, ...]
 
 
 @dataclass
@@ -32,37 +36,66 @@ class AlertEngine:
     now_ms: int = 0
     last_seq: int = -1
     changed: set[Entity] = field(default_factory=set)  # since the last take_state()
+    # None: the whole cluster; else the shard of it this engine runs (engine_scope.py).
+    scope: Scope | None = None
 
     def __post_init__(self) -> None:
         self.state = ClusterState(self.cluster)
         self.tracker = AlertTracker(self.cluster)
 
     def process(self, record: dict[str, Any]) -> list[Alert]:
-        if record["seq"] <= self.last_seq:
+        return [alert for _, alert in self.process_ordered(record)]
+
+    def process_ordered(self, record: dict[str, Any]) -> list[tuple[Order, Alert]]:
+        """The alerts of `process`, each with its place in the single engine's output: shards
+        of one cluster (`scope`) each give their part, and merged by place they are the
+        single engine's alerts in its order."""
+        seq = record["seq"]
+        if seq <= self.last_seq:
             return []  # seen already (a replayed batch after a restart): no alert twice
-        self.last_seq = record["seq"]
-        out = self.advance(record["ts_ms"])
+        self.last_seq = seq
+        out = self.advance_ordered(seq, record["ts_ms"])
+        scope = getattr(self, "scope", None)  # engines pickled before shards had none
         live = record["op"] in _LIVE
         touched: set[Entity] = set()
-        window_keys: list[alert_rules.WindowKey] = []
+        window_keys: list[tuple[int, alert_rules.WindowKey]] = []
         # Under a KRaft controller (a migration) states carry its epoch: the one to compare.
         kraft_epoch = getattr(self.state, "kraft_controller_epoch", None)  # older pickled states
         epoch = kraft_epoch if kraft_epoch is not None else self.state.controller_epoch
         before = (epoch, self.state.last_controller)
-        for event in record["events"] or ():
+        counts = None if scope is None else scope.counts
+        for i, whole in enumerate(record["events"] or ()):
+            event = whole if scope is None else scope.view(whole)
+            if event is None:
+                continue
             touched |= self.state.apply(event)
             if live:
-                out += alert_rules.instants(event, before, self.tracker, self.settings, self.now_ms)
-                window_keys += alert_rules.count(
-                    event, self.windows, self.now_ms, self.window_expiries, self.settings
+                if scope is None or scope.raises_instants(event):
+                    instants = alert_rules.instants(
+                        event, before, self.tracker, self.settings, self.now_ms
+                    )
+                    out += [((seq, 2, i, j), a) for j, a in enumerate(instants)]
+                keys = alert_rules.count(
+                    event, self.windows, self.now_ms, self.window_expiries, self.settings, counts
                 )
+                window_keys += [(i, key) for key in keys]
             if event["type"] == "CONTROLLER_ELECTED":
                 self.state.last_controller = event["broker_id"]
+        if scope is not None:
+            touched = {entity for entity in touched if scope.owns(entity)}
         self.changed |= touched
-        out += alert_rules.evaluate(touched, self.state, self.tracker, self.settings, self.now_ms)
-        out += alert_rules.evaluate_windows(
-            window_keys, self.windows, self.tracker, self.settings, self.now_ms
-        )
+        # Entity by entity in a stable order: as alert_rules.evaluate orders them.
+        ordered = touched if len(touched) < 2 else sorted(touched, key=lambda e: (e[0], str(e[1])))
+        for entity in ordered:
+            alerts = alert_rules.evaluate(
+                (entity,), self.state, self.tracker, self.settings, self.now_ms
+            )
+            out += [((seq, 3, entity[0], str(entity[1]), j), a) for j, a in enumerate(alerts)]
+        for i, key in window_keys:
+            alerts = alert_rules.evaluate_windows(
+                (key,), self.windows, self.tracker, self.settings, self.now_ms
+            )
+            out += [((seq, 4, i, *key, j), a) for j, a in enumerate(alerts)]
         return out
 
     def take_state(self) -> list[StateUpsert]:
@@ -73,12 +106,18 @@ class AlertEngine:
 
     def advance(self, ts_ms: int) -> list[Alert]:
         """Event time moves to `ts_ms` (never back): due timers fire, windows slide."""
+        return [alert for _, alert in self.advance_ordered(self.last_seq, ts_ms)]
+
+    def advance_ordered(self, seq: int, ts_ms: int) -> list[tuple[Order, Alert]]:
         if ts_ms <= self.now_ms:
             return []
         self.now_ms = ts_ms
-        out = self.tracker.tick(ts_ms)
-        leaving = alert_rules.expired(self.window_expiries, ts_ms)
-        out += alert_rules.evaluate_windows(
-            sorted(leaving), self.windows, self.tracker, self.settings, ts_ms
-        )
+        out: list[tuple[Order, Alert]] = [
+            ((seq, 0, due, *key), alert) for due, key, alert in self.tracker.tick_timed(ts_ms)
+        ]
+        for key in sorted(alert_rules.expired(self.window_expiries, ts_ms)):
+            alerts = alert_rules.evaluate_windows(
+                (key,), self.windows, self.tracker, self.settings, ts_ms
+            )
+            out += [((seq, 1, *key, j), a) for j, a in enumerate(alerts)]
         return out

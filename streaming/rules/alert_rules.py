@@ -290,12 +290,15 @@ def count(
     now: int,
     expiries: Expiries,
     s: RuleSettings,
+    counts: Callable[[str], bool] | None = None,
 ) -> list[WindowKey]:
-    """Counts one live event into the windows it belongs to; the keys it changed. `expiries`
-    learns when the event leaves its window, so only those windows are re-checked as time
-    passes."""
+    """Counts one live event into the windows it belongs to (of the rules `counts` takes, if
+    given); the keys it changed. `expiries` learns when the event leaves its window, so only
+    those windows are re-checked as time passes."""
     keys = []
     for rule, entity_of in _WINDOWED.get(event["type"], ()):
+        if counts is not None and not counts(rule):
+            continue
         key = (rule, entity_of(event))
         windows.setdefault(key, deque()).append(now)
         keys.append(key)

@@ -93,7 +93,12 @@ class AlertTracker:
 
     def tick(self, now_ms: int) -> list[Alert]:
         """What the passing of event time up to `now_ms` fires and resolves."""
-        out: list[Alert] = []
+        return [alert for _, _, alert in self.tick_timed(now_ms)]
+
+    def tick_timed(self, now_ms: int) -> list[tuple[int, Key, Alert]]:
+        """`tick`, each alert with the (due, key) it came due at: the order the timers fired
+        in, which shards of one cluster merge by (engine_scope.py)."""
+        out: list[tuple[int, Key, Alert]] = []
         while self._due and self._due[0][0] <= now_ms:
             due, key = heapq.heappop(self._due)
             condition = self.conditions.get(key)
@@ -101,9 +106,9 @@ class AlertTracker:
                 continue  # gone, or its due time moved (a later entry stands for it)
             if condition.instant:
                 del self.conditions[key]
-                out.append(self._alert(key, condition, "RESOLVED", now_ms))
+                out.append((due, key, self._alert(key, condition, "RESOLVED", now_ms)))
             elif not condition.firing:
-                out.extend(self._fire_if_due(key, condition, now_ms))
+                out.extend((due, key, a) for a in self._fire_if_due(key, condition, now_ms))
         return out
 
     def firing(self) -> list[Key]:
