@@ -1,20 +1,24 @@
 """What one shard of a cluster's alerting owns, so that the work spreads over Spark tasks.
 
-A cluster's alerting is split into one cluster shard and `topic_shards` topic shards:
-- a topic shard owns the partitions and topics whose names hash to it: their state, level
-  rules, instant rules and ISR windows;
-- the cluster shard owns brokers, the controller, legacy consumer groups and the cluster-wide
-  windows (leader-election storms, controller and broker flapping). It folds every partition
-  event too, because the preferred-leader counts of a broker and a group's range assignment
-  are sums over all topics; it evaluates no partition rule.
+A cluster's alerting is split into one cluster shard and `partition_shards` partition shards:
+- a partition shard owns the partitions whose (topic, partition) hashes to it: their state,
+  level rules, instant rules and ISR windows. One topic's partitions spread over all of them,
+  so one busy topic keeps every core busy;
+- the cluster shard owns brokers, the controller, topics, legacy consumer groups and the
+  cluster-wide windows (leader-election storms, controller and broker flapping). It folds every
+  partition event too, because the preferred-leader counts of a broker, a topic's partition
+  count and a group's range assignment are sums over all partitions; it evaluates no partition
+  rule.
 
 Every shard sees every record of the cluster, most as a tick (seq and event time only), so each
 decides the same seq order, passes the same gaps and fires its timers at the same event time as
 the single engine would: the union of the shards' alerts is the single engine's, alert for
-alert (tests/unit/streaming/test_sharded_engine.py)."""
+alert (tests/unit/streaming/test_sharded_engine.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import zlib
 from dataclasses import dataclass
@@ -24,74 +28,80 @@ from zkcdc.streaming.rules.cluster_state import Entity
 
 CLUSTER_SHARD = 0
 
-# Events about partitions and topics: the topic's shard applies them, and the cluster shard too
-# (preferred-leader counts, the partitions of each topic).
+# Events about one partition: its shard applies them, and the cluster shard too.
 PARTITION_EVENTS = frozenset({
-    "TOPIC_CREATED", "PARTITIONS_ADDED", "TOPIC_DELETED", "REPLICAS_CHANGED",
-    "PARTITION_STATE_CREATED", "LEADER_CHANGED", "LEADER_EPOCH_BUMPED", "ISR_SHRUNK",
-    "ISR_EXPANDED", "PARTITION_OFFLINE",
+    "REPLICAS_CHANGED", "PARTITION_STATE_CREATED", "LEADER_CHANGED", "LEADER_EPOCH_BUMPED",
+    "ISR_SHRUNK", "ISR_EXPANDED", "PARTITION_OFFLINE",
 })  # fmt: skip
-# Events only a topic's shard needs (its deletion, its config, reassignments of its partitions).
-TOPIC_EVENTS = frozenset({
-    "TOPIC_DELETION_REQUESTED", "TOPIC_DELETION_COMPLETED", "REASSIGNMENT_REQUESTED",
-    "REASSIGNMENT_COMPLETED",
+# Events about a topic's partitions: every shard applies its own partitions of them.
+ASSIGNMENTS = frozenset({"TOPIC_CREATED", "PARTITIONS_ADDED"})
+REASSIGNMENTS = frozenset({"REASSIGNMENT_REQUESTED", "REASSIGNMENT_COMPLETED"})
+# Every shard keeps these: the controller's epoch (partition states are checked against it),
+# a topic's min.insync.replicas, a deleted topic's partitions dropped.
+EVERY_SHARD = frozenset({
+    "CONTROLLER_ELECTED", "CONTROLLER_RESIGNED", "CONTROLLER_EPOCH_CHANGED", "TOPIC_DELETED",
+    "CONFIG_CHANGED",
 })  # fmt: skip
-# The controller's epoch is what partition states are checked against: every shard keeps it.
-CONTROLLER_EVENTS = frozenset({
-    "CONTROLLER_ELECTED", "CONTROLLER_RESIGNED", "CONTROLLER_EPOCH_CHANGED",
-})  # fmt: skip
-# Window rules of the cluster shard; isr_flapping counts per partition, in the topic's shard.
+# Window rules of the partition shards; the others count in the cluster shard.
 _PARTITION_WINDOWS = frozenset({"isr_flapping"})
 
 
-def topic_shard(topic: str, topic_shards: int) -> int:
-    """The shard of a topic: stable across processes and releases (not Python's hash)."""
-    return 1 + zlib.crc32(topic.encode()) % topic_shards
+def partition_shard(topic: Any, partition: Any, partition_shards: int) -> int:
+    """The shard of a partition: stable across processes and releases (not Python's hash), and
+    the same as Spark SQL's `1 + pmod(crc32(concat(topic, '/', partition)), n)`. Whatever an
+    event holds has a shard (no record stops the job)."""
+    with contextlib.suppress(TypeError, ValueError):
+        partition = int(partition)  # "7" of an assignment's keys is partition 7
+    return 1 + zlib.crc32(f"{topic}/{partition}".encode()) % partition_shards
 
 
 @dataclass(frozen=True)
 class Scope:
-    shard: int  # CLUSTER_SHARD, or 1..topic_shards
-    topic_shards: int
+    shard: int  # CLUSTER_SHARD, or 1..partition_shards
+    partition_shards: int
 
     @property
     def is_cluster(self) -> bool:
         return self.shard == CLUSTER_SHARD
 
-    def _owns_topic(self, topic: Any) -> bool:
-        return topic_shard(str(topic), self.topic_shards) == self.shard
+    def _mine(self, topic: Any, partition: Any) -> bool:
+        return partition_shard(topic, partition, self.partition_shards) == self.shard
 
     def view(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        """The event as this shard applies it (None: not at all). A reassignment spans topics:
-        a topic shard keeps its own partitions of it."""
+        """The event as this shard applies it (None: not at all). Assignments and
+        reassignments span partitions: a partition shard keeps its own of them."""
         kind = event["type"]
-        if kind in CONTROLLER_EVENTS:
+        if kind in EVERY_SHARD:
             return event
         if kind in PARTITION_EVENTS:
-            return event if self.is_cluster or self._owns_topic(event.get("topic")) else None
-        if kind in ("REASSIGNMENT_REQUESTED", "REASSIGNMENT_COMPLETED"):
+            mine = self.is_cluster or self._mine(event.get("topic"), event.get("partition"))
+            return event if mine else None
+        if kind in ASSIGNMENTS:
+            if self.is_cluster:
+                return event
+            topic = event.get("topic")
+            assignment = {
+                p: r for p, r in (event.get("assignment") or {}).items() if self._mine(topic, p)
+            }
+            return {**event, "assignment": assignment} if assignment else None
+        if kind in REASSIGNMENTS:
             if self.is_cluster:
                 return None
-            mine = [r for r in event.get("partitions") or () if self._owns_topic(r["topic"])]
+            refs = event.get("partitions") or ()
+            mine = [r for r in refs if self._mine(r["topic"], r["partition"])]
             return {**event, "partitions": mine} if mine else None
-        if kind in TOPIC_EVENTS:
-            return None if self.is_cluster or not self._owns_topic(event.get("topic")) else event
-        if kind == "CONFIG_CHANGED" and event.get("entity_type") == "topics":
-            return None if self.is_cluster or not self._owns_topic(event["entity_name"]) else event
         return event if self.is_cluster else None
 
     def owns(self, entity: Entity) -> bool:
         """Whether this shard evaluates the entity's level rules and publishes its state."""
         kind, ident = entity
         if kind == "partition":
-            return not self.is_cluster and self._owns_topic(ident[0])
-        if kind == "topic":
-            return not self.is_cluster and self._owns_topic(ident)
+            return not self.is_cluster and self._mine(*ident)
         return self.is_cluster
 
     def raises_instants(self, event: dict[str, Any]) -> bool:
         """Whether this shard raises the instant alerts of an event it applies: a partition's
-        in its topic's shard, the rest (controller, group, broker) in the cluster shard."""
+        in its shard, the rest (controller, group, broker) in the cluster shard."""
         if event["type"] in PARTITION_EVENTS:
             return not self.is_cluster
         return self.is_cluster
@@ -101,17 +111,17 @@ class Scope:
         return (rule in _PARTITION_WINDOWS) != self.is_cluster
 
 
-_TOPIC_PATH = re.compile(r"/(?:brokers/topics|config/topics|admin/delete_topics)/([^/]+)(?:/.*)?")
-_CLUSTER_ONLY = re.compile(r"/(?:brokers/ids|consumers)/")
+_STATE_PATH = re.compile(r"/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state")
+_CLUSTER_ONLY = re.compile(r"/(?:brokers/ids|consumers|admin/delete_topics)/")
 
 
-def full_shards(path: str, topic_shards: int) -> list[int]:
+def full_shards(path: str, partition_shards: int) -> list[int]:
     """The shards that need a record of `path` whole; every other shard gets it as a tick. A
     superset is harmless (each shard keeps only its part), so unknown paths go to all."""
-    match = _TOPIC_PATH.match(path)
+    match = _STATE_PATH.fullmatch(path)
     if match is not None:
-        own = topic_shard(match.group(1), topic_shards)
-        return [CLUSTER_SHARD, own] if "/brokers/topics/" in path else [own]
+        topic, partition = match.group(1), int(match.group(2))
+        return [CLUSTER_SHARD, partition_shard(topic, partition, partition_shards)]
     if _CLUSTER_ONLY.match(path):
         return [CLUSTER_SHARD]
-    return list(range(topic_shards + 1))
+    return list(range(partition_shards + 1))

@@ -22,17 +22,17 @@ def tick(record: dict[str, Any]) -> dict[str, Any]:
     return {"seq": record["seq"], "ts_ms": record["ts_ms"], "op": "TICK", "path": "", "events": []}
 
 
-def shard_record(record: dict[str, Any], shard: int, topic_shards: int) -> dict[str, Any]:
-    whole = shard in full_shards(record["path"] or "", topic_shards)
+def shard_record(record: dict[str, Any], shard: int, partition_shards: int) -> dict[str, Any]:
+    whole = shard in full_shards(record["path"] or "", partition_shards)
     return record if whole else tick(record)
 
 
 class ShardedAlerts:
-    def __init__(self, cluster: str, settings: RuleSettings, topic_shards: int) -> None:
-        self.topic_shards = topic_shards
+    def __init__(self, cluster: str, settings: RuleSettings, partition_shards: int) -> None:
+        self.partition_shards = partition_shards
         self.engines = [
-            AlertEngine(cluster, settings, scope=Scope(shard, topic_shards))
-            for shard in range(topic_shards + 1)
+            AlertEngine(cluster, settings, scope=Scope(shard, partition_shards))
+            for shard in range(partition_shards + 1)
         ]
 
     def process(self, record: dict[str, Any]) -> list[Alert]:
@@ -41,7 +41,7 @@ class ShardedAlerts:
     def process_ordered(self, record: dict[str, Any]) -> list[tuple[Order, Alert]]:
         out: list[tuple[Order, Alert]] = []
         for shard, engine in enumerate(self.engines):
-            out += engine.process_ordered(shard_record(record, shard, self.topic_shards))
+            out += engine.process_ordered(shard_record(record, shard, self.partition_shards))
         return merged(out)
 
     def take_state(self) -> list[StateUpsert]:

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery.event_log import read_records
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.alert_records import RULE_IDS
-from zkcdc.streaming.rules.engine_scope import CLUSTER_SHARD, Scope, full_shards, topic_shard
+from zkcdc.streaming.rules.engine_scope import (
+    CLUSTER_SHARD,
+    Scope,
+    full_shards,
+    partition_shard,
+)
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.sharded_alerts import ShardedAlerts
 
@@ -201,8 +206,10 @@ def _single(records: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
     return alerts, state
 
 
-def _sharded(records: list[dict[str, Any]], topic_shards: int) -> tuple[list[Any], dict[str, Any]]:
-    shards = ShardedAlerts("c", QUICK, topic_shards)
+def _sharded(
+    records: list[dict[str, Any]], partition_shards: int
+) -> tuple[list[Any], dict[str, Any]]:
+    shards = ShardedAlerts("c", QUICK, partition_shards)
     alerts, state = [], {}
     for record in records:
         alerts += shards.process(record)
@@ -212,9 +219,11 @@ def _sharded(records: list[dict[str, Any]], topic_shards: int) -> tuple[list[Any
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_streams(), st.integers(1, 5))
-def test_shards_give_the_single_engines_alerts_in_its_order_and_its_state(records, topic_shards):
+def test_shards_give_the_single_engines_alerts_in_its_order_and_its_state(
+    records, partition_shards
+):
     alerts, state = _single(records)
-    sharded_alerts, sharded_state = _sharded(records, topic_shards)
+    sharded_alerts, sharded_state = _sharded(records, partition_shards)
     assert sharded_alerts == alerts
     assert sharded_state == state
 
@@ -237,31 +246,41 @@ def test_a_stored_event_logs_alerts_and_state_are_the_same_over_shards():
     records = list(read_records(Path(__file__).parents[2] / "fixtures" / "event_log_v1"))
     alerts, state = _single(records)
     assert alerts, "the stored incident raises alerts"
-    for topic_shards in (1, 2, 7):
-        assert _sharded(records, topic_shards) == (alerts, state)
+    for partition_shards in (1, 2, 7):
+        assert _sharded(records, partition_shards) == (alerts, state)
 
 
 def test_each_record_goes_whole_only_where_it_is_needed():
     n = 4
-    own = topic_shard("orders", n)
-    assert full_shards("/brokers/topics/orders/partitions/0/state", n) == [CLUSTER_SHARD, own]
-    assert full_shards("/brokers/topics/orders", n) == [CLUSTER_SHARD, own]
-    assert full_shards("/config/topics/orders", n) == [own]
-    assert full_shards("/admin/delete_topics/orders", n) == [own]
+    own = partition_shard("orders", 7, n)
+    assert full_shards("/brokers/topics/orders/partitions/7/state", n) == [CLUSTER_SHARD, own]
     assert full_shards("/brokers/ids/3", n) == [CLUSTER_SHARD]
     assert full_shards("/consumers/g/offsets/orders/0", n) == [CLUSTER_SHARD]
-    assert full_shards("/controller", n) == list(range(n + 1))
-    assert full_shards("/admin/reassign_partitions", n) == list(range(n + 1))
-    assert 1 <= own <= n and topic_shard("orders", n) == own  # stable
+    assert full_shards("/admin/delete_topics/orders", n) == [CLUSTER_SHARD]
+    for everyone in ("/brokers/topics/orders", "/config/topics/orders", "/controller",
+                     "/admin/reassign_partitions", "/somewhere/else"):  # fmt: skip
+        assert full_shards(everyone, n) == list(range(n + 1))
+    assert 1 <= own <= n and partition_shard("orders", 7, n) == own  # stable
 
 
-def test_a_reassignment_is_split_by_topic_and_the_cluster_shard_keeps_none_of_it():
+def test_one_topics_partitions_spread_over_every_shard():
+    n = 4
+    assert {partition_shard("t", p, n) for p in range(40)} == {1, 2, 3, 4}
+
+
+def test_assignments_and_reassignments_are_split_by_partition():
     n = 3
-    refs = [{"topic": t, "partition": 0} for t in TOPICS]
-    event = {"type": "REASSIGNMENT_REQUESTED", "partitions": refs}
-    assert Scope(CLUSTER_SHARD, n).view(event) is None
-    kept = []
+    refs = [{"topic": t, "partition": p} for t in TOPICS for p in range(4)]
+    moved = {"type": "REASSIGNMENT_REQUESTED", "partitions": refs}
+    created = {"type": "TOPIC_CREATED", "topic": "t", "assignment": {str(p): [1] for p in range(9)}}
+    assert Scope(CLUSTER_SHARD, n).view(moved) is None
+    assert Scope(CLUSTER_SHARD, n).view(created) == created
+    kept, assigned = [], []
     for shard in range(1, n + 1):
-        view = Scope(shard, n).view(event)
-        kept += [] if view is None else [r["topic"] for r in view["partitions"]]
-    assert sorted(kept) == sorted(TOPICS)
+        scope = Scope(shard, n)
+        kept += [(r["topic"], r["partition"]) for r in (scope.view(moved) or moved)["partitions"]
+                 if scope.view(moved) is not None]  # fmt: skip
+        view = scope.view(created)
+        assigned += [] if view is None else list(view["assignment"])
+    assert sorted(kept) == sorted((r["topic"], r["partition"]) for r in refs)
+    assert sorted(assigned, key=int) == [str(p) for p in range(9)]
