@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from zkcdc.ground.gc_pause import gc_paused
-from zkcdc.streaming.rules.alert_engine import AlertEngine
+from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert
@@ -34,7 +34,14 @@ Pending = dict[int, tuple[int, str, str, str]]  # seq -> (ts_ms, op, path, event
 
 def drain(engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS) -> list[Alert]:
     """Feeds the engine every waiting record that is next in line (or past a stale gap)."""
-    out: list[Alert] = []
+    return [alert for _, alert in drain_ordered(engine, pending, reorder_ms)]
+
+
+def drain_ordered(
+    engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS
+) -> list[tuple[Order, Alert]]:
+    """`drain`, each alert with its place in the single engine's order (shard_stage.py)."""
+    out: list[tuple[Order, Alert]] = []
     for seq in [s for s in pending if s <= engine.last_seq]:
         del pending[seq]  # seen before a restart: the engine has them
     if not pending:
@@ -47,7 +54,7 @@ def drain(engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS) -
             break  # an earlier record may still come
         del pending[seq]
         record = {"seq": seq, "ts_ms": ts, "op": op, "path": path, "events": orjson.loads(events)}
-        out += engine.process(record)
+        out += engine.process_ordered(record)
     return out
 
 

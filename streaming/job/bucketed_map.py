@@ -1,0 +1,77 @@
+"""A dict kept in buckets of a key-value store (a shard's MapState in the alert job): a bucket is
+read when a key of it is first used and written back, if it changed, at `flush`.
+
+A store round trip costs ~150 µs (ARCHITECTURE.md), so entries are not stored one by one: a
+micro-batch pays for the buckets its records touch, and a bucket holds a few hundred entries at
+a million partitions. Values may be changed in place (a topic's set of partitions): a bucket is
+compared by its pickled bytes, so nothing changed is never written."""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+Load = Callable[[int], bytes | None]
+Store = Callable[[int, bytes | None], None]  # None: the bucket is empty now, remove it
+
+
+def bucket_of(key: Any, buckets: int, spread: int = 1) -> int:
+    """A key's bucket, stable across processes. `spread`: the number of shards the same hash
+    already chose between, so that the buckets of one shard are all used."""
+    text = "/".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
+    return (zlib.crc32(text.encode()) // spread) % buckets
+
+
+class BucketedMap(MutableMapping[Any, Any]):
+    def __init__(self, load: Load, buckets: int, spread: int = 1) -> None:
+        self._load = load
+        self._buckets = buckets
+        self._spread = spread
+        self._open: dict[int, dict[Any, Any]] = {}
+        self._as_read: dict[int, bytes | None] = {}
+
+    def _bucket(self, key: Any) -> dict[Any, Any]:
+        number = bucket_of(key, self._buckets, self._spread)
+        bucket = self._open.get(number)
+        if bucket is None:
+            blob = self._load(number)
+            bucket = {} if blob is None else pickle.loads(blob)
+            self._open[number] = bucket
+            self._as_read[number] = blob
+        return bucket
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._bucket(key)[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._bucket(key)[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self._bucket(key)[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._bucket(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        # The rules look entries up; walking every bucket would read the whole store.
+        raise TypeError("a BucketedMap is not iterated: it would read every bucket")
+
+    def __len__(self) -> int:
+        raise TypeError("a BucketedMap has no cheap length")
+
+    def opened(self) -> int:
+        return len(self._open)
+
+    def flush(self, store: Store) -> int:
+        """Writes back every bucket that changed; returns how many. The map is empty after."""
+        written = 0
+        for number, bucket in self._open.items():
+            blob = pickle.dumps(bucket, protocol=pickle.HIGHEST_PROTOCOL) if bucket else None
+            if blob != self._as_read[number]:
+                store(number, blob)
+                written += 1
+        self._open.clear()
+        self._as_read.clear()
+        return written

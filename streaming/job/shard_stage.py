@@ -1,0 +1,150 @@
+"""The alert job's stateful step spread over Spark tasks: one group per (cluster, shard)
+(streaming/rules/engine_scope.py), run by `transformWithStateInPandas`.
+
+Each record goes to every shard of its cluster: whole where the shard needs it, as a tick (no
+events) elsewhere, routed in Spark SQL (no Python UDF). A shard keeps its engine in a small
+value and its partitions and topics in buckets of two MapStates, so a micro-batch reads and
+writes only the buckets its records touch. Its alerts carry their place in the single engine's
+order (`place`), by which the driver merges the shards'.
+
+pyspark and pandas are imported inside the functions that run on Spark (see alert_job.py)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+from zkcdc.ground.gc_pause import gc_paused
+from zkcdc.streaming.job.alert_job import Pending, drain_ordered, output_rows
+from zkcdc.streaming.job.bucketed_map import BucketedMap
+from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
+from zkcdc.streaming.rules.engine_scope import Scope
+from zkcdc.streaming.rules.rule_settings import RuleSettings
+
+SHARDED_OUTPUT_SCHEMA = (
+    "kind string, key string, json string, status string, at_ms long, place string"
+)
+BUCKETS = 1024  # per shard and map: ~250 partitions a bucket at 1,000,000 partitions, 4 shards
+
+_STATE_PATH = r"^/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state\z"
+_CLUSTER_ONLY = r"^/(brokers/ids|consumers|admin/delete_topics)/"
+
+
+def place_text(order: Order) -> str:
+    """An alert's place as text that sorts as the place does (Spark and Python alike): numbers
+    zero-padded, strings as they are, parts joined by NUL (below every character of a name)."""
+    parts = [f"{part:020d}" if isinstance(part, int) else str(part) for part in order]
+    return "\x00".join(parts)
+
+
+def routed(records: Any, partition_shards: int) -> Any:
+    """Each record once per shard of its cluster, with its events where that shard needs them
+    whole (engine_scope.full_shards, in SQL) and null elsewhere."""
+    from pyspark.sql import functions as F
+
+    topic = F.regexp_extract("path", _STATE_PATH, 1)
+    partition = F.regexp_extract("path", _STATE_PATH, 2).cast("int").cast("string")
+    own = F.lit(1) + F.pmod(
+        F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)
+    )
+    shard = F.col("shard")
+    whole = (
+        F.when(topic != "", (shard == 0) | (shard == own))
+        .when(F.col("path").rlike(_CLUSTER_ONLY), shard == 0)
+        .otherwise(F.lit(True))
+    )
+    return (
+        records.withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
+        .withColumn("events", F.when(whole, F.col("events")))
+        .select("cluster", "shard", "seq", "ts_ms", "op", "path", "events")
+    )
+
+
+def _processor_class() -> Any:
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class AlertShard(StatefulProcessor):  # type: ignore[misc]
+        def __init__(
+            self, settings: RuleSettings, reorder_ms: int, with_state: bool, partition_shards: int
+        ) -> None:
+            self.settings = settings
+            self.reorder_ms = reorder_ms
+            self.with_state = with_state
+            self.partition_shards = partition_shards
+
+        def init(self, handle: Any) -> None:
+            from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
+
+            blob = StructType([StructField("blob", BinaryType())])
+            bucket = StructType([StructField("bucket", IntegerType())])
+            self.core = handle.getValueState("core", blob)
+            self.partitions = handle.getMapState("partitions", bucket, blob)
+            self.topics = handle.getMapState("topics", bucket, blob)
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            with gc_paused():
+                yield self._run(str(key[0]), int(key[1]), rows)
+
+        def _run(self, cluster: str, shard: int, rows: Iterator[Any]) -> Any:
+            import pandas as pd  # type: ignore[import-untyped]
+
+            engine: AlertEngine
+            pending: Pending
+            if self.core.exists():
+                engine, pending = pickle.loads(self.core.get()[0])
+            else:
+                scope = Scope(shard, self.partition_shards)
+                engine, pending = AlertEngine(cluster, self.settings, scope=scope), {}
+            spread = self.partition_shards if shard else 1
+            partitions = BucketedMap(lambda b: _get(self.partitions, b), BUCKETS, spread)
+            topics = BucketedMap(lambda b: _get(self.topics, b), BUCKETS)
+            engine.state.partitions = partitions  # type: ignore[assignment]
+            engine.state.topics = topics  # type: ignore[assignment]
+            for batch in rows:
+                for seq, ts, op, path, events in zip(
+                    batch["seq"].tolist(), batch["ts_ms"].tolist(), batch["op"].tolist(),
+                    batch["path"].tolist(), batch["events"].tolist(), strict=True,
+                ):  # fmt: skip
+                    pending[int(seq)] = (int(ts), str(op), str(path or ""), events or "[]")
+            placed = drain_ordered(engine, pending, self.reorder_ms)
+            states = engine.take_state() if self.with_state else []
+            partitions.flush(lambda b, blob: _put(self.partitions, b, blob))
+            topics.flush(lambda b, blob: _put(self.topics, b, blob))
+            engine.state.partitions, engine.state.topics = {}, {}
+            self.core.update((pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL),))
+            out = output_rows([alert for _, alert in placed], states)
+            out["place"] = [place_text(order) for order, _ in placed] + [None] * len(states)
+            return pd.DataFrame(out, dtype=object)
+
+        def close(self) -> None:
+            pass
+
+    return AlertShard
+
+
+def _get(state: Any, bucket: int) -> bytes | None:
+    value = state.getValue((bucket,))
+    return None if value is None else bytes(value[0])
+
+
+def _put(state: Any, bucket: int, blob: bytes | None) -> None:
+    if blob is None:
+        state.removeKey((bucket,))
+    else:
+        state.updateValue((bucket,), (blob,))
+
+
+def sharded_alerts_stream(
+    records: Any,
+    settings: RuleSettings,
+    reorder_ms: int,
+    with_state: bool,
+    partition_shards: int,
+) -> Any:
+    processor = _processor_class()(settings, reorder_ms, with_state, partition_shards)
+    return (
+        routed(records, partition_shards)
+        .groupBy("cluster", "shard")
+        .transformWithStateInPandas(processor, SHARDED_OUTPUT_SCHEMA, "Append", "None")
+    )
