@@ -8,6 +8,7 @@ compared by its pickled bytes, so nothing changed is never written."""
 
 from __future__ import annotations
 
+import functools
 import pickle
 import zlib
 from collections.abc import Callable, Iterator, MutableMapping
@@ -17,6 +18,7 @@ Load = Callable[[int], bytes | None]
 Store = Callable[[int, bytes | None], None]  # None: the bucket is empty now, remove it
 
 
+@functools.lru_cache(maxsize=1 << 17)  # the same partitions come back batch after batch
 def bucket_of(key: Any, buckets: int, spread: int = 1) -> int:
     """A key's bucket, stable across processes. `spread`: the number of shards the same hash
     already chose between, so that the buckets of one shard are all used."""

@@ -25,6 +25,7 @@ from zkcdc.streaming.rules.rule_settings import RuleSettings
 SHARDED_OUTPUT_SCHEMA = (
     "kind string, key string, json string, status string, at_ms long, place string"
 )
+CHUNK = 16_384  # bytes of a stored value a state call carries at most
 BUCKETS = 1024  # per shard and map: ~250 partitions a bucket at 1,000,000 partitions, 4 shards
 
 _STATE_PATH = r"^/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state\z"
@@ -56,7 +57,10 @@ def routed(records: Any, partition_shards: int) -> Any:
     )
     return (
         records.withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
+        # A tick carries seq and time only: its path and op are of no use to the shard.
         .withColumn("events", F.when(whole, F.col("events")))
+        .withColumn("path", F.when(whole, F.col("path")))
+        .withColumn("op", F.when(whole, F.col("op")).otherwise(F.lit("TICK")))
         .select("cluster", "shard", "seq", "ts_ms", "op", "path", "events")
     )
 
@@ -78,7 +82,8 @@ def _processor_class() -> Any:
 
             blob = StructType([StructField("blob", BinaryType())])
             bucket = StructType([StructField("bucket", IntegerType())])
-            self.core = handle.getValueState("core", blob)
+            self.core = handle.getMapState("core", bucket, blob)  # chunk number -> bytes
+            self.chunks = handle.getValueState("chunks", bucket)
             self.partitions = handle.getMapState("partitions", bucket, blob)
             self.topics = handle.getMapState("topics", bucket, blob)
 
@@ -91,8 +96,9 @@ def _processor_class() -> Any:
 
             engine: AlertEngine
             pending: Pending
-            if self.core.exists():
-                engine, pending = pickle.loads(self.core.get()[0])
+            stored = _read_chunks(self.core, self.chunks)
+            if stored is not None:
+                engine, pending = pickle.loads(stored)
             else:
                 scope = Scope(shard, self.partition_shards)
                 engine, pending = AlertEngine(cluster, self.settings, scope=scope), {}
@@ -112,7 +118,8 @@ def _processor_class() -> Any:
             partitions.flush(lambda b, blob: _put(self.partitions, b, blob))
             topics.flush(lambda b, blob: _put(self.topics, b, blob))
             engine.state.partitions, engine.state.topics = {}, {}
-            self.core.update((pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL),))
+            core = pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL)
+            _write_chunks(self.core, self.chunks, core)
             out = output_rows([alert for _, alert in placed], states)
             out["place"] = [place_text(order) for order, _ in placed] + [None] * len(states)
             return pd.DataFrame(out, dtype=object)
@@ -121,6 +128,24 @@ def _processor_class() -> Any:
             pass
 
     return AlertShard
+
+
+def _read_chunks(chunks: Any, count: Any) -> bytes | None:
+    if not count.exists():
+        return None
+    return b"".join(bytes(chunks.getValue((n,))[0]) for n in range(count.get()[0]))
+
+
+def _write_chunks(chunks: Any, count: Any, blob: bytes) -> None:
+    """A value in pieces: PySpark 4.0.0's state server can read a large message partly
+    (SPARK-53870, fixed in 4.0.2) and fail with "invalid pickle opcode"."""
+    old = count.get()[0] if count.exists() else 0
+    pieces = [blob[i : i + CHUNK] for i in range(0, len(blob), CHUNK)] or [b""]
+    for n, piece in enumerate(pieces):
+        chunks.updateValue((n,), (piece,))
+    for n in range(len(pieces), old):
+        chunks.removeKey((n,))
+    count.update((len(pieces),))
 
 
 def _get(state: Any, bucket: int) -> bytes | None:

@@ -20,6 +20,7 @@ from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert, upserts
 
 _LIVE = {"CREATE", "UPDATE", "DELETE"}
+_ISR_CHANGES = {"ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"}
 # An alert's place in the single engine's output: (seq, phase, ...) with phases 0 timers,
 # 1 windows left behind, 2 instants, 3 level rules, 4 windows counted.
 Order = tuple[Any, ...]
@@ -66,7 +67,7 @@ class AlertEngine:
         counts = None if scope is None else scope.counts
         for i, whole in enumerate(record["events"] or ()):
             event = whole if scope is None else scope.view(whole)
-            if event is None:
+            if event is None or (scope is not None and scope.is_cluster and self._isr_only(event)):
                 continue
             touched |= self.state.apply(event)
             if live:
@@ -103,6 +104,25 @@ class AlertEngine:
         out = upserts(self.state, self.changed, self.now_ms)
         self.changed = set()
         return out
+
+    def _isr_only(self, event: dict[str, Any]) -> bool:
+        """An ISR or epoch change that keeps a known partition's leader: nothing the cluster
+        shard keeps (replicas and leaders, for the preferred-leader counts) moves, so it skips
+        it (most of a busy cluster's records)."""
+        if event["type"] not in _ISR_CHANGES:
+            return False
+        known = self.state.partitions.get((event["topic"], event["partition"]))
+        leader = event.get("leader_after")
+        leader = event.get("leader") if leader is None else leader
+        return known is not None and (leader is None or leader == known.leader)
+
+    def next_due(self) -> int:
+        """The earliest event time at which a timer or a window may come due (or later: a
+        timer that moved or went stays queued until then): before it, time passing does
+        nothing but pass."""
+        heads = [due[0][0] for due in self.window_expiries.values() if due]
+        timer = self.tracker.next_due()
+        return min(heads if timer is None else [*heads, timer], default=2**63)
 
     def advance(self, ts_ms: int) -> list[Alert]:
         """Event time moves to `ts_ms` (never back): due timers fire, windows slide."""

@@ -111,6 +111,10 @@ class AlertTracker:
                 out.extend((due, key, a) for a in self._fire_if_due(key, condition, now_ms))
         return out
 
+    def next_due(self) -> int | None:
+        """The earliest queued due time (a condition since gone or moved may stand here)."""
+        return self._due[0][0] if self._due else None
+
     def firing(self) -> list[Key]:
         return [key for key, c in self.conditions.items() if c.firing]
 

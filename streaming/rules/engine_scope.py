@@ -19,6 +19,7 @@ alert (tests/unit/streaming/test_sharded_engine.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import zlib
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ EVERY_SHARD = frozenset({
 _PARTITION_WINDOWS = frozenset({"isr_flapping"})
 
 
+@functools.lru_cache(maxsize=1 << 17)  # the same partitions come back record after record
 def partition_shard(topic: Any, partition: Any, partition_shards: int) -> int:
     """The shard of a partition: stable across processes and releases (not Python's hash), and
     the same as Spark SQL's `1 + pmod(crc32(concat(topic, '/', partition)), n)`. Whatever an

@@ -44,6 +44,9 @@ class ShardedAlerts:
             out += engine.process_ordered(shard_record(record, shard, self.partition_shards))
         return merged(out)
 
+    def process_ordered_all(self, records: list[dict[str, Any]]) -> list[Alert]:
+        return [alert for record in records for alert in self.process(record)]
+
     def take_state(self) -> list[StateUpsert]:
         return sorted(
             (upsert for engine in self.engines for upsert in engine.take_state()),

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.alert_records import RULE_IDS
 from zkcdc.streaming.rules.engine_scope import (
@@ -19,7 +21,7 @@ from zkcdc.streaming.rules.engine_scope import (
     partition_shard,
 )
 from zkcdc.streaming.rules.rule_settings import RuleSettings
-from zkcdc.streaming.rules.sharded_alerts import ShardedAlerts
+from zkcdc.streaming.rules.sharded_alerts import ShardedAlerts, merged, shard_record
 
 # Small for-durations, windows and thresholds: timers and windows come due within a test.
 QUICK = RuleSettings(
@@ -284,3 +286,35 @@ def test_assignments_and_reassignments_are_split_by_partition():
         assigned += [] if view is None else list(view["assignment"])
     assert sorted(kept) == sorted((r["topic"], r["partition"]) for r in refs)
     assert sorted(assigned, key=int) == [str(p) for p in range(9)]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record_streams(), st.integers(1, 4), st.randoms(use_true_random=False))
+def test_a_shard_draining_its_ticks_in_bulk_gives_what_it_gives_record_by_record(
+    records, partition_shards, random
+):
+    """The alert job's shards skip the work of a tick before anything comes due
+    (alert_job.drain_ordered): the same alerts, order and state as one record at a time."""
+    reference = ShardedAlerts("c", QUICK, partition_shards)
+    expected = reference.process_ordered_all(records)
+    engines = [
+        AlertEngine("c", QUICK, scope=Scope(shard, partition_shards))
+        for shard in range(partition_shards + 1)
+    ]
+    placed: list[Any] = []
+    for start in range(0, len(records), 7):  # micro-batches of 7 records, in any order inside
+        chunk = records[start : start + 7]
+        for shard, engine in enumerate(engines):
+            pending = {}
+            for r in random.sample(chunk, len(chunk)):
+                r = shard_record(r, shard, partition_shards)
+                pending[r["seq"]] = (
+                    r["ts_ms"],
+                    r["op"],
+                    r["path"],
+                    orjson.dumps(r["events"]).decode(),
+                )
+            placed += drain_ordered(engine, pending, reorder_ms=0)
+            assert not pending
+    assert [a for _, a in merged(placed)] == expected
+    assert sorted(u for e in engines for u in e.take_state()) == sorted(reference.take_state())
