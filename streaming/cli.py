@@ -70,6 +70,10 @@ job_options = option_group(
                  callback=jvm_memory,
                  help="The Spark driver's heap (in local mode it runs the tasks too); "
                       "about 2g for 200,000 partitions."),
+    click.option("--shards", type=click.IntRange(0, 256), default=0, show_default=True,
+                 help="Spread each cluster's alerting over this many partition shards and a "
+                      "cluster shard (Spark tasks); 0: one group per cluster. Fixed for a "
+                      "checkpoint."),
     rule_overrides_option("Override a rule setting, e.g. under_replicated_for_ms=2000."),
     click.option("--trigger-ms", default=500, show_default=True),
     click.option("--available-now", is_flag=True,
@@ -124,6 +128,7 @@ def run_job(
         checkpoint=kw["checkpoint"] or default_checkpoint(job),
         master=kw["master"],
         driver_memory=kw["driver_memory"],
+        partition_shards=kw["shards"],
         rules=RuleSettings().with_overrides(kw["rules"]),
         trigger_ms=kw["trigger_ms"],
         available_now=kw["available_now"],

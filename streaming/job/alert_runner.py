@@ -23,6 +23,7 @@ from zkcdc.streaming.job.change_source import (
     spark_kafka_options,
 )
 from zkcdc.streaming.job.job_metrics import JobMetrics
+from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
@@ -43,6 +44,7 @@ class AlertJobOptions:
     # The driver's heap: the alert state of a cluster is one value, and Spark copies it a few
     # times over when it stores it (200,000 partitions need about 2g; BENCHMARKS.md, B8).
     driver_memory: str = "512m"
+    partition_shards: int = 0  # 0: one group per cluster; else shard_stage.py's layout
     rules: RuleSettings = field(default_factory=RuleSettings)
     trigger_ms: int = 500
     available_now: bool = False  # process what is there, then stop (replays, tests)
@@ -79,12 +81,20 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         ),
         scratch=options.checkpoint / "batch-out",
     )
-    spark = session(options.master, "zkcdc-alerts", driver_memory=options.driver_memory)
+    spark = session(
+        options.master, "zkcdc-alerts", shuffle_partitions=options.partition_shards + 1,
+        driver_memory=options.driver_memory,
+    )  # fmt: skip
     queries = []
     try:
         records, dead = read_changes(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
-        alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
+        if options.partition_shards:
+            alerts = sharded_alerts_stream(
+                records, options.rules, options.reorder_ms, with_state, options.partition_shards
+            )
+        else:
+            alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
         writer = (
             alerts.writeStream.foreachBatch(delivery)
             .option("checkpointLocation", str(options.checkpoint / "alerts"))

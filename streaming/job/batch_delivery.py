@@ -42,12 +42,14 @@ class BatchDelivery:
             return
         # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
         # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
-        rows = batch.collect()  # Rows are tuples in OUTPUT_SCHEMA's order: kind, key, ...
-        alerts = [AlertText(k, s, at, j) for kind, k, j, s, at in rows if kind == "alert"]
+        rows = [tuple(row) for row in batch.collect()]  # kind, key, json, status, at_ms[, place]
+        if "place" in batch.columns:  # a sharded stage: its shards' alerts merged by place
+            rows.sort(key=lambda row: row[5] or "")
+        alerts = [AlertText(k, s, at, j) for kind, k, j, s, at, *_ in rows if kind == "alert"]
         resumed = self._resumed_since(batch_id)
         self.ledger.begin(batch_id, self.now_ms())
         self.sinks.deliver(alerts, resumed)
-        upserts = [(k, j) for kind, k, j, _, _ in rows if kind == "state"]
+        upserts = [(k, j) for kind, k, j, *_ in rows if kind == "state"]
         if self.state_sink is not None:
             self.state_sink.deliver(upserts)
         self.final_state.update(upserts)

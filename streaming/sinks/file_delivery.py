@@ -27,8 +27,11 @@ def write_batch(batch: Any, folder: Path) -> None:
     from pyspark.sql import functions as F
 
     alert = F.col("kind") == "alert"
+    # The engine's order: a sharded stage's place (its shards' rows come in any order), else
+    # the order the single group's rows came in.
+    order = F.col("place") if "place" in batch.columns else F.monotonically_increasing_id()
     lines = (
-        batch.withColumn("n", F.monotonically_increasing_id())  # the engine's order
+        batch.withColumn("n", order)
         .select(
             "kind",
             F.when(alert, F.col("json")).otherwise(F.to_json(F.struct("key", "json"))).alias("l"),
