@@ -66,9 +66,9 @@ def routed(records: Any, partition_shards: int) -> Any:
 
 
 def _processor_class() -> Any:
-    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-    class AlertShard(StatefulProcessor):  # type: ignore[misc]
+    class AlertShard(StatefulProcessor):
         def __init__(
             self, settings: RuleSettings, reorder_ms: int, with_state: bool, partition_shards: int
         ) -> None:

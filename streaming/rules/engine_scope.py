@@ -90,8 +90,8 @@ class Scope:
             if self.is_cluster:
                 return None
             refs = event.get("partitions") or ()
-            mine = [r for r in refs if self._mine(r["topic"], r["partition"])]
-            return {**event, "partitions": mine} if mine else None
+            kept = [r for r in refs if self._mine(r["topic"], r["partition"])]
+            return {**event, "partitions": kept} if kept else None
         return event if self.is_cluster else None
 
     def owns(self, entity: Entity) -> bool:

@@ -201,7 +201,8 @@ def record_streams(draw: Any) -> list[dict[str, Any]]:
 
 def _single(records: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
     engine = AlertEngine("c", QUICK)
-    alerts, state = [], {}
+    alerts: list[Any] = []
+    state: dict[str, Any] = {}
     for record in records:
         alerts += engine.process(record)
         state.update(engine.take_state())
@@ -212,7 +213,8 @@ def _sharded(
     records: list[dict[str, Any]], partition_shards: int
 ) -> tuple[list[Any], dict[str, Any]]:
     shards = ShardedAlerts("c", QUICK, partition_shards)
-    alerts, state = [], {}
+    alerts: list[Any] = []
+    state: dict[str, Any] = {}
     for record in records:
         alerts += shards.process(record)
         state.update(shards.take_state())
@@ -222,15 +224,15 @@ def _sharded(
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_streams(), st.integers(1, 5))
 def test_shards_give_the_single_engines_alerts_in_its_order_and_its_state(
-    records, partition_shards
-):
+    records: list[dict[str, Any]], partition_shards: int
+) -> None:
     alerts, state = _single(records)
     sharded_alerts, sharded_state = _sharded(records, partition_shards)
     assert sharded_alerts == alerts
     assert sharded_state == state
 
 
-def test_the_generated_streams_reach_every_rule():
+def test_the_generated_streams_reach_every_rule() -> None:
     """The property above is only as good as its records: they must reach each rule."""
     reached: set[str] = set()
 
@@ -244,7 +246,7 @@ def test_the_generated_streams_reach_every_rule():
     assert sorted(RULE_IDS - reached) == []
 
 
-def test_a_stored_event_logs_alerts_and_state_are_the_same_over_shards():
+def test_a_stored_event_logs_alerts_and_state_are_the_same_over_shards() -> None:
     records = list(read_records(Path(__file__).parents[2] / "fixtures" / "event_log_v1"))
     alerts, state = _single(records)
     assert alerts, "the stored incident raises alerts"
@@ -252,7 +254,7 @@ def test_a_stored_event_logs_alerts_and_state_are_the_same_over_shards():
         assert _sharded(records, partition_shards) == (alerts, state)
 
 
-def test_each_record_goes_whole_only_where_it_is_needed():
+def test_each_record_goes_whole_only_where_it_is_needed() -> None:
     n = 4
     own = partition_shard("orders", 7, n)
     assert full_shards("/brokers/topics/orders/partitions/7/state", n) == [CLUSTER_SHARD, own]
@@ -265,23 +267,24 @@ def test_each_record_goes_whole_only_where_it_is_needed():
     assert 1 <= own <= n and partition_shard("orders", 7, n) == own  # stable
 
 
-def test_one_topics_partitions_spread_over_every_shard():
+def test_one_topics_partitions_spread_over_every_shard() -> None:
     n = 4
     assert {partition_shard("t", p, n) for p in range(40)} == {1, 2, 3, 4}
 
 
-def test_assignments_and_reassignments_are_split_by_partition():
+def test_assignments_and_reassignments_are_split_by_partition() -> None:
     n = 3
     refs = [{"topic": t, "partition": p} for t in TOPICS for p in range(4)]
     moved = {"type": "REASSIGNMENT_REQUESTED", "partitions": refs}
     created = {"type": "TOPIC_CREATED", "topic": "t", "assignment": {str(p): [1] for p in range(9)}}
     assert Scope(CLUSTER_SHARD, n).view(moved) is None
     assert Scope(CLUSTER_SHARD, n).view(created) == created
-    kept, assigned = [], []
+    kept: list[tuple[str, int]] = []
+    assigned: list[str] = []
     for shard in range(1, n + 1):
         scope = Scope(shard, n)
-        kept += [(r["topic"], r["partition"]) for r in (scope.view(moved) or moved)["partitions"]
-                 if scope.view(moved) is not None]  # fmt: skip
+        mine = scope.view(moved)
+        kept += [] if mine is None else [(r["topic"], r["partition"]) for r in mine["partitions"]]
         view = scope.view(created)
         assigned += [] if view is None else list(view["assignment"])
     assert sorted(kept) == sorted((r["topic"], r["partition"]) for r in refs)
@@ -291,8 +294,8 @@ def test_assignments_and_reassignments_are_split_by_partition():
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_streams(), st.integers(1, 4), st.randoms(use_true_random=False))
 def test_a_shard_draining_its_ticks_in_bulk_gives_what_it_gives_record_by_record(
-    records, partition_shards, random
-):
+    records: list[dict[str, Any]], partition_shards: int, random: Any
+) -> None:
     """The alert job's shards skip the work of a tick before anything comes due
     (alert_job.drain_ordered): the same alerts, order and state as one record at a time."""
     reference = ShardedAlerts("c", QUICK, partition_shards)
