@@ -97,7 +97,14 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     producer.flush(120)
 
 
-def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) -> dict[str, Any]:
+def throughput(
+    bootstrap: str,
+    records: int,
+    partitions: int,
+    per_batch: int,
+    master: str = "local[2]",
+    shards: int = 0,
+) -> dict[str, Any]:
     from zkcdc.streaming.job.alert_job import alerts_stream
     from zkcdc.streaming.job.change_source import KafkaInput, read_changes
     from zkcdc.streaming.job.spark_session import session
@@ -106,7 +113,7 @@ def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) ->
     topic = f"zkcdc.bench.changes.{uuid.uuid4().hex[:6]}"
     values = synthetic_records("bench", partitions, records)
     produce(bootstrap, topic, values)
-    spark = session("local[2]", "zkcdc-bench-alerts")
+    spark = session(master, "zkcdc-bench-alerts", shuffle_partitions=max(1, shards))
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-alerts-"))
     counted = [0]
 
@@ -120,9 +127,14 @@ def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) ->
             KafkaConnection(bootstrap_servers=bootstrap), topic, max_records_per_batch=per_batch
         ),
     )
+    if shards:
+        from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
+
+        alerts = sharded_alerts_stream(records_df, RuleSettings(), 5000, True, shards)
+    else:
+        alerts = alerts_stream(records_df, RuleSettings())
     query = (
-        alerts_stream(records_df, RuleSettings())
-        .writeStream.foreachBatch(count)
+        alerts.writeStream.foreachBatch(count)
         .option("checkpointLocation", str(work / "checkpoint"))
         .trigger(availableNow=True)
         .start()
@@ -153,7 +165,18 @@ def throughput(bootstrap: str, records: int, partitions: int, per_batch: int) ->
     }
 
 
-def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
+def latency(
+    info: Any,
+    incidents: int,
+    work: Path,
+    topics: int = 1,
+    partitions_per_topic: int | None = None,
+    job_args: tuple[str, ...] = (),
+    first_alert_s: float = 180,
+    clean: bool = True,
+) -> dict[str, Any]:
+    """Alert latency on a simulated cluster of `topics` x `partitions_per_topic` partitions (by
+    default one topic of `incidents`), incidents in the first topic; B9 runs it at each size."""
     from confluent_kafka import Consumer, TopicPartition
     from kazoo.client import KazooClient
 
@@ -164,8 +187,9 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
     alerts_topic = f"zkcdc.bench.latency.alerts.{uuid.uuid4().hex[:6]}"
     zkcdc = [sys.executable, "-m", "zkcdc"]
     subprocess.run([*zkcdc, "simulate", "build", "--zookeeper", connect, "--brokers", "3",
-                    "--topics", "1", "--partitions-per-topic", str(incidents),
-                    "--replication-factor", "3"], check=True, capture_output=True)  # fmt: skip
+                    "--topics", str(topics), "--partitions-per-topic",
+                    str(partitions_per_topic or incidents), "--replication-factor", "3"],
+                   check=True, capture_output=True)  # fmt: skip
     processes = [
         subprocess.Popen([*zkcdc, "capture", "--zookeeper", connect, "--cluster", "lat",
                           "--bootstrap-servers", info.bootstrap_servers, "--topic", changes,
@@ -173,7 +197,8 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
                          stdout=(work / "capture.log").open("wb"), stderr=subprocess.STDOUT),
         subprocess.Popen([*zkcdc, "stream", "alerts", "--bootstrap-servers",
                           info.bootstrap_servers, "--topic", changes, "--alerts-topic",
-                          alerts_topic, "--checkpoint", str(work / "alerts-checkpoint")],
+                          alerts_topic, "--checkpoint", str(work / "alerts-checkpoint"),
+                          *job_args],
                          stdout=(work / "alerts.log").open("wb"), stderr=subprocess.STDOUT),
     ]  # fmt: skip
     zk = KazooClient(hosts=connect)
@@ -214,7 +239,7 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
         state = "/brokers/topics/sim-0000/partitions/{}/state"
         offline = b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":9,"isr":[1]}'
         zk.set(state.format(0), offline)
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + first_alert_s
         while "sim-0000/0" not in arrivals:
             if time.monotonic() > deadline:
                 raise SystemExit("no first alert:\n" + (work / "alerts.log").read_text()[-3000:])
@@ -229,7 +254,8 @@ def latency(info: Any, incidents: int, work: Path) -> dict[str, Any]:
             process.send_signal(signal.SIGTERM)
         for process in processes:
             process.wait(120)
-        zk.delete(chroot, recursive=True)
+        if clean:  # a big tree goes with its stack: deleting it znode by znode takes minutes
+            zk.delete(chroot, recursive=True)
         zk.stop()
     delays = sorted(
         arrivals[f"sim-0000/{p}"] - arrivals[f"sim-0000/{p}@"]

@@ -20,6 +20,7 @@ import orjson
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert, json_text
+from zkcdc.streaming.rules.engine_scope import leaders_of
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert
 
@@ -62,6 +63,10 @@ def drain_ordered(
                 continue
             engine.last_seq = seq
             out += engine.advance_ordered(seq, ts)
+            due = engine.next_due()
+            continue
+        if op == "LEAD":  # the cluster shard's view of ISR changes (engine_scope.leader_moves)
+            out += engine.process_leaders(seq, ts, leaders_of(events))
             due = engine.next_due()
             continue
         record = {"seq": seq, "ts_ms": ts, "op": op, "path": path, "events": orjson.loads(events)}

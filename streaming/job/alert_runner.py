@@ -82,7 +82,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         scratch=options.checkpoint / "batch-out",
     )
     spark = session(
-        options.master, "zkcdc-alerts", shuffle_partitions=options.partition_shards + 1,
+        options.master, "zkcdc-alerts", shuffle_partitions=max(1, options.partition_shards),
         driver_memory=options.driver_memory,
     )  # fmt: skip
     queries = []

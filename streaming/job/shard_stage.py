@@ -19,7 +19,7 @@ from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.job.alert_job import Pending, drain_ordered, output_rows
 from zkcdc.streaming.job.bucketed_map import BucketedMap
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
-from zkcdc.streaming.rules.engine_scope import Scope
+from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, Scope
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 SHARDED_OUTPUT_SCHEMA = (
@@ -39,9 +39,16 @@ def place_text(order: Order) -> str:
     return "\x00".join(parts)
 
 
+_EVENTS = "array<struct<type:string,topic:string,partition:int,leader:int,leader_after:int>>"
+_SLOT_TRIES = 256
+
+
 def routed(records: Any, partition_shards: int) -> Any:
     """Each record once per shard of its cluster, with its events where that shard needs them
-    whole (engine_scope.full_shards, in SQL) and null elsewhere."""
+    whole (engine_scope.full_shards, in SQL), as leader moves where the cluster shard needs only
+    those (engine_scope.leader_moves: ISR changes), and null elsewhere. `slot`: the shard's
+    group key, chosen so that Spark's hash partitioning over `partition_shards` tasks gives
+    shard k task k mod `partition_shards` (the cluster shard shares task 0)."""
     from pyspark.sql import functions as F
 
     topic = F.regexp_extract("path", _STATE_PATH, 1)
@@ -49,19 +56,66 @@ def routed(records: Any, partition_shards: int) -> Any:
     own = F.lit(1) + F.pmod(
         F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)
     )
+    parsed = F.from_json("events", _EVENTS)
+    isr_only = F.forall(
+        parsed,
+        lambda e: e["type"].isin(*sorted(ISR_CHANGES))
+        & e["topic"].isNotNull()
+        & e["partition"].isNotNull(),
+    )
+    moves = F.to_json(
+        F.transform(
+            parsed,
+            lambda e: F.struct(
+                e["topic"].alias("t"),
+                e["partition"].alias("p"),
+                F.coalesce(e["leader_after"], e["leader"]).alias("l"),
+            ),
+        )
+    )
     shard = F.col("shard")
     whole = (
         F.when(topic != "", (shard == 0) | (shard == own))
         .when(F.col("path").rlike(_CLUSTER_ONLY), shard == 0)
         .otherwise(F.lit(True))
     )
+    lead = shard == 0
+    tasks = F.lit(partition_shards)
+    candidates = F.sequence(shard, shard + F.lit((partition_shards + 1) * (_SLOT_TRIES - 1)),
+                            F.lit(partition_shards + 1))  # fmt: skip
+    slot = F.coalesce(
+        F.element_at(
+            F.filter(
+                candidates,
+                lambda x: F.pmod(F.hash(F.col("cluster"), x), tasks) == F.pmod(shard, tasks),
+            ),
+            1,
+        ),
+        shard,
+    )
     return (
-        records.withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
+        records.withColumn(
+            "moves",
+            F.when(
+                (topic != "") & (F.size(parsed) > 0) & F.coalesce(isr_only, F.lit(False)), moves
+            ),
+        )
+        .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
+        .withColumn("lead", whole & lead & F.col("moves").isNotNull())
         # A tick carries seq and time only: its path and op are of no use to the shard.
-        .withColumn("events", F.when(whole, F.col("events")))
+        .withColumn(
+            "events",
+            F.when(F.col("lead"), F.col("moves")).when(whole, F.col("events")),
+        )
         .withColumn("path", F.when(whole, F.col("path")))
-        .withColumn("op", F.when(whole, F.col("op")).otherwise(F.lit("TICK")))
-        .select("cluster", "shard", "seq", "ts_ms", "op", "path", "events")
+        .withColumn(
+            "op",
+            F.when(F.col("lead"), F.lit("LEAD"))
+            .when(whole, F.col("op"))
+            .otherwise(F.lit("TICK")),
+        )
+        .withColumn("slot", slot)
+        .select("cluster", "slot", "seq", "ts_ms", "op", "path", "events")
     )
 
 
@@ -89,7 +143,8 @@ def _processor_class() -> Any:
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             with gc_paused():
-                yield self._run(str(key[0]), int(key[1]), rows)
+                shard = int(key[1]) % (self.partition_shards + 1)  # routed(): the slot
+                yield self._run(str(key[0]), shard, rows)
 
         def _run(self, cluster: str, shard: int, rows: Iterator[Any]) -> Any:
             import pandas as pd  # type: ignore[import-untyped]
@@ -170,6 +225,6 @@ def sharded_alerts_stream(
     processor = _processor_class()(settings, reorder_ms, with_state, partition_shards)
     return (
         routed(records, partition_shards)
-        .groupBy("cluster", "shard")
+        .groupBy("cluster", "slot")
         .transformWithStateInPandas(processor, SHARDED_OUTPUT_SCHEMA, "Append", "None")
     )

@@ -82,9 +82,37 @@ class AlertEngine:
                 window_keys += [(i, key) for key in keys]
             if event["type"] == "CONTROLLER_ELECTED":
                 self.state.last_controller = event["broker_id"]
+        out += self._evaluate(seq, touched, scope)
+        for i, key in window_keys:
+            alerts = alert_rules.evaluate_windows(
+                (key,), self.windows, self.tracker, self.settings, self.now_ms
+            )
+            out += [((seq, 4, i, *key, j), a) for j, a in enumerate(alerts)]
+        return out
+
+    def process_leaders(
+        self, seq: int, ts_ms: int, leaders: list[tuple[str, int, int | None]]
+    ) -> list[tuple[Order, Alert]]:
+        """A record of ISR and epoch changes only, as the cluster shard takes it (SQL gives it
+        just each event's partition and leader: engine_scope.leader_moves): of such events
+        the cluster shard keeps only the partition and its leader, for the preferred-leader
+        counts; they raise no alert of its and count in none of its windows."""
+        if seq <= self.last_seq:
+            return []
+        self.last_seq = seq
+        out = self.advance_ordered(seq, ts_ms)
+        touched: set[Entity] = set()
+        for topic, partition, leader in leaders:
+            changes = {} if leader is None else {"leader": leader}
+            touched |= self.state.update_partition((topic, partition), **changes)
+        return out + self._evaluate(seq, touched, getattr(self, "scope", None))
+
+    def _evaluate(self, seq: int, touched: set[Entity], scope: Scope | None) -> list[tuple[Order, Alert]]:
+        """The level rules of the entities a record touched (those this shard owns)."""
         if scope is not None:
             touched = {entity for entity in touched if scope.owns(entity)}
         self.changed |= touched
+        out: list[tuple[Order, Alert]] = []
         # Entity by entity in a stable order: as alert_rules.evaluate orders them.
         ordered = touched if len(touched) < 2 else sorted(touched, key=lambda e: (e[0], str(e[1])))
         for entity in ordered:
@@ -92,11 +120,6 @@ class AlertEngine:
                 (entity,), self.state, self.tracker, self.settings, self.now_ms
             )
             out += [((seq, 3, entity[0], str(entity[1]), j), a) for j, a in enumerate(alerts)]
-        for i, key in window_keys:
-            alerts = alert_rules.evaluate_windows(
-                (key,), self.windows, self.tracker, self.settings, self.now_ms
-            )
-            out += [((seq, 4, i, *key, j), a) for j, a in enumerate(alerts)]
         return out
 
     def take_state(self) -> list[StateUpsert]:

@@ -25,6 +25,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from zkcdc.streaming.rules.cluster_state import Entity
 
 CLUSTER_SHARD = 0
@@ -43,6 +45,8 @@ EVERY_SHARD = frozenset({
     "CONTROLLER_ELECTED", "CONTROLLER_RESIGNED", "CONTROLLER_EPOCH_CHANGED", "TOPIC_DELETED",
     "CONFIG_CHANGED",
 })  # fmt: skip
+# A partition's ISR and epoch changes: of these the cluster shard keeps only the leader.
+ISR_CHANGES = frozenset({"ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"})
 # Window rules of the partition shards; the others count in the cluster shard.
 _PARTITION_WINDOWS = frozenset({"isr_flapping"})
 
@@ -113,17 +117,53 @@ class Scope:
         return (rule in _PARTITION_WINDOWS) != self.is_cluster
 
 
-_STATE_PATH = re.compile(r"/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state")
+STATE_PATH = re.compile(r"/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state")
 _CLUSTER_ONLY = re.compile(r"/(?:brokers/ids|consumers|admin/delete_topics)/")
 
 
 def full_shards(path: str, partition_shards: int) -> list[int]:
     """The shards that need a record of `path` whole; every other shard gets it as a tick. A
     superset is harmless (each shard keeps only its part), so unknown paths go to all."""
-    match = _STATE_PATH.fullmatch(path)
+    match = STATE_PATH.fullmatch(path)
     if match is not None:
         topic, partition = match.group(1), int(match.group(2))
         return [CLUSTER_SHARD, partition_shard(topic, partition, partition_shards)]
     if _CLUSTER_ONLY.match(path):
         return [CLUSTER_SHARD]
     return list(range(partition_shards + 1))
+
+
+def leader_moves(events: Any) -> list[tuple[str, int, int | None]] | None:
+    """What the cluster shard needs of a record whose events are all ISR and epoch changes:
+    each event's partition and its leader after (None: the event names none), in order; None
+    when the record is anything else, so it goes whole. Spark SQL decides the same for the job
+    (shard_stage.routed) on events as the Avro schema types them."""
+    if not isinstance(events, list) or not events:
+        return None
+    moves: list[tuple[str, int, int | None]] = []
+    for event in events:
+        if not isinstance(event, dict) or event.get("type") not in ISR_CHANGES:
+            return None
+        topic, partition = event.get("topic"), event.get("partition")
+        after, before = event.get("leader_after"), event.get("leader")
+        if not isinstance(topic, str) or not _is_int(partition):
+            return None
+        if not (after is None or _is_int(after)) or not (before is None or _is_int(before)):
+            return None
+        moves.append((topic, partition, after if after is not None else before))
+    return moves
+
+
+def leaders_text(moves: list[tuple[str, int, int | None]]) -> str:
+    """Leader moves as Spark SQL's `to_json` writes them in the job (a null leader left out)."""
+    return orjson.dumps(
+        [{"t": t, "p": p} if l is None else {"t": t, "p": p, "l": l} for t, p, l in moves]
+    ).decode()
+
+
+def leaders_of(text: str) -> list[tuple[str, int, int | None]]:
+    return [(move["t"], move["p"], move.get("l")) for move in orjson.loads(text)]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31

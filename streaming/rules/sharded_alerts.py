@@ -12,7 +12,13 @@ from typing import Any
 
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert
-from zkcdc.streaming.rules.engine_scope import Scope, full_shards
+from zkcdc.streaming.rules.engine_scope import (
+    CLUSTER_SHARD,
+    STATE_PATH,
+    Scope,
+    full_shards,
+    leader_moves,
+)
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert
 
@@ -23,8 +29,14 @@ def tick(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def shard_record(record: dict[str, Any], shard: int, partition_shards: int) -> dict[str, Any]:
-    whole = shard in full_shards(record["path"] or "", partition_shards)
-    return record if whole else tick(record)
+    """A record as one shard gets it: whole, as a tick, or (the cluster shard, a record of ISR
+    changes only) as its partitions' leaders, op LEAD."""
+    if shard not in full_shards(record["path"] or "", partition_shards):
+        return tick(record)
+    moves = leader_moves(record["events"]) if shard == CLUSTER_SHARD else None
+    if moves is None or not STATE_PATH.fullmatch(record["path"] or ""):
+        return record
+    return {**tick(record), "op": "LEAD", "events": moves}
 
 
 class ShardedAlerts:
@@ -41,7 +53,11 @@ class ShardedAlerts:
     def process_ordered(self, record: dict[str, Any]) -> list[tuple[Order, Alert]]:
         out: list[tuple[Order, Alert]] = []
         for shard, engine in enumerate(self.engines):
-            out += engine.process_ordered(shard_record(record, shard, self.partition_shards))
+            shards = shard_record(record, shard, self.partition_shards)
+            if shards["op"] == "LEAD":
+                out += engine.process_leaders(shards["seq"], shards["ts_ms"], shards["events"])
+            else:
+                out += engine.process_ordered(shards)
         return merged(out)
 
     def process_ordered_all(self, records: list[dict[str, Any]]) -> list[Alert]:

@@ -18,6 +18,7 @@ from zkcdc.streaming.rules.engine_scope import (
     CLUSTER_SHARD,
     Scope,
     full_shards,
+    leaders_text,
     partition_shard,
 )
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -103,12 +104,22 @@ def record_bodies(draw: Any) -> tuple[str, list[dict[str, Any]]]:
             events.append({**leader, "type": "PARTITION_OFFLINE"})
         return _path_state(t, p), events
     if kind == "isr":
-        how = draw(st.sampled_from(["ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"]))
-        event = {"type": how, "topic": t, "partition": p, "leader": draw(brokers),
-                 "isr_before": draw(replica_lists), "isr_after": draw(replica_lists),
-                 "controller_epoch": draw(maybe_epoch),
-                 "leader_epoch_after": draw(maybe_epoch)}  # fmt: skip
-        return _path_state(t, p), [event]
+        # One or two ISR and epoch changes, a leader named either way or not at all (the
+        # cluster shard takes these as leader moves only: engine_scope.leader_moves).
+        isr_events = []
+        for _ in range(draw(st.integers(1, 2))):
+            how = draw(st.sampled_from(["ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"]))
+            named = draw(st.sampled_from(["leader", "leader_after", "both", "none"]))
+            event = {"type": how, "topic": t, "partition": p,
+                     "isr_before": draw(replica_lists), "isr_after": draw(replica_lists),
+                     "controller_epoch": draw(maybe_epoch),
+                     "leader_epoch_after": draw(maybe_epoch)}  # fmt: skip
+            if named in ("leader", "both"):
+                event["leader"] = draw(brokers)
+            if named in ("leader_after", "both"):
+                event["leader_after"] = draw(st.one_of(st.none(), brokers))
+            isr_events.append(event)
+        return _path_state(t, p), isr_events
     if kind == "reassign":
         how = draw(st.sampled_from(["REASSIGNMENT_REQUESTED", "REASSIGNMENT_COMPLETED"]))
         refs = draw(st.lists(st.fixed_dictionaries({"topic": topics, "partition": partitions}),
@@ -311,12 +322,9 @@ def test_a_shard_draining_its_ticks_in_bulk_gives_what_it_gives_record_by_record
             pending = {}
             for r in random.sample(chunk, len(chunk)):
                 r = shard_record(r, shard, partition_shards)
-                pending[r["seq"]] = (
-                    r["ts_ms"],
-                    r["op"],
-                    r["path"],
-                    orjson.dumps(r["events"]).decode(),
-                )
+                lead = r["op"] == "LEAD"
+                events = leaders_text(r["events"]) if lead else orjson.dumps(r["events"]).decode()
+                pending[r["seq"]] = (r["ts_ms"], r["op"], r["path"], events)
             placed += drain_ordered(engine, pending, reorder_ms=0)
             assert not pending
     assert [a for _, a in merged(placed)] == expected

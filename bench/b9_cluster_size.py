@@ -1,0 +1,122 @@
+"""B9: the alert job against the cluster's size. Latency p50/p99 at 40, 10,000, 100,000 (and,
+with `--million`, 1,000,000) partitions in one run, as B3 measures it: a simulated cluster,
+`zkcdc capture` and `zkcdc stream alerts` as users run them, partitions taken offline one at a
+time 0.5 s apart, each `offline_partition` alert on the alerts topic timed against its state
+znode's mtime. Then the stateful stage's records/s on B3's records on local[1] and local[2]
+(and a standalone cluster with `--standalone spark://host:port`), and the state store's size
+per partition.
+
+Run: `.venv/bin/python bench/b9_cluster_size.py [--quick] [--shards 2] [--million]`
+(a stack of its own: one broker, ZooKeeper with a large heap; removed at the end).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from b3_alert_job import latency, throughput
+from harness import figure, fmt, own_stack, parser, plot_link, reproduce, save, table
+
+NAME = "b9_cluster_size"
+INCIDENTS = 31  # the first one waits for the job to be up; 30 are timed
+
+
+def sizes(quick: bool, million: bool) -> list[tuple[int, int]]:
+    """(topics, partitions per topic) of each cluster measured."""
+    if quick:
+        return [(1, 40), (10, 1000)]
+    return [(1, 40), (10, 1000), (100, 1000)] + ([(1000, 1000)] if million else [])
+
+
+def directory_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--shards", type=int, default=2, help="the job's --shards (0: one group)")
+    p.add_argument("--million", action="store_true", help="also 1,000,000 partitions")
+    p.add_argument("--standalone", default="", help="a spark:// master for the throughput too")
+    p.add_argument("--records", type=int, default=300_000)
+    p.add_argument("--zookeeper-heap-mb", type=int, default=2048)
+    args = p.parse_args()
+    if args.quick:
+        args.records = 100_000
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    job = ("--driver-memory", "3g", "--shards", str(args.shards))
+    result: dict[str, Any] = {"shards": args.shards, "sizes": [], "throughput": []}
+    with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
+        for topics, per_topic in sizes(args.quick, args.million):
+            work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b9-"))
+            partitions = topics * per_topic
+            print(f"latency at {partitions:,} partitions", file=sys.stderr, flush=True)
+            measured = latency(
+                info, INCIDENTS, work, topics=topics, partitions_per_topic=per_topic,
+                job_args=job, first_alert_s=120 + partitions / 500, clean=partitions <= 1000,
+            )  # fmt: skip
+            checkpoint = work / "alerts-checkpoint"
+            measured.update(
+                partitions=partitions,
+                checkpoint_mb=round(directory_mb(checkpoint), 1),
+                state_mb=round(directory_mb(checkpoint / "state"), 1),
+            )
+            result["sizes"].append(measured)
+            print(f"  p50 {measured['p50_ms']} ms p99 {measured['p99_ms']} ms", file=sys.stderr)
+        masters = ["local[1]", "local[2]"] + ([args.standalone] if args.standalone else [])
+        for master in masters:
+            print(f"throughput on {master}", file=sys.stderr, flush=True)
+            t = throughput(info.bootstrap_servers, args.records, 1000, 50_000, master, args.shards)
+            result["throughput"].append({"master": master, **t})
+    plot(result, args.quick)
+    print(render(save(NAME, result, args.quick)))
+
+
+def plot(result: dict[str, Any], quick: bool) -> None:
+    with figure(NAME, quick, size=(10, 4)) as fig:
+        lat, rate = fig.subplots(1, 2)
+        xs = [s["partitions"] for s in result["sizes"]]
+        for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+            lat.plot(xs, [s[key] for s in result["sizes"]], "o-", label=label)
+        lat.axhline(1500, color="grey", linestyle=":", label="p99 target 1.5 s")
+        lat.set(xscale="log", xlabel="partitions", ylabel="ms, mtime -> alert on Kafka",
+                title="alert latency against cluster size")  # fmt: skip
+        lat.legend(fontsize=8)
+        t = result["throughput"]
+        rate.bar([x["master"] for x in t], [x["records_per_s"] or 0 for x in t])
+        rate.set(ylabel="records/s (micro-batches after the first)",
+                 title=f"stateful stage, --shards {result['shards']}")  # fmt: skip
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = [
+        [f"{s['partitions']:,}", f"{fmt(s['p50_ms'])} ms", f"**{fmt(s['p99_ms'])} ms**",
+         f"{s['alerts_received']}/{s['incidents']}",
+         f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms",
+         f"{s['state_mb']} MB ({1e6 * s['state_mb'] / s['partitions']:,.0f} B a partition)",
+         f"{s['checkpoint_mb']} MB"]
+        for s in result["sizes"]
+    ]  # fmt: skip
+    t = result["throughput"]
+    base = t[0]["records_per_s"] or 1
+    trows = [[x["master"], f"**{fmt(x['records_per_s'])}**", f"{(x['records_per_s'] or 0) / base:.2f}x",
+              ", ".join(fmt(ms) for ms in x["batch_ms"])] for x in t]  # fmt: skip
+    return "\n\n".join([
+        reproduce(result),
+        f"The alert job with `--shards {result['shards']}` (`--driver-memory 3g`, its default "
+        f"trigger). Latency: {INCIDENTS - 1} partitions taken offline one at a time, 0.5 s apart, "
+        "on a simulated cluster of each size (3 simulated brokers, replication factor 3).",
+        table(["partitions", "p50", "p99", "alerts", "micro-batch p50 / max", "state store",
+               "checkpoint"], rows),  # fmt: skip
+        f"Throughput of the stateful stage on B3's records ({t[0]['records']:,}, 1,000 "
+        "partitions, 50,000 a micro-batch):",
+        table(["master", "records/s", "against local[1]", "micro-batch times (ms)"], trows),
+        plot_link(result, NAME, "B9: latency against cluster size, throughput by master"),
+    ])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
