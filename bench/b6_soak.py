@@ -595,6 +595,13 @@ def analyse(
         "expected_alerts": expected, "faults": faults, "rss": rss, "rss_flat": flat,
         "began": began, "ended": ended,
         "writes_per_second": sorted(storm.per_second.items()),
+        # To tell where an expected alert went: every broker registration change as the topic
+        # holds it, and every broker_down alert as the alerts topic holds it.
+        "broker_trail": [
+            {k: r[k] for k in ("seq", "op", "path", "ts_ms", "arrived")}
+            for r in records if r["path"].startswith("/brokers/ids/")
+        ],
+        "broker_down_alerts": [a for a in alerts if a["rule"] == "broker_down"],
     }  # fmt: skip
 
 
