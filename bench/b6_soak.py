@@ -143,6 +143,8 @@ class AlertJob:
             "--topic", changes, "--alerts-topic", alerts, "--no-state",
             "--checkpoint", str(work / "alerts-checkpoint"), "--alertmanager", am,
             "--alertmanager-resend-s", "5",
+            # A second sink: the job's alerts as it made them, beside what the topic holds.
+            "--alerts-out", str(work / "alerts.jsonl"),
         ]  # fmt: skip
         self.log = work / "alert-job.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -505,9 +507,19 @@ def main() -> None:
     result = analyse(changes.items, alerts.items, final, storm, faults.done, sampler, am_left,
                      began, ended, minutes)  # fmt: skip
     result["work"] = str(work)
+    result["broker_down_alerts_in_file"] = broker_down_in(work / "alerts.jsonl")
     result = save(NAME, result, args.quick)
     plot(result, args.quick)
     print(render(result))
+
+
+def broker_down_in(file: Path) -> list[dict[str, Any]]:
+    """The broker_down alerts the job wrote to its file sink (to tell a lost alert's place)."""
+    if not file.exists():
+        return []
+    alerts = (json.loads(line) for line in file.read_text().splitlines() if line.strip())
+    keep = ("alert_id", "status", "rule", "entity", "started_ms")
+    return [{k: a[k] for k in keep} for a in alerts if a.get("rule") == "broker_down"]
 
 
 def _holds(records: list[dict[str, Any]], final: dict[str, int]) -> bool:
