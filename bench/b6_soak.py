@@ -263,9 +263,12 @@ def change_of(schema: Any) -> Callable[[Any], dict[str, Any]]:
     return keep
 
 
+ALERT_FIELDS = ("alert_id", "status", "rule", "entity", "started_ms")  # what the soak keeps
+
+
 def alert_of(message: Any) -> dict[str, Any]:
     alert = json.loads(message.value())
-    return {k: alert[k] for k in ("alert_id", "status", "rule", "entity", "started_ms")}
+    return {k: alert[k] for k in ALERT_FIELDS}
 
 
 class Sampler(threading.Thread):
@@ -518,8 +521,7 @@ def broker_down_in(file: Path) -> list[dict[str, Any]]:
     if not file.exists():
         return []
     alerts = (json.loads(line) for line in file.read_text().splitlines() if line.strip())
-    keep = ("alert_id", "status", "rule", "entity", "started_ms")
-    return [{k: a[k] for k in keep} for a in alerts if a.get("rule") == "broker_down"]
+    return [{k: a[k] for k in ALERT_FIELDS} for a in alerts if a.get("rule") == "broker_down"]
 
 
 def _holds(records: list[dict[str, Any]], final: dict[str, int]) -> bool:
