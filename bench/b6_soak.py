@@ -143,6 +143,8 @@ class AlertJob:
             "--topic", changes, "--alerts-topic", alerts, "--no-state",
             "--checkpoint", str(work / "alerts-checkpoint"), "--alertmanager", am,
             "--alertmanager-resend-s", "5",
+            # A second sink: the job's alerts as it made them, beside what the topic holds.
+            "--alerts-out", str(work / "alerts.jsonl"),
         ]  # fmt: skip
         self.log = work / "alert-job.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -261,9 +263,12 @@ def change_of(schema: Any) -> Callable[[Any], dict[str, Any]]:
     return keep
 
 
+ALERT_FIELDS = ("alert_id", "status", "rule", "entity", "started_ms")  # what the soak keeps
+
+
 def alert_of(message: Any) -> dict[str, Any]:
     alert = json.loads(message.value())
-    return {k: alert[k] for k in ("alert_id", "status", "rule", "entity", "started_ms")}
+    return {k: alert[k] for k in ALERT_FIELDS}
 
 
 class Sampler(threading.Thread):
@@ -505,9 +510,18 @@ def main() -> None:
     result = analyse(changes.items, alerts.items, final, storm, faults.done, sampler, am_left,
                      began, ended, minutes)  # fmt: skip
     result["work"] = str(work)
+    result["broker_down_alerts_in_file"] = broker_down_in(work / "alerts.jsonl")
     result = save(NAME, result, args.quick)
     plot(result, args.quick)
     print(render(result))
+
+
+def broker_down_in(file: Path) -> list[dict[str, Any]]:
+    """The broker_down alerts the job wrote to its file sink (to tell a lost alert's place)."""
+    if not file.exists():
+        return []
+    alerts = (json.loads(line) for line in file.read_text().splitlines() if line.strip())
+    return [{k: a[k] for k in ALERT_FIELDS} for a in alerts if a.get("rule") == "broker_down"]
 
 
 def _holds(records: list[dict[str, Any]], final: dict[str, int]) -> bool:
@@ -595,6 +609,13 @@ def analyse(
         "expected_alerts": expected, "faults": faults, "rss": rss, "rss_flat": flat,
         "began": began, "ended": ended,
         "writes_per_second": sorted(storm.per_second.items()),
+        # To tell where an expected alert went: every broker registration change as the topic
+        # holds it, and every broker_down alert as the alerts topic holds it.
+        "broker_trail": [
+            {k: r[k] for k in ("seq", "op", "path", "ts_ms", "arrived")}
+            for r in records if r["path"].startswith("/brokers/ids/")
+        ],
+        "broker_down_alerts": [a for a in alerts if a["rule"] == "broker_down"],
     }  # fmt: skip
 
 

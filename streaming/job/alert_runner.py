@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,9 +181,32 @@ def dead_letter_trigger(options: AlertJobOptions) -> dict[str, Any]:
     return {"processingTime": f"{max(options.trigger_ms, DEAD_LETTER_TRIGGER_MS)} milliseconds"}
 
 
+def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:
+    """The query's progress reports of micro-batches after `reported`, oldest first, each as
+    Spark writes it (JSON). Not `query.recentProgress`: PySpark builds its up to 100 reports
+    field by field over py4j, which at every poll kept the driver on a core and the job's
+    micro-batches waiting for it (B3: 0.72 -> 1.15 s a micro-batch, alert p99 2.5 s)."""
+    last = query._jsq.lastProgress()
+    if last is None:
+        return []
+    newest = json.loads(last.json())
+    if newest["batchId"] <= reported:
+        return []
+    if newest["batchId"] == reported + 1:
+        return [newest]
+    recent = query._jsq.recentProgress()
+    out = []
+    for i in reversed(range(len(recent))):
+        progress = json.loads(recent[i].json())
+        if progress["batchId"] <= reported:
+            break
+        out.append(progress)
+    return out[::-1]
+
+
 def report_progress(query: Any, reported: int) -> int:
     """Logs each micro-batch that read records (one JSON line on stderr): how many, how long."""
-    for progress in query.recentProgress:
+    for progress in progress_since(query, reported):
         batch = progress["batchId"]
         if batch <= reported:
             continue

@@ -131,6 +131,11 @@ def test_alerts_reach_a_real_alertmanager_through_its_api(
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert job.returncode == 0, job.stderr[-3000:]
+    # Each micro-batch that read records is logged once, in order (alert_runner.progress_since).
+    batches = [json.loads(line) for line in job.stderr.splitlines() if '"micro-batch"' in line]
+    assert batches and all(b["records"] > 0 for b in batches), job.stderr[-3000:]
+    ids = [b["batch"] for b in batches]
+    assert ids == sorted(set(ids)), ids
     with urllib.request.urlopen(alertmanager.url + "/api/v2/alerts?active=true", timeout=10) as r:
         received = json.loads(r.read())
     mine = [a for a in received if a["labels"].get("cluster") == "am"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +22,7 @@ from ui_harness import free_port
 from zookeeper_servers import ZookeeperServer, zookeeper_server
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.stack.probes import four_letter_word
 
 pytestmark = pytest.mark.integration
 
@@ -46,11 +46,10 @@ def _zookeeper(tmp_path: Path) -> Iterator[tuple[ZookeeperServer, KazooClient]]:
 def _sessions(server: ZookeeperServer) -> set[str]:
     """The session ids the server tracks (its `dump` four-letter word)."""
     host, port = server.hosts.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as conn:
-        conn.sendall(b"dump")
-        answer = b"".join(iter(lambda: conn.recv(65536), b""))
+    answer = four_letter_word(host, int(port), "dump", timeout_s=5)
+    assert answer is not None, f"ZooKeeper at {host}:{port} did not answer `dump`"
     # 0x0: a connection without a session yet, such as this one.
-    return set(re.findall(r"0x[0-9a-f]+", answer.decode(errors="replace"))) - {"0x0"}
+    return set(re.findall(r"0x[0-9a-f]+", answer)) - {"0x0"}
 
 
 def _frozen_past_the_sessions(
