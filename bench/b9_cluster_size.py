@@ -25,8 +25,10 @@ NAME = "b9_cluster_size"
 INCIDENTS = 31  # the first one waits for the job to be up; 30 are timed
 
 
-def sizes(quick: bool, million: bool) -> list[tuple[int, int]]:
-    """(topics, partitions per topic) of each cluster measured."""
+def sizes(quick: bool, million: bool, only: str = "") -> list[tuple[int, int]]:
+    """(topics, partitions per topic) of each cluster measured (`only`: "40,10000", ...)."""
+    if only:
+        return [(max(1, n // 1000), min(n, 1000)) for n in map(int, only.split(","))]
     if quick:
         return [(1, 40), (10, 1000)]
     return [(1, 40), (10, 1000), (100, 1000)] + ([(1000, 1000)] if million else [])
@@ -42,6 +44,8 @@ def main() -> None:
     p.add_argument("--million", action="store_true", help="also 1,000,000 partitions")
     p.add_argument("--standalone", default="", help="a spark:// master for the throughput too")
     p.add_argument("--records", type=int, default=300_000)
+    p.add_argument("--sizes", default="", help="partitions of each cluster, e.g. 40,100000")
+    p.add_argument("--no-throughput", action="store_true")
     p.add_argument("--zookeeper-heap-mb", type=int, default=2048)
     args = p.parse_args()
     if args.quick:
@@ -50,7 +54,7 @@ def main() -> None:
     job = ("--driver-memory", "3g", "--shards", str(args.shards))
     result: dict[str, Any] = {"shards": args.shards, "sizes": [], "throughput": []}
     with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
-        for topics, per_topic in sizes(args.quick, args.million):
+        for topics, per_topic in sizes(args.quick, args.million, args.sizes):
             work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b9-"))
             partitions = topics * per_topic
             print(f"latency at {partitions:,} partitions", file=sys.stderr, flush=True)
@@ -67,6 +71,7 @@ def main() -> None:
             result["sizes"].append(measured)
             print(f"  p50 {measured['p50_ms']} ms p99 {measured['p99_ms']} ms", file=sys.stderr)
         masters = ["local[1]", "local[2]"] + ([args.standalone] if args.standalone else [])
+        masters = [] if args.no_throughput else masters
         for master in masters:
             print(f"throughput on {master}", file=sys.stderr, flush=True)
             t = throughput(info.bootstrap_servers, args.records, 1000, 50_000, master, args.shards)
@@ -100,7 +105,7 @@ def render(result: dict[str, Any]) -> str:
          f"{s['checkpoint_mb']} MB"]
         for s in result["sizes"]
     ]  # fmt: skip
-    t = result["throughput"]
+    t = result["throughput"] or [{"master": "-", "records_per_s": None, "batch_ms": [], "records": 0}]
     base = t[0]["records_per_s"] or 1
     trows = [[x["master"], f"**{fmt(x['records_per_s'])}**", f"{(x['records_per_s'] or 0) / base:.2f}x",
               ", ".join(fmt(ms) for ms in x["batch_ms"])] for x in t]  # fmt: skip

@@ -17,6 +17,7 @@ from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import REORDER_MS, alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
+from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
@@ -60,6 +61,7 @@ class AlertJobOptions:
 
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
+    check_layout(options.checkpoint, options.partition_shards)
     # Sinks first: a Kafka that cannot take alerts is a one-line error before Spark starts.
     sinks = AlertSinks(options.sinks, options.checkpoint)
     state_sink = (

@@ -30,3 +30,14 @@ def test_the_kept_log_through_three_shards_gives_the_alerts_it_gave_then(tmp_pat
     for alert_id, status in order:
         if status == "RESOLVED" and (alert_id, "FIRING") in order:
             assert order.index((alert_id, "FIRING")) < order.index((alert_id, "RESOLVED"))
+
+    # The checkpoint keeps its layout: another one is refused in one line, before Spark starts.
+    again = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts", "--event-log",
+         str(FIXTURES / "event_log_v1"), "--available-now", "--shards", "0",
+         "--checkpoint", str(tmp_path / "checkpoint"), "--alerts-out", str(alerts)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert again.returncode != 0
+    assert again.stderr.strip().count("\n") == 0, again.stderr
+    assert "--shards 3" in again.stderr and "zkcdc replay" in again.stderr
