@@ -48,14 +48,19 @@ def routed(records: Any, partition_shards: int) -> Any:
     whole (engine_scope.full_shards, in SQL), as leader moves where the cluster shard needs only
     those (engine_scope.leader_moves: ISR changes), and null elsewhere. `slot`: the shard's
     group key, chosen so that Spark's hash partitioning over `partition_shards` tasks gives
-    shard k task k mod `partition_shards` (the cluster shard shares task 0)."""
+    shard k task k mod `partition_shards` (the cluster shard shares task 0).
+
+    What a record needs is worked out once, before it is copied to every shard; after the copy
+    only comparisons of small columns remain."""
     from pyspark.sql import functions as F
 
     topic = F.regexp_extract("path", _STATE_PATH, 1)
     partition = F.regexp_extract("path", _STATE_PATH, 2).cast("int").cast("string")
-    own = F.lit(1) + F.pmod(
-        F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)
-    )
+    own = F.when(
+        topic != "",
+        F.lit(1)
+        + F.pmod(F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)),
+    ).when(F.col("path").rlike(_CLUSTER_ONLY), F.lit(0))
     parsed = F.from_json("events", _EVENTS)
     isr_only = F.forall(
         parsed,
@@ -73,50 +78,51 @@ def routed(records: Any, partition_shards: int) -> Any:
             ),
         )
     )
-    shard = F.col("shard")
-    whole = (
-        F.when(topic != "", (shard == 0) | (shard == own))
-        .when(F.col("path").rlike(_CLUSTER_ONLY), shard == 0)
-        .otherwise(F.lit(True))
-    )
-    lead = shard == 0
-    tasks = F.lit(partition_shards)
-    candidates = F.sequence(shard, shard + F.lit((partition_shards + 1) * (_SLOT_TRIES - 1)),
-                            F.lit(partition_shards + 1))  # fmt: skip
-    slot = F.coalesce(
-        F.element_at(
-            F.filter(
-                candidates,
-                lambda x: F.pmod(F.hash(F.col("cluster"), x), tasks) == F.pmod(shard, tasks),
-            ),
-            1,
-        ),
-        shard,
-    )
+    # Records of a partition's state are most of a busy cluster's: only those can be moves.
+    light = F.when(
+        (topic != "") & F.col("events").contains("ISR_"), F.when(
+            (F.size(parsed) > 0) & F.coalesce(isr_only, F.lit(False)), moves
+        )
+    )  # fmt: skip
+    shard, own_col = F.col("shard"), F.col("own")
+    # own: the one partition shard that needs the record whole besides the cluster shard, 0
+    # when only the cluster shard needs it, null when every shard does.
+    whole = own_col.isNull() | (shard == 0) | (shard == own_col)
+    lead = (shard == 0) & F.col("moves").isNotNull()
     return (
-        records.withColumn(
-            "moves",
-            F.when(
-                (topic != "") & (F.size(parsed) > 0) & F.coalesce(isr_only, F.lit(False)), moves
-            ),
-        )
+        records.select(
+            "cluster", "seq", "ts_ms", "op", "path", "events", own.alias("own"),
+            light.alias("moves"),
+        )  # fmt: skip
         .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
-        .withColumn("lead", whole & lead & F.col("moves").isNotNull())
-        # A tick carries seq and time only: its path and op are of no use to the shard.
-        .withColumn(
-            "events",
-            F.when(F.col("lead"), F.col("moves")).when(whole, F.col("events")),
+        .select(
+            "cluster",
+            slot_of(F.col("cluster"), shard, partition_shards).alias("slot"),
+            "seq",
+            "ts_ms",
+            # A tick carries seq and time only: its path and op are of no use to the shard.
+            F.when(lead, F.lit("LEAD")).when(whole, F.col("op")).otherwise(F.lit("TICK"))
+            .alias("op"),
+            F.when(whole, F.col("path")).alias("path"),
+            F.when(lead, F.col("moves")).when(whole, F.col("events")).alias("events"),
         )
-        .withColumn("path", F.when(whole, F.col("path")))
-        .withColumn(
-            "op",
-            F.when(F.col("lead"), F.lit("LEAD"))
-            .when(whole, F.col("op"))
-            .otherwise(F.lit("TICK")),
-        )
-        .withColumn("slot", slot)
-        .select("cluster", "slot", "seq", "ts_ms", "op", "path", "events")
     )
+
+
+def slot_of(cluster: Any, shard: Any, partition_shards: int) -> Any:
+    """The first of shard, shard + n + 1, shard + 2(n + 1), ... that Spark's hash partitioning
+    (murmur3 of the grouping columns, seed 42, as SQL's `hash`) puts in task shard mod n:
+    unrolled, so that generated code stops at the first hit (a lambda would not be compiled)."""
+    from pyspark.sql import functions as F
+
+    if partition_shards <= 1:
+        return shard
+    task = F.pmod(shard, F.lit(partition_shards))
+    candidates = [shard + F.lit((partition_shards + 1) * i) for i in range(_SLOT_TRIES)]
+    hits = [
+        F.when(F.pmod(F.hash(cluster, c), F.lit(partition_shards)) == task, c) for c in candidates
+    ]
+    return F.coalesce(*hits, shard)
 
 
 def _processor_class() -> Any:
