@@ -2,14 +2,15 @@ import sys, cProfile, pstats, time, orjson
 sys.path.insert(0, "/work/i37")
 from pathlib import Path
 from zkcdc.streaming.rules.alert_engine import AlertEngine
-from zkcdc.streaming.rules.engine_scope import Scope
+from zkcdc.streaming.rules.engine_scope import Scope, leaders_text
 from zkcdc.streaming.rules.sharded_alerts import shard_record
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.job.bucketed_map import BucketedMap
 recs = [orjson.loads(l) for l in open("/tmp/tput-data/part-0000.json","rb")] + [orjson.loads(l) for l in open("/tmp/tput-data/part-0001.json","rb")]
 for r in recs: r["events"] = orjson.loads(r["events"])
-S = 4
+import os
+S = int(os.environ.get('S', '2'))
 shard = int(sys.argv[1])
 eng = AlertEngine("bench", RuleSettings(), scope=Scope(shard, S))
 store = {}
@@ -17,7 +18,8 @@ def run(chunk):
     pending = {}
     for r in chunk:
         r2 = shard_record(r, shard, S)
-        pending[r2["seq"]] = (r2["ts_ms"], r2["op"], r2["path"], orjson.dumps(r2["events"]).decode())
+        ev = leaders_text(r2["events"]) if r2["op"] == "LEAD" else orjson.dumps(r2["events"]).decode()
+        pending[r2["seq"]] = (r2["ts_ms"], r2["op"], r2["path"], ev)
     eng.state.partitions = BucketedMap(lambda b: store.get(("p", b)), 1024, S if shard else 1)
     eng.state.topics = BucketedMap(lambda b: store.get(("t", b)), 1024)
     t = time.perf_counter()
@@ -27,7 +29,9 @@ def run(chunk):
     eng.state.topics.flush(lambda b, blob: store.__setitem__(("t", b), blob))
     return d
 print("first", run(recs[:50000]))
-pr = cProfile.Profile(); pr.enable()
+if os.environ.get("PROF"):
+    pr = cProfile.Profile(); pr.enable()
 print("second", run(recs[50000:100000]))
-pr.disable(); pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+if os.environ.get("PROF"):
+    pr.disable(); pstats.Stats(pr).sort_stats("tottime").print_stats(22)
 

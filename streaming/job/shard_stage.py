@@ -27,6 +27,8 @@ SHARDED_OUTPUT_SCHEMA = (
 )
 CHUNK = 16_384  # bytes of a stored value a state call carries at most
 BUCKETS = 1024  # per shard and map: ~250 partitions a bucket at 1,000,000 partitions, 4 shards
+# The kinds of a shard's state entries: (kind, n) -> bytes.
+META, CORE, PARTITIONS, TOPICS = 0, 1, 2, 3  # META 0: the number of CORE chunks
 
 _STATE_PATH = r"^/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state\z"
 _CLUSTER_ONLY = r"^/(brokers/ids|consumers|admin/delete_topics)/"
@@ -140,12 +142,11 @@ def _processor_class() -> Any:
         def init(self, handle: Any) -> None:
             from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
+            # One state variable: each costs ~40 ms a micro-batch and task however little it
+            # holds (its column family's commit), so the engine's pieces share one MapState.
+            key = StructType([StructField("kind", IntegerType()), StructField("n", IntegerType())])
             blob = StructType([StructField("blob", BinaryType())])
-            bucket = StructType([StructField("bucket", IntegerType())])
-            self.core = handle.getMapState("core", bucket, blob)  # chunk number -> bytes
-            self.chunks = handle.getValueState("chunks", bucket)
-            self.partitions = handle.getMapState("partitions", bucket, blob)
-            self.topics = handle.getMapState("topics", bucket, blob)
+            self.store = handle.getMapState("shard", key, blob)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             with gc_paused():
@@ -157,15 +158,16 @@ def _processor_class() -> Any:
 
             engine: AlertEngine
             pending: Pending
-            stored = _read_chunks(self.core, self.chunks)
+            store = self.store
+            stored = _read_chunks(store)
             if stored is not None:
                 engine, pending = pickle.loads(stored)
             else:
                 scope = Scope(shard, self.partition_shards)
                 engine, pending = AlertEngine(cluster, self.settings, scope=scope), {}
             spread = self.partition_shards if shard else 1
-            partitions = BucketedMap(lambda b: _get(self.partitions, b), BUCKETS, spread)
-            topics = BucketedMap(lambda b: _get(self.topics, b), BUCKETS)
+            partitions = BucketedMap(lambda b: _get(store, PARTITIONS, b), BUCKETS, spread)
+            topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS)
             engine.state.partitions = partitions  # type: ignore[assignment]
             engine.state.topics = topics  # type: ignore[assignment]
             for batch in rows:
@@ -176,11 +178,11 @@ def _processor_class() -> Any:
                     pending[int(seq)] = (int(ts), str(op), str(path or ""), events or "[]")
             placed = drain_ordered(engine, pending, self.reorder_ms)
             states = engine.take_state() if self.with_state else []
-            partitions.flush(lambda b, blob: _put(self.partitions, b, blob))
-            topics.flush(lambda b, blob: _put(self.topics, b, blob))
+            partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
+            topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
             engine.state.partitions, engine.state.topics = {}, {}
             core = pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL)
-            _write_chunks(self.core, self.chunks, core)
+            _write_chunks(store, core)
             out = output_rows([alert for _, alert in placed], states)
             out["place"] = [place_text(order) for order, _ in placed] + [None] * len(states)
             return pd.DataFrame(out, dtype=object)
@@ -191,34 +193,35 @@ def _processor_class() -> Any:
     return AlertShard
 
 
-def _read_chunks(chunks: Any, count: Any) -> bytes | None:
-    if not count.exists():
+def _read_chunks(store: Any) -> bytes | None:
+    count = _get(store, META, 0)
+    if count is None:
         return None
-    return b"".join(bytes(chunks.getValue((n,))[0]) for n in range(count.get()[0]))
+    return b"".join(_get(store, CORE, n) or b"" for n in range(int(count)))
 
 
-def _write_chunks(chunks: Any, count: Any, blob: bytes) -> None:
+def _write_chunks(store: Any, blob: bytes) -> None:
     """A value in pieces: PySpark 4.0.0's state server can read a large message partly
     (SPARK-53870, fixed in 4.0.2) and fail with "invalid pickle opcode"."""
-    old = count.get()[0] if count.exists() else 0
+    old = _get(store, META, 0)
     pieces = [blob[i : i + CHUNK] for i in range(0, len(blob), CHUNK)] or [b""]
     for n, piece in enumerate(pieces):
-        chunks.updateValue((n,), (piece,))
-    for n in range(len(pieces), old):
-        chunks.removeKey((n,))
-    count.update((len(pieces),))
+        _put(store, CORE, n, piece)
+    for n in range(len(pieces), int(old or 0)):
+        _put(store, CORE, n, None)
+    _put(store, META, 0, str(len(pieces)).encode())
 
 
-def _get(state: Any, bucket: int) -> bytes | None:
-    value = state.getValue((bucket,))
+def _get(store: Any, kind: int, n: int) -> bytes | None:
+    value = store.getValue((kind, n))
     return None if value is None else bytes(value[0])
 
 
-def _put(state: Any, bucket: int, blob: bytes | None) -> None:
+def _put(store: Any, kind: int, n: int, blob: bytes | None) -> None:
     if blob is None:
-        state.removeKey((bucket,))
+        store.removeKey((kind, n))
     else:
-        state.updateValue((bucket,), (blob,))
+        store.updateValue((kind, n), (blob,))
 
 
 def sharded_alerts_stream(
