@@ -105,7 +105,9 @@ def render(result: dict[str, Any]) -> str:
          f"{s['checkpoint_mb']} MB"]
         for s in result["sizes"]
     ]  # fmt: skip
-    t = result["throughput"] or [{"master": "-", "records_per_s": None, "batch_ms": [], "records": 0}]
+    t = result["throughput"] or [
+        {"master": "-", "records_per_s": None, "batch_ms": [], "records": 0}
+    ]
     base = t[0]["records_per_s"] or 1
     trows = [[x["master"], f"**{fmt(x['records_per_s'])}**", f"{(x['records_per_s'] or 0) / base:.2f}x",
               ", ".join(fmt(ms) for ms in x["batch_ms"])] for x in t]  # fmt: skip
@@ -115,7 +117,7 @@ def render(result: dict[str, Any]) -> str:
         f"trigger). Latency: {INCIDENTS - 1} partitions taken offline one at a time, 0.5 s apart, "
         "on a simulated cluster of each size (3 simulated brokers, replication factor 3).",
         table(["partitions", "p50", "p99", "alerts", "micro-batch p50 / max", "state store",
-               "checkpoint"], rows),  # fmt: skip
+               "checkpoint"], rows),
         f"Throughput of the stateful stage on B3's records ({t[0]['records']:,}, 1,000 "
         "partitions, 50,000 a micro-batch):",
         table(["master", "records/s", "against local[1]", "micro-batch times (ms)"], trows),

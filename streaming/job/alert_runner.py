@@ -17,13 +17,13 @@ from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import REORDER_MS, alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
-from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
     read_changes,
     spark_kafka_options,
 )
+from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session

@@ -60,15 +60,16 @@ def routed(records: Any, partition_shards: int) -> Any:
     partition = F.regexp_extract("path", _STATE_PATH, 2).cast("int").cast("string")
     own = F.when(
         topic != "",
-        F.lit(1)
-        + F.pmod(F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)),
+        F.lit(1) + F.pmod(F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)),
     ).when(F.col("path").rlike(_CLUSTER_ONLY), F.lit(0))
     parsed = F.from_json("events", _EVENTS)
     isr_only = F.forall(
         parsed,
-        lambda e: e["type"].isin(*sorted(ISR_CHANGES))
-        & e["topic"].isNotNull()
-        & e["partition"].isNotNull(),
+        lambda e: (
+            e["type"].isin(*sorted(ISR_CHANGES))
+            & e["topic"].isNotNull()
+            & e["partition"].isNotNull()
+        ),
     )
     moves = F.to_json(
         F.transform(
@@ -93,9 +94,15 @@ def routed(records: Any, partition_shards: int) -> Any:
     lead = (shard == 0) & F.col("moves").isNotNull()
     return (
         records.select(
-            "cluster", "seq", "ts_ms", "op", "path", "events", own.alias("own"),
+            "cluster",
+            "seq",
+            "ts_ms",
+            "op",
+            "path",
+            "events",
+            own.alias("own"),
             light.alias("moves"),
-        )  # fmt: skip
+        )
         .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
         .select(
             "cluster",
@@ -103,7 +110,9 @@ def routed(records: Any, partition_shards: int) -> Any:
             "seq",
             "ts_ms",
             # A tick carries seq and time only: its path and op are of no use to the shard.
-            F.when(lead, F.lit("LEAD")).when(whole, F.col("op")).otherwise(F.lit("TICK"))
+            F.when(lead, F.lit("LEAD"))
+            .when(whole, F.col("op"))
+            .otherwise(F.lit("TICK"))
             .alias("op"),
             F.when(whole, F.col("path")).alias("path"),
             F.when(lead, F.col("moves")).when(whole, F.col("events")).alias("events"),

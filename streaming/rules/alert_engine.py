@@ -107,7 +107,9 @@ class AlertEngine:
             touched |= self.state.update_partition((topic, partition), **changes)
         return out + self._evaluate(seq, touched, getattr(self, "scope", None))
 
-    def _evaluate(self, seq: int, touched: set[Entity], scope: Scope | None) -> list[tuple[Order, Alert]]:
+    def _evaluate(
+        self, seq: int, touched: set[Entity], scope: Scope | None
+    ) -> list[tuple[Order, Alert]]:
         """The level rules of the entities a record touched (those this shard owns)."""
         if scope is not None:
             touched = {entity for entity in touched if scope.owns(entity)}

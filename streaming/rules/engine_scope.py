@@ -144,20 +144,21 @@ def leader_moves(events: Any) -> list[tuple[str, int, int | None]] | None:
     for event in events:
         if not isinstance(event, dict) or event.get("type") not in ISR_CHANGES:
             return None
-        topic, partition = event.get("topic"), event.get("partition")
+        topic, partition = event.get("topic"), event.get("partition", "")
         after, before = event.get("leader_after"), event.get("leader")
         if not isinstance(topic, str) or not _is_int(partition):
             return None
         if not (after is None or _is_int(after)) or not (before is None or _is_int(before)):
             return None
-        moves.append((topic, partition, after if after is not None else before))
+        leader = after if after is not None else before
+        moves.append((topic, int(partition), None if leader is None else int(leader)))
     return moves
 
 
 def leaders_text(moves: list[tuple[str, int, int | None]]) -> str:
     """Leader moves as Spark SQL's `to_json` writes them in the job (a null leader left out)."""
     return orjson.dumps(
-        [{"t": t, "p": p} if l is None else {"t": t, "p": p, "l": l} for t, p, l in moves]
+        [{"t": t, "p": p} if lead is None else {"t": t, "p": p, "l": lead} for t, p, lead in moves]
     ).decode()
 
 
