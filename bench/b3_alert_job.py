@@ -238,8 +238,16 @@ def latency(
         # The job is up once a first incident's alert arrives (Spark takes a while to start).
         state = "/brokers/topics/sim-0000/partitions/{}/state"
         offline = b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":9,"isr":[1]}'
-        zk.set(state.format(0), offline)
         deadline = time.monotonic() + first_alert_s
+        # A big cluster's snapshot takes a while: incidents start once capture is in sync (and
+        # the first one's alert says the job has read the snapshot).
+        while b'"in sync"' not in (work / "capture.log").read_bytes():
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    "capture not in sync:\n" + (work / "capture.log").read_text()[-3000:]
+                )
+            time.sleep(0.5)
+        zk.set(state.format(0), offline)
         while "sim-0000/0" not in arrivals:
             if time.monotonic() > deadline:
                 raise SystemExit("no first alert:\n" + (work / "alerts.log").read_text()[-3000:])

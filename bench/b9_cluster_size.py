@@ -46,12 +46,13 @@ def main() -> None:
     p.add_argument("--records", type=int, default=300_000)
     p.add_argument("--sizes", default="", help="partitions of each cluster, e.g. 40,100000")
     p.add_argument("--no-throughput", action="store_true")
+    p.add_argument("--job-arg", action="append", default=[], help="one more flag for the job")
     p.add_argument("--zookeeper-heap-mb", type=int, default=2048)
     args = p.parse_args()
     if args.quick:
         args.records = 100_000
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    job = ("--driver-memory", "3g", "--shards", str(args.shards))
+    job = ("--driver-memory", "3g", "--shards", str(args.shards), *args.job_arg)
     result: dict[str, Any] = {"shards": args.shards, "sizes": [], "throughput": []}
     with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
         for topics, per_topic in sizes(args.quick, args.million, args.sizes):
@@ -62,7 +63,7 @@ def main() -> None:
                 info, INCIDENTS, work, topics=topics, partitions_per_topic=per_topic,
                 job_args=job, first_alert_s=120 + partitions / 500, clean=partitions <= 1000,
             )  # fmt: skip
-            checkpoint = work / "alerts-checkpoint"
+            checkpoint = work / "alerts-checkpoint" / "alerts"
             measured.update(
                 partitions=partitions,
                 checkpoint_mb=round(directory_mb(checkpoint), 1),

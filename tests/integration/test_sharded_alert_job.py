@@ -31,6 +31,15 @@ def test_the_kept_log_through_three_shards_gives_the_alerts_it_gave_then(tmp_pat
         if status == "RESOLVED" and (alert_id, "FIRING") in order:
             assert order.index((alert_id, "FIRING")) < order.index((alert_id, "RESOLVED"))
 
+    # The stateful stage ran as three tasks, each holding shards of the cluster: every task's
+    # state store wrote changes (a task with no group writes empty changelogs).
+    stores = tmp_path / "checkpoint" / "alerts" / "state" / "0"
+    written = {
+        task.name: sum(f.stat().st_size for f in task.glob("*.changelog"))
+        for task in stores.iterdir()
+        if task.name.isdigit()
+    }
+    assert sorted(written) == ["0", "1", "2"] and all(written.values()), written
     # The checkpoint keeps its layout: another one is refused in one line, before Spark starts.
     again = subprocess.run(
         [sys.executable, "-m", "zkcdc", "stream", "alerts", "--event-log",
