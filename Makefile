@@ -71,6 +71,7 @@ bench: setup
 	$(BIN)/python bench/b6_soak.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b7_kraft.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b8_ui.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b9_cluster_size.py $(BENCH_FLAGS)
 	$(BIN)/python bench/report.py $(BENCH_FLAGS)
 
 bench-quick:

@@ -126,5 +126,25 @@ def render(result: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """Issue 37's acceptance: latency flat with size, and a second core worth 1.6x."""
+    by_size = {s["partitions"]: s["p99_ms"] for s in result["sizes"]}
+    out = []
+    small, big, million = by_size.get(40), by_size.get(100_000), by_size.get(1_000_000)
+    if small and big:
+        out.append(("alert p99 at 100,000 partitions", f"{fmt(big)} ms",
+                    f"≤ 1.5x of 40 partitions' ({fmt(small)} ms) and ≤ 1,500 ms",
+                    big <= 1.5 * small and big <= 1500))  # fmt: skip
+    if million:
+        out.append(("alert p99 at 1,000,000 partitions", f"{fmt(million)} ms", "≤ 3,000 ms",
+                    million <= 3000))  # fmt: skip
+    rates = {t["master"]: t["records_per_s"] or 0 for t in result["throughput"]}
+    if rates.get("local[1]") and "local[2]" in rates:
+        ratio = rates["local[2]"] / rates["local[1]"]
+        out.append(("stateful stage records/s, local[2] against local[1]", f"{ratio:.2f}x",
+                    "≥ 1.6x", ratio >= 1.6))  # fmt: skip
+    return out
+
+
 if __name__ == "__main__":
     main()

@@ -28,6 +28,7 @@ BENCHMARKS = (
     "b6_soak",
     "b7_kraft",
     "b8_ui",
+    "b9_cluster_size",
 )
 
 
