@@ -1,3 +1,4 @@
+# mypy: ignore-errors
 # A throwaway spike of issue 37 (this branch's paths), kept for its figures in ARCHITECTURE.md.
 import sys, cProfile, pstats, time, orjson
 sys.path.insert(0, "/work/i37")

@@ -1,3 +1,4 @@
+# mypy: ignore-errors
 # A throwaway spike of issue 37 (this branch's paths), kept for its figures in ARCHITECTURE.md.
 """Spike: what one MapState call costs in transformWithStateInPandas (PySpark 4.0.0), against
 applyInPandasWithState's one pickled value. Throwaway measurement for issue 37's design."""

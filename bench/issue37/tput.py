@@ -1,3 +1,4 @@
+# mypy: ignore-errors
 # A throwaway spike of issue 37 (this branch's paths), kept for its figures in ARCHITECTURE.md.
 """Throughput of the stateful stage: single vs sharded, on B3's synthetic records (files)."""
 import json, os, sys, tempfile, time

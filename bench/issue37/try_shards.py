@@ -1,3 +1,4 @@
+# mypy: ignore-errors
 # A throwaway spike of issue 37 (this branch's paths), kept for its figures in ARCHITECTURE.md.
 """Try: the fixture log through today's stage and the sharded stage, alerts compared."""
 import sys, tempfile, time
