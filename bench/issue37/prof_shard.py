@@ -4,7 +4,7 @@ import sys, cProfile, pstats, time, orjson
 sys.path.insert(0, "/work/i37")
 from pathlib import Path
 from zkcdc.streaming.rules.alert_engine import AlertEngine
-from zkcdc.streaming.rules.engine_scope import Scope, leaders_text
+from zkcdc.streaming.rules.engine_scope import Scope, hash_space, leaders_text
 from zkcdc.streaming.rules.sharded_alerts import shard_record
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.job.alert_job import drain_ordered
@@ -22,7 +22,7 @@ def run(chunk):
         r2 = shard_record(r, shard, S)
         ev = leaders_text(r2["events"]) if r2["op"] == "LEAD" else orjson.dumps(r2["events"]).decode()
         pending[r2["seq"]] = (r2["ts_ms"], r2["op"], r2["path"], ev)
-    eng.state.partitions = BucketedMap(lambda b: store.get(("p", b)), 1024, S if shard else 1)
+    eng.state.partitions = BucketedMap(lambda b: store.get(("p", b)), 1024, hash_space(S) if shard else 1)
     eng.state.topics = BucketedMap(lambda b: store.get(("t", b)), 1024)
     t = time.perf_counter()
     drain_ordered(eng, pending, 5000)

@@ -19,7 +19,7 @@ from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.job.alert_job import Pending, drain_ordered, output_rows
 from zkcdc.streaming.job.bucketed_map import BucketedMap
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
-from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, Scope
+from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, SHARE, Scope, hash_space
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 SHARDED_OUTPUT_SCHEMA = (
@@ -58,9 +58,12 @@ def routed(records: Any, partition_shards: int) -> Any:
 
     topic = F.regexp_extract("path", _STATE_PATH, 1)
     partition = F.regexp_extract("path", _STATE_PATH, 2).cast("int").cast("string")
+    part = F.pmod(
+        F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(hash_space(partition_shards))
+    )
     own = F.when(
         topic != "",
-        F.lit(1) + F.pmod(F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(partition_shards)),
+        F.lit(1) + F.least((part / F.lit(SHARE)).cast("int"), F.lit(partition_shards - 1)),
     ).when(F.col("path").rlike(_CLUSTER_ONLY), F.lit(0))
     parsed = F.from_json("events", _EVENTS)
     isr_only = F.forall(
@@ -174,7 +177,7 @@ def _processor_class() -> Any:
             else:
                 scope = Scope(shard, self.partition_shards)
                 engine, pending = AlertEngine(cluster, self.settings, scope=scope), {}
-            spread = self.partition_shards if shard else 1
+            spread = hash_space(self.partition_shards) if shard else 1
             partitions = BucketedMap(lambda b: _get(store, PARTITIONS, b), BUCKETS, spread)
             topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS)
             engine.state.partitions = partitions  # type: ignore[assignment]

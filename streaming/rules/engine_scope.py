@@ -51,14 +51,28 @@ ISR_CHANGES = frozenset({"ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"})
 _PARTITION_WINDOWS = frozenset({"isr_flapping"})
 
 
+# A partition shard's share of the hash space, in parts. The last shard shares its task with
+# the cluster shard (shard_stage.routed puts shard k on task k mod n, so shard n on task 0) and
+# gets LIGHTER parts fewer: the cluster shard's work is about 0.4 of a partition shard's at 2
+# shards on B3's records (ARCHITECTURE.md), so both tasks finish a micro-batch together.
+SHARE, LIGHTER = 8, 3
+
+
+def hash_space(partition_shards: int) -> int:
+    """The modulus of a partition's hash: each shard SHARE parts, the last LIGHTER fewer."""
+    return partition_shards * SHARE - (LIGHTER if partition_shards > 1 else 0)
+
+
 @functools.lru_cache(maxsize=1 << 17)  # the same partitions come back record after record
 def partition_shard(topic: Any, partition: Any, partition_shards: int) -> int:
     """The shard of a partition: stable across processes and releases (not Python's hash), and
-    the same as Spark SQL's `1 + pmod(crc32(concat(topic, '/', partition)), n)`. Whatever an
-    event holds has a shard (no record stops the job)."""
+    the same as Spark SQL's `1 + least(pmod(crc32(concat(topic, '/', partition)), space) div
+    SHARE, n - 1)` (shard_stage.routed). Whatever an event holds has a shard (no record stops
+    the job)."""
     with contextlib.suppress(TypeError, ValueError):
         partition = int(partition)  # "7" of an assignment's keys is partition 7
-    return 1 + zlib.crc32(f"{topic}/{partition}".encode()) % partition_shards
+    part = zlib.crc32(f"{topic}/{partition}".encode()) % hash_space(partition_shards)
+    return 1 + min(part // SHARE, partition_shards - 1)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zkcdc.streaming.job.bucketed_map import BucketedMap, bucket_of
+from zkcdc.streaming.rules.engine_scope import hash_space, partition_shard
 
 
 class Store:
@@ -70,7 +71,9 @@ def test_a_batch_reads_and_writes_only_the_buckets_it_touches() -> None:
     assert len(store.reads) == 2
 
 
-def test_the_buckets_of_one_shard_are_all_used() -> None:
+def test_the_buckets_of_each_shard_are_all_used() -> None:
     shards, buckets = 4, 16
-    mine = [("t", p) for p in range(4000) if 1 + bucket_of(("t", p), 2**32) % shards == 1]
-    assert {bucket_of(k, buckets, spread=shards) for k in mine} == set(range(buckets))
+    for shard in range(1, shards + 1):
+        mine = [("t", p) for p in range(4000) if partition_shard("t", p, shards) == shard]
+        used = {bucket_of(k, buckets, spread=hash_space(shards)) for k in mine}
+        assert used == set(range(buckets)), shard

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -281,6 +282,18 @@ def test_each_record_goes_whole_only_where_it_is_needed() -> None:
 def test_one_topics_partitions_spread_over_every_shard() -> None:
     n = 4
     assert {partition_shard("t", p, n) for p in range(40)} == {1, 2, 3, 4}
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_the_shard_beside_the_cluster_shard_gets_fewer_partitions(n: int) -> None:
+    """Shard n shares task 0 with the cluster shard: 5 parts of the hash space, the others 8."""
+    count = 40_000
+    shards = [partition_shard("t", p, n) for p in range(count)]
+    share = {s: shards.count(s) / count for s in range(1, n + 1)}
+    space = 8 * n - 3
+    for s in range(1, n):
+        assert share[s] == pytest.approx(8 / space, abs=0.01)
+    assert share[n] == pytest.approx(5 / space, abs=0.01)
 
 
 def test_assignments_and_reassignments_are_split_by_partition() -> None:
