@@ -187,7 +187,8 @@ def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:
     """The query's progress reports of micro-batches after `reported`, oldest first, each as
     Spark writes it (JSON). Not `query.recentProgress`: PySpark builds its up to 100 reports
     field by field over py4j, which at every poll kept the driver on a core and the job's
-    micro-batches waiting for it (B3: 0.72 -> 1.15 s a micro-batch, alert p99 2.5 s)."""
+    micro-batches waiting for it (40 partitions: micro-batch p50 1,200 -> 603 ms with this).
+    `_jsq` is the query's Java side: PySpark has no public way to its JSON."""
     last = query._jsq.lastProgress()
     if last is None:
         return []
@@ -209,10 +210,7 @@ def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:
 def report_progress(query: Any, reported: int) -> int:
     """Logs each micro-batch that read records (one JSON line on stderr): how many, how long."""
     for progress in progress_since(query, reported):
-        batch = progress["batchId"]
-        if batch <= reported:
-            continue
-        reported = batch
+        batch = reported = progress["batchId"]
         if progress["numInputRows"]:
             log.info(
                 "micro-batch",

@@ -1,7 +1,13 @@
 """Every `zkcdc simulate run` scenario against the real ZooKeeper, with `zkcdc capture` watching:
 the events the scenario's expectation (`--expect`) names show up in capture's records, in the
 order the scenario caused them. Then the alert job (Spark) runs over all the scenarios' records
-at once (one cluster name per scenario) and raises exactly the alerts each expectation names."""
+at once (one cluster name per scenario) and raises exactly the alerts each expectation names.
+
+A watch-mode capture on a machine loaded by the other workers may read two quick changes of a
+znode as one (a broker that drops out and registers again within one read's round trip): it
+records that as a skipped version, as it must, and an expected event is then not there (runs
+5 and 33 in TESTING.md). Such a scenario runs once more, on a fresh chroot and cluster name;
+an expected event missing with no skip recorded at its path (silence) fails at once."""
 
 from __future__ import annotations
 
@@ -73,11 +79,15 @@ def simulate(*args: str, log: Path) -> subprocess.Popen[bytes]:
 
 @dataclass
 class ScenarioRun:
-    """What one scenario's run left: its expectation and when it was stopped, or why not."""
+    """What one scenario's run left: its expectation, its cluster name and when it was
+    stopped, or why not (`skipped`: capture counted a skipped version where an expected event
+    is missing)."""
 
     expectation: dict[str, Any] | None = None
+    cluster: str = ""
     stopped_ms: int = 0
     problem: str = ""
+    skipped: bool = False
 
 
 class SharedRecords:
@@ -96,7 +106,32 @@ class SharedRecords:
 def run_scenario(
     scenario: str, cluster: Any, shared: ChangesTopic, records: SharedRecords, work: Path
 ) -> ScenarioRun:
-    """One scenario on a chroot of its own, captured as cluster `sim-<scenario>`."""
+    """One scenario, run once more if capture counted a skipped version where an expected
+    event is missing (see the module's docstring)."""
+    outcome = run_scenario_once(scenario, f"sim-{scenario}", cluster, shared, records, work)
+    if not outcome.skipped:
+        return outcome
+    again = run_scenario_once(
+        scenario, f"sim-{scenario}-again", cluster, shared, records, work / "again"
+    )
+    return again if not again.skipped else ScenarioRun(problem=f"twice: {again.problem}")
+
+
+def skipped_at(records: list[dict[str, Any]], missing: list[str]) -> bool:
+    """Whether capture counted a skipped version at the path of every missing event."""
+    paths = {r["path"] for r in records if r["versions_skipped"] > 0}
+    return all(json.loads(want)["path"] in paths for want in missing)
+
+
+def run_scenario_once(
+    scenario: str,
+    name: str,
+    cluster: Any,
+    shared: ChangesTopic,
+    records: SharedRecords,
+    work: Path,
+) -> ScenarioRun:
+    """One scenario on a chroot of its own, captured as cluster `name`."""
     work.mkdir(parents=True)
     chroot = f"/zkcdc-tests/scenario-{scenario}-{uuid.uuid4().hex[:8]}"
     root = KazooClient(hosts=cluster.zookeeper_hosts, timeout=10.0)
@@ -104,8 +139,8 @@ def run_scenario(
     root.ensure_path(chroot)
     connect = cluster.zookeeper_hosts + chroot
     log = work / "simulate.log"
-    name = f"sim-{scenario}"
     daemon = None
+    skipped = False
     try:
         build_cluster(connect, brokers=4, topics=2, partitions=4)
         daemon = CaptureProcess(
@@ -130,14 +165,18 @@ def run_scenario(
                 time.sleep(0.1)
             expectation = json.loads(expect_file.read_text())
             deadline = time.monotonic() + 90
-            while missing := find_in_order(records.of(name), expectation["events"]):
-                assert time.monotonic() < deadline, (
-                    f"{len(missing)} expected events never captured, first {missing[0]}\n"
-                    f"{log.read_text()}"
+            while missing := find_in_order(captured := records.of(name), expectation["events"]):
+                if time.monotonic() < deadline:
+                    continue
+                skipped = skipped_at(captured, missing)
+                raise AssertionError(
+                    f"{len(missing)} expected events never captured, first {missing[0]}"
+                    f"{' (capture counted a skipped version there)' if skipped else ''}"
+                    f"\n{log.read_text()}"
                 )
             # fixed wait: the conditions' for-durations pass; heartbeats mark the time
             time.sleep(HOLD_S)
-            outcome = ScenarioRun(expectation, time.time_ns() // 1_000_000)
+            outcome = ScenarioRun(expectation, name, time.time_ns() // 1_000_000)
         finally:
             run.send_signal(signal.SIGTERM)
             code = run.wait(60)
@@ -145,7 +184,7 @@ def run_scenario(
         return outcome
     except (AssertionError, subprocess.SubprocessError) as exc:
         tail = daemon.tail(40) if daemon is not None else ""
-        return ScenarioRun(problem=f"{exc}\n--- capture log ---\n{tail}")
+        return ScenarioRun(problem=f"{exc}\n--- capture log ---\n{tail}", skipped=skipped)
     finally:
         if daemon is not None:
             stop(daemon.process, 30)
@@ -217,7 +256,7 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
     cluster, shared_changes, scenario_runs, tmp_path
 ):
     runs = {
-        name: (run.expectation, run.stopped_ms)
+        name: (run.expectation, run.cluster, run.stopped_ms)
         for name, run in scenario_runs.items()
         if run.expectation is not None and not run.problem
     }
@@ -235,12 +274,12 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
     assert job.returncode == 0, log.read_text()[-5000:]
     alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()]
     problems = []
-    for scenario, (expectation, stopped_ms) in sorted(runs.items()):
+    for scenario, (expectation, name, stopped_ms) in sorted(runs.items()):
         expected = {(a["rule"], a["entity"]) for a in expectation["alerts"]}
         raised = {
             (a["rule"], a["entity"])
             for a in alerts
-            if a["cluster"] == f"sim-{scenario}"
+            if a["cluster"] == name
             and a["status"] == "FIRING"
             and a["started_ms"] < stopped_ms  # the run's own shutdown comes after
         }
@@ -250,5 +289,5 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
                 f"{sorted(raised - expected)}"
             )
     assert not problems, "\n".join(problems)
-    covered = {a["rule"] for _, (e, _) in runs.items() for a in e["alerts"]}
+    covered = {a["rule"] for _, (e, _, _) in runs.items() for a in e["alerts"]}
     assert covered == set(SEVERITY), f"rules no scenario raises: {set(SEVERITY) - covered}"
