@@ -230,14 +230,43 @@ def wait_for(what: str, check: Any, timeout_s: float, *processes: subprocess.Pop
 
 def main() -> None:
     run_at_scale(
-        NAME, __doc__, measure, render,
-        add_args=lambda p: p.add_argument(
-            "--ui-first", action="store_true",
-            help="the ui server at chromium's priority (its own autogroup at nice -10), as on "
-            "a host of its own; saved as b8_ui_first",
-        ),
+        NAME, __doc__, measure, render, add_args=flags,
         result_name=lambda args: NAME + ("_first" if args.ui_first else ""),
     )  # fmt: skip
+
+
+def timed_state_show(bootstrap: str, state: str) -> tuple[float, int]:
+    """`zkcdc state show` of the whole cluster, as users run it: seconds, and its peak RSS."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryFile() as out:
+        started = time.monotonic()
+        shown = subprocess.Popen(
+            [*ZKCDC, "state", "show", "--bootstrap-servers", bootstrap, "--state-topic", state,
+             "--cluster", CLUSTER],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        _, status, usage = os.wait4(shown.pid, 0)  # this child's own peak RSS
+        took = time.monotonic() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            out.seek(0)
+            raise SystemExit(f"state show failed:\n{out.read().decode(errors='replace')}")
+    shown.returncode = os.waitstatus_to_exitcode(status)
+    return took, usage.ru_maxrss // 1024  # kB on Linux
+
+
+def directory_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def flags(p: Any) -> None:
+    p.add_argument(
+        "--ui-first", action="store_true",
+        help="the ui server at chromium's priority (its own autogroup at nice -10), as on "
+        "a host of its own; saved as b8_ui_first",
+    )  # fmt: skip
+    p.add_argument("--job-arg", action="append", default=[], help="one more flag for the job")
 
 
 def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
@@ -282,10 +311,12 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
                     "--topic", changes, "--state-topic", state, "--alerts-topic", alerts,
                     "--checkpoint", str(work / "checkpoint"),
                     # The alert state of 200,000 partitions ran 512m out of heap as Spark stored it.
-                    "--driver-memory", "2g")  # fmt: skip
+                    "--driver-memory", "2g", *args.job_arg)  # fmt: skip
         wait_for("the state of every partition",
-                 lambda: topic_size(bootstrap, state) >= partitions + args.topics, 900, job)  # fmt: skip
+                 lambda: topic_size(bootstrap, state) >= partitions + args.topics, 1800, job)  # fmt: skip
         print("state topic holds the cluster", flush=True)
+        state_show_s, state_show_rss_mb = timed_state_show(bootstrap, state)
+        print(f"state show: {state_show_s:.1f} s, {state_show_rss_mb} MB", flush=True)
         # The Spark sink stamps a record when its task makes it, which can be seconds before
         # the task's batch reaches the broker: "on the topic" is the broker's append time.
         append_times(bootstrap, [state, alerts])
@@ -384,6 +415,11 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             "topics": args.topics,
             "partitions": partitions,
             "ui_first": args.ui_first,
+            "job_args": args.job_arg,
+            "state_show_s": round(state_show_s, 1),
+            "state_show_rss_mb": state_show_rss_mb,
+            "checkpoint_mb": round(directory_mb(work / "checkpoint"), 1),
+            "state_store_mb": round(directory_mb(work / "checkpoint" / "alerts" / "state"), 1),
             "ui_ready_s": round(ui_ready_s, 1),
             "ui_rss_mb": vm_hwm_mb(ui.pid),
             **snapshot,
