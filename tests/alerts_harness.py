@@ -158,3 +158,14 @@ def job_read_to(checkpoint: Path, topic: str, ends: dict[int, int]) -> bool:
             at = {int(p): int(o) for p, o in read[topic].items()}
             return all(at.get(p, 0) >= end for p, end in ends.items() if end > 0)
     return False
+
+
+def state_store_writes(checkpoint: Path) -> dict[str, int]:
+    """Bytes of changelog each task of the alert job's stateful stage wrote, by task number: a
+    task that held no group writes empty changelogs."""
+    stores = checkpoint / "alerts" / "state" / "0"
+    return {
+        task.name: sum(f.stat().st_size for f in task.glob("*.changelog"))
+        for task in stores.iterdir()
+        if task.name.isdigit()
+    }

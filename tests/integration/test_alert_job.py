@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alerts_harness import ChangesProducer, DeadLetters, job_read_to
+from alerts_harness import ChangesProducer, DeadLetters, job_read_to, state_store_writes
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 from simulate_harness import build_cluster, simulate
@@ -183,18 +183,22 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
         # The executors ran on the worker: it launched at least one for this application.
         assert list((tmp_path / "spark" / "worker").glob("app-*")), "no executor on the worker"
 
-        # The same job through spark-submit with deploy/'s settings.
+        # The same job through spark-submit with deploy/'s settings, its stateful stage spread
+        # over two tasks (--shards 2): the same alerts, line for line.
         submitted_file = tmp_path / "submitted.jsonl"
         submitted = subprocess.run(
             [str(DEPLOY / "spark" / "submit.sh"), spark.master_url, "stream", "alerts",
              "--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes_topic.topic,
              "--no-publish", "--alerts-out", str(submitted_file), "--available-now",
-             "--checkpoint", str(tmp_path / "submitted-checkpoint")],
+             "--checkpoint", str(tmp_path / "submitted-checkpoint"), "--shards", "2"],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         )  # fmt: skip
         assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
         assert len(list((tmp_path / "spark" / "worker").glob("app-*"))) == 2
+        # Each of the two tasks held shards of the cluster: both state stores wrote changes.
+        written = state_store_writes(tmp_path / "submitted-checkpoint")
+        assert sorted(written) == ["0", "1"] and all(written.values()), written
         # zkcdc's code zip went to a private folder, removed when each job ended.
         zips_after = set(temp.glob("zkcdc-py-*")) | set(temp.glob("zkcdc-submit-*"))
         assert zips_after <= zips_before, zips_after - zips_before

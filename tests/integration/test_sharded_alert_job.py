@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from alerts_harness import state_store_writes
 from schema_versions import FIXTURES, golden
 
 pytestmark = pytest.mark.integration
@@ -39,12 +40,7 @@ def test_the_kept_log_through_three_shards_gives_the_alerts_it_gave_then(tmp_pat
 
     # The stateful stage ran as three tasks, each holding shards of the cluster: every task's
     # state store wrote changes (a task with no group writes empty changelogs).
-    stores = tmp_path / "checkpoint" / "alerts" / "state" / "0"
-    written = {
-        task.name: sum(f.stat().st_size for f in task.glob("*.changelog"))
-        for task in stores.iterdir()
-        if task.name.isdigit()
-    }
+    written = state_store_writes(tmp_path / "checkpoint")
     assert sorted(written) == ["0", "1", "2"] and all(written.values()), written
     # The checkpoint keeps its layout: another one is refused in one line, before Spark starts.
     again = kept_log_job(tmp_path, 0)
