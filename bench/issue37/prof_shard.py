@@ -1,7 +1,8 @@
 # mypy: ignore-errors
 # A throwaway spike of issue 37 (this branch's paths), kept for its figures in ARCHITECTURE.md.
 import sys, cProfile, pstats, time, orjson
-sys.path.insert(0, "/work/i37")
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]  # the repository
+sys.path.insert(0, str(ROOT))
 from pathlib import Path
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_scope import Scope, hash_space, leaders_text

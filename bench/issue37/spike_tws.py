@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, "/work/main")
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]  # the repository
+sys.path.insert(0, str(ROOT))
 from zkcdc.streaming.job.spark_session import session  # noqa: E402
 
 OUT = Path("/tmp/spike_out.jsonl")

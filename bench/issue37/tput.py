@@ -3,8 +3,9 @@
 """Throughput of the stateful stage: single vs sharded, on B3's synthetic records (files)."""
 import json, os, sys, tempfile, time
 from pathlib import Path
-sys.path.insert(0, "/work/i37")
-sys.path.insert(0, "/work/i37/bench")
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]  # the repository
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 import orjson
 from b3_alert_job import synthetic_records
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec

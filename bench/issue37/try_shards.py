@@ -3,14 +3,15 @@
 """Try: the fixture log through today's stage and the sharded stage, alerts compared."""
 import sys, tempfile, time
 from pathlib import Path
-sys.path.insert(0, "/work/i37")
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]  # the repository
+sys.path.insert(0, str(ROOT))
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.job.change_source import LogInput, read_changes
 from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
-LOG = Path("/work/i37/tests/fixtures/event_log_v1")
+LOG = ROOT / "tests" / "fixtures" / "event_log_v1"
 spark = session("local[2]", "try", shuffle_partitions=2)
 work = Path(tempfile.mkdtemp())
 got = {}
