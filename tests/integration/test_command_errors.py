@@ -171,6 +171,34 @@ def test_an_alerts_file_that_cannot_be_written(event_log: Path, command: str) ->
     _assert_one_clear_line(result, "--alerts-out", "cannot make")
 
 
+@pytest.mark.parametrize(
+    ("written", "asked", "told"),
+    [
+        ('{"shards": 3}', "0", "resume it with --shards 3"),
+        (None, "2", "resume it with --shards 0"),  # a checkpoint of a release before shards
+    ],
+)
+def test_stream_alerts_on_a_checkpoint_of_another_layout(
+    event_log: Path, tmp_path: Path, written: str | None, asked: str, told: str
+) -> None:
+    """Refused before Spark starts, saying how to resume it or start afresh without a loss."""
+    checkpoint = tmp_path / "checkpoint"
+    (checkpoint / "alerts" / "offsets").mkdir(parents=True)
+    if written is not None:
+        (checkpoint / "alert-stage.json").write_text(written)
+    result = _zkcdc("stream", "alerts", "--event-log", str(event_log), "--available-now",
+                    "--alerts-out", str(tmp_path / "alerts.jsonl"), "--checkpoint",
+                    str(checkpoint), "--shards", asked)  # fmt: skip
+    _assert_one_clear_line(result, told, "zkcdc replay")
+    assert not (checkpoint / "alerts" / "commits").exists(), "Spark ran on it"
+
+
+def test_replay_shards_without_alerts_out(event_log: Path, free_port: int) -> None:
+    result = _zkcdc("replay", str(event_log), "--bootstrap-servers", f"127.0.0.1:{free_port}",
+                    "--shards", "2")  # fmt: skip
+    _assert_one_clear_line(result, "--shards goes with --alerts-out")
+
+
 def test_state_show_with_kafka_unreachable(free_port: int) -> None:
     result = _zkcdc("state", "show", "--bootstrap-servers", f"127.0.0.1:{free_port}")
     _assert_one_clear_line(result, "zkcdc: error:", f"127.0.0.1:{free_port}")

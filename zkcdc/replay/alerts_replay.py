@@ -47,6 +47,7 @@ def replay_alerts(
     rules: RuleSettings | None = None,
     master: str = "local[2]",
     on_damage: Callable[[Damage], None] = lambda d: None,
+    partition_shards: int = 0,
 ) -> list[Damage]:
     """Runs the alert rules over the log; returns the damage found (the valid part was used)."""
     damaged = scan_blocks(log).damaged
@@ -63,6 +64,7 @@ def replay_alerts(
             sinks=SinkOptions(alerts_out=alerts_out),
             checkpoint=work / "checkpoint",
             master=master,
+            partition_shards=partition_shards,
             rules=rules or RuleSettings(),
             available_now=True,
             state_out=state_out,

@@ -66,6 +66,9 @@ def _report(damage: Damage) -> None:
               help="With --alerts-out: write the final cluster state as JSON lines.")  # fmt: skip
 @rule_overrides_option("Override a rule setting (with --alerts-out).")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
+@click.option("--shards", type=click.IntRange(0, 256), default=0, show_default=True,
+              help="With --alerts-out: as `zkcdc stream alerts --shards` (a large cluster's "
+                   "alerting over Spark tasks).")  # fmt: skip
 def replay(
     path: Path | None,
     txnlog: Path | None,
@@ -84,6 +87,7 @@ def replay(
     state_out: Path | None,
     rules: dict[str, str],
     master: str,
+    shards: int,
 ) -> None:
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
     if sum(given is not None for given in (path, txnlog, metadata_log)) != 1:
@@ -97,13 +101,17 @@ def replay(
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
         raise ReplayError("--state-out goes with --alerts-out")
+    if shards and alerts_out is None:
+        raise ReplayError("--shards goes with --alerts-out")
     with _event_log(path, txnlog, chroot, cluster, metadata_log) as (log, identity, txnlog_damage):
         if not log_files(log):
             raise ReplayError(f"no event log files in {log}")
         if alerts_out is not None:
             logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
             settings = RuleSettings().with_overrides(rules)
-            damaged = replay_alerts(log, alerts_out, state_out, settings, master, _report)
+            damaged = replay_alerts(
+                log, alerts_out, state_out, settings, master, _report, partition_shards=shards
+            )
             lines = alerts_out.read_text().count("\n")
             click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
         else:

@@ -233,7 +233,7 @@ def _sharded(
     return alerts, state
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_streams(), st.integers(1, 5))
 def test_shards_give_the_single_engines_alerts_in_its_order_and_its_state(
     records: list[dict[str, Any]], partition_shards: int
