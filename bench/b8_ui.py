@@ -584,6 +584,11 @@ def render(result: dict[str, Any]) -> str:
         "a person's browser on a machine of its own"
         + ("; the ui server's autogroup too, as on a host of its own)." if r.get("ui_first") else ")."),
         table(["measure", "value", "target"], [
+            *([["`zkcdc state show` of the whole cluster: time / peak RSS",
+                f"{r['state_show_s']} s / {fmt(r['state_show_rss_mb'])} MB", "—"],
+               ["alert job's checkpoint / its state store (" + " ".join(r["job_args"]) + ")",
+                f"{r['checkpoint_mb']} MB / {r['state_store_mb']} MB", "—"]]
+              if "state_show_s" in r else []),
             ["ui start → the three topics read", f"{r['ui_ready_s']} s", "—"],
             ["ui RSS (peak)", f"{fmt(r['ui_rss_mb'])} MB", "—"],
             ["snapshot: raw / gzip (what the page fetches)",
