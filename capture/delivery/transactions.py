@@ -152,10 +152,13 @@ class Transaction:
         self.open = True
 
     def abort_soon(self, reason: str) -> None:
-        if self.open and self.ending != "abort":
-            self.ending, self.reason = "abort", reason
-            if self.ending_since is None:
-                self.ending_since = self._now()
+        """Aborts the transaction on its next `end`, unless a commit of it was asked for
+        already: that commit goes on. librdkafka refuses an abort while a commit it timed out
+        on is in progress ("Conflicting commit_transaction API call is already in progress",
+        retriable: asked again every turn, it never ends), and a transaction that cannot
+        commit fails its commit as abortable, which `end` turns into the abort."""
+        if self.open and self.ending is None:
+            self.ending, self.reason, self.ending_since = "abort", reason, self._now()
 
     def end(self, wait_s: float | None = None) -> str | None:
         """Commits (or aborts) on: "committed", "aborted", or None while it goes on."""
@@ -172,7 +175,7 @@ class Transaction:
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if self.ending == "commit" and error.txn_requires_abort():
-                self.abort_soon(error.str())
+                self.ending, self.reason = "abort", error.str()
                 return None
             if error.retriable() or error.code() == KafkaError._TIMED_OUT:
                 return None  # goes on in the background; asked again next turn
