@@ -18,6 +18,7 @@ from zkcdc.ground.cli_options import (
     option_group,
     output_file,
     rule_overrides_option,
+    shards_option,
 )
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
@@ -70,10 +71,9 @@ job_options = option_group(
                  callback=jvm_memory,
                  help="The Spark driver's heap (in local mode it runs the tasks too); "
                       "about 2g for 200,000 partitions."),
-    click.option("--shards", type=click.IntRange(0, 256), default=0, show_default=True,
-                 help="Spread each cluster's alerting over this many partition shards and a "
-                      "cluster shard (Spark tasks); 0: one group per cluster. Fixed for a "
-                      "checkpoint."),
+    shards_option("Spread each cluster's alerting over this many partition shards and a "
+                  "cluster shard (Spark tasks); 0: one group per cluster. Fixed for a "
+                  "checkpoint."),
     rule_overrides_option("Override a rule setting, e.g. under_replicated_for_ms=2000."),
     click.option("--trigger-ms", default=500, show_default=True),
     click.option("--available-now", is_flag=True,

@@ -48,6 +48,13 @@ def rule_overrides_option(help: str) -> Callable[[Any], Any]:
     )
 
 
+def shards_option(help: str) -> Callable[[Any], Any]:
+    """The `--shards N` of every command that runs the alert job (issue 37's layout)."""
+    return click.option(
+        "--shards", type=click.IntRange(0, 256), default=0, show_default=True, help=help
+    )
+
+
 def invalid_setting(exc: ValidationError) -> str:
     """The first problem of a settings object, as the one line the user sees."""
     first = exc.errors()[0]

@@ -17,7 +17,7 @@ from zkcdc.capture.kraft.history import metadata_history
 from zkcdc.capture.txnlog.data_dir import LogDamage
 from zkcdc.capture.txnlog.history import history, write_event_log
 from zkcdc.ground import kafka_connection, logs
-from zkcdc.ground.cli_options import output_file, rule_overrides_option
+from zkcdc.ground.cli_options import output_file, rule_overrides_option, shards_option
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.user_dirs import state_home
@@ -66,9 +66,10 @@ def _report(damage: Damage) -> None:
               help="With --alerts-out: write the final cluster state as JSON lines.")  # fmt: skip
 @rule_overrides_option("Override a rule setting (with --alerts-out).")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
-@click.option("--shards", type=click.IntRange(0, 256), default=0, show_default=True,
-              help="With --alerts-out: as `zkcdc stream alerts --shards` (a large cluster's "
-                   "alerting over Spark tasks).")  # fmt: skip
+@shards_option(
+    "With --alerts-out: as `zkcdc stream alerts --shards` (a large cluster's "
+    "alerting over Spark tasks)."
+)
 def replay(
     path: Path | None,
     txnlog: Path | None,
