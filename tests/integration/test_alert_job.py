@@ -221,7 +221,11 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     )
     rules = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
     checkpoint = str(tmp_path / "checkpoint")
-    first, alerts = start_alert_job(changes_topic, "--checkpoint", checkpoint, *rules)
+    # The killed job keeps its state by entity (--shards 2: a partition's buckets, a shard's
+    # engine in chunks, two tasks' stores); the fresh run below keeps one engine a cluster, so
+    # the comparison also proves the two layouts give the same alerts.
+    sharded = ["--shards", "2"]
+    first, alerts = start_alert_job(changes_topic, "--checkpoint", checkpoint, *sharded, *rules)
 
     failure = simulate("run", "broker-failure", "--zookeeper", connect, "--broker", "3",
                        "--hold", "3")  # fmt: skip
@@ -233,7 +237,7 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     failover = simulate("run", "controller-failover", "--zookeeper", connect, "--hold", "2")
     assert failover.returncode == 0, failover.stderr
     second, _ = start_alert_job(changes_topic, "--alerts-topic", alerts.topic,
-                                "--checkpoint", checkpoint, *rules)  # fmt: skip
+                                "--checkpoint", checkpoint, *sharded, *rules)  # fmt: skip
     alerts.wait_for(
         lambda a: a["rule"] == "controller_failover" and a["status"] == "FIRING",
         "controller_failover after the restart", 180, second,
@@ -244,6 +248,8 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
                what="the restarted job to read the topic to its end")  # fmt: skip
     assert second.stop() == 0, second.tail()
     alerts.poll()
+    written = state_store_writes(Path(checkpoint))  # the killed layout's two tasks' stores
+    assert sorted(written) == ["0", "1"] and all(written.values()), written
 
     fresh_file = tmp_path / "fresh.jsonl"
     fresh = subprocess.run(
