@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from zkcdc.ground.gc_pause import gc_paused
+from zkcdc.streaming.job.python_worker import keep_zip_directories
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.engine_scope import leaders_of
@@ -93,6 +94,7 @@ def stateful_alerts(
     `with_state` the state upserts of what each micro-batch changed."""
 
     def run(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:
+        keep_zip_directories()  # for the worker's next tasks
         with gc_paused():
             yield from _run(key, batches, state)
 

@@ -23,6 +23,7 @@ from zkcdc.ground.change_values import (
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.schema_files import schema_dir
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.python_worker import keep_zip_directories
 
 
 def schema_json() -> str:
@@ -187,6 +188,8 @@ def _decoded_in_python(raw: Any, registry_url: str) -> tuple[Any, Any]:
 def decode_values(registry_url: str) -> Any:
     def decode(values: Any) -> Any:
         import pandas as pd
+
+        keep_zip_directories()  # for the worker's next tasks
 
         decoder = _decoders.get(registry_url)
         if decoder is None:

@@ -18,6 +18,7 @@ from typing import Any
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.job.alert_job import Pending, drain_ordered, output_rows
 from zkcdc.streaming.job.bucketed_map import BucketedMap
+from zkcdc.streaming.job.python_worker import keep_zip_directories
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, SHARE, Scope, hash_space
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -161,6 +162,7 @@ def _processor_class() -> Any:
             self.store = handle.getMapState("shard", key, blob)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            keep_zip_directories()  # for the worker's next tasks
             with gc_paused():
                 shard = int(key[1]) % (self.partition_shards + 1)  # routed(): the slot
                 yield self._run(str(key[0]), shard, rows)
