@@ -213,6 +213,7 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     )
 
 
+@pytest.mark.timeout(600)  # three Spark runs one after another, on a loaded machine
 def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_alerts(
     cluster, zk_chroot, start_capture, changes_topic, start_alert_job, tmp_path
 ):
@@ -244,7 +245,7 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     )  # fmt: skip
     assert daemon.stop() == 0
     ends = changes_topic.ends()  # the restarted job drains the last records
-    wait_until(lambda: job_read_to(Path(checkpoint), changes_topic.topic, ends), 120,
+    wait_until(lambda: job_read_to(Path(checkpoint), changes_topic.topic, ends), 300,
                what="the restarted job to read the topic to its end")  # fmt: skip
     assert second.stop() == 0, second.tail()
     alerts.poll()
