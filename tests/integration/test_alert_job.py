@@ -213,7 +213,6 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     )
 
 
-@pytest.mark.timeout(600)  # three Spark runs one after another, on a loaded machine
 def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_alerts(
     cluster, zk_chroot, start_capture, changes_topic, start_alert_job, tmp_path
 ):

@@ -25,9 +25,7 @@ from simulate_harness import build_cluster, simulate
 
 from zkcdc.capture.delivery.event_log import log_files
 
-# The module's incident (a capture and a live Spark job on a loaded machine) counts towards the
-# timeout of the first test that uses it.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.integration
 
 RULES = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000"]
 
