@@ -14,8 +14,6 @@ import sys
 import zipimport
 from typing import Any
 
-_KEPT = "_zkcdc_keeps_directories"
-
 
 def _keep_directory(self: Any) -> None:
     """zipimporter.invalidate_caches, once its archive's directory has been read: kept."""
@@ -23,7 +21,5 @@ def _keep_directory(self: Any) -> None:
 
 def keep_zip_directories() -> None:
     """Stops zip importers re-reading their archives at each task start (Python < 3.12)."""
-    if sys.version_info >= (3, 12) or getattr(zipimport.zipimporter, _KEPT, False):
-        return
-    zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign]
-    setattr(zipimport.zipimporter, _KEPT, True)
+    if sys.version_info < (3, 12):
+        zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign]
