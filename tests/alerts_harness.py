@@ -102,16 +102,27 @@ class DeadLetters(TopicReader):
         self.letters.append(json.loads(message.value()))
 
     def wait_for(
-        self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        what: str,
+        timeout_s: float,
+        job: AlertJob,
     ) -> dict[str, Any]:
+        """The first letter `predicate` accepts; fails with the job's log when the job exits
+        or the time is up, so a slow or broken job is told apart from a lost letter."""
+
         def found() -> dict[str, Any] | None:
             self.poll()
             return next((d for d in self.letters if predicate(d)), None)
 
         deadline = time.monotonic() + timeout_s
         while (letter := found()) is None:
+            if job.process.poll() is not None:
+                raise AssertionError(f"alert job exited {job.process.returncode}:\n{job.tail()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"no {what} on {self.topic} in {timeout_s:.0f}s")
+                raise AssertionError(
+                    f"no {what} on {self.topic} in {timeout_s:.0f}s:\n{job.tail()}"
+                )
         return letter
 
 

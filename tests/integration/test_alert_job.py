@@ -42,7 +42,8 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
         producer.send(changes_topic.topic, b"\xc3\x01" + b"\x11" * 8 + b"garbage")
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
-    letter = dead.wait_for(lambda d: "fingerprint" in d["reason"], "the dead letter", 120)
+    # The job's first micro-batches include its start: bounded as other first waits are.
+    letter = dead.wait_for(lambda d: "fingerprint" in d["reason"], "the dead letter", 300, job)
     assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
 
     controller = controller_id(kafka_zk)

@@ -118,7 +118,7 @@ def test_capture_in_registry_mode_is_read_by_a_registry_consumer_and_raises_aler
         producer.send(changes_topic.topic, other)
         producer.send(changes_topic.topic, b"\x00\x00\x01\x00\x00garbage")
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
-    letter = dead.wait_for(lambda d: "schema id 65536" in d["reason"], "the dead letter", 120)
+    letter = dead.wait_for(lambda d: "schema id 65536" in d["reason"], "the dead letter", 120, job)
     assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
     state = KafkaConnection(bootstrap_servers=cluster.bootstrap_servers)
 
