@@ -26,7 +26,7 @@ from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert
 
 # kind "alert": key = alert_id, with its status and event time (the sinks need no parsing);
-# kind "state": key = state_records.state_key, json null = gone.
+# kind "state": key = state_records.state_key, json null = gone; kind "dead": a dead letter.
 OUTPUT_SCHEMA = "kind string, key string, json string, status string, at_ms long"
 STATE_SCHEMA = "engine binary"
 REORDER_MS = 5_000
@@ -87,6 +87,23 @@ def output_rows(alerts: list[Alert], states: list[StateUpsert]) -> dict[str, lis
     }
 
 
+def dead_letter_rows(batches: Iterator[Any]) -> dict[str, list[Any]]:
+    """The dead letters' group (cluster null: change_source.changes_with_dead_letters) as
+    output rows of kind "dead": key = the letter's place, json = the letter. No state."""
+    keys: list[Any] = []
+    letters: list[Any] = []
+    for batch in batches:
+        keys += batch["path"].tolist()
+        letters += batch["events"].tolist()
+    return {
+        "kind": ["dead"] * len(keys),
+        "key": keys,
+        "json": letters,
+        "status": [None] * len(keys),
+        "at_ms": [None] * len(keys),
+    }
+
+
 def stateful_alerts(
     settings: RuleSettings, reorder_ms: int = REORDER_MS, with_state: bool = True
 ) -> Any:
@@ -101,6 +118,9 @@ def stateful_alerts(
     def _run(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:
         import pandas as pd  # type: ignore[import-untyped]
 
+        if key[0] is None:
+            yield pd.DataFrame(dead_letter_rows(batches), dtype=object)
+            return
         cluster = str(key[0])
         if state.exists:
             engine, pending = pickle.loads(state.get[0])

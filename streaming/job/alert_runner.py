@@ -1,5 +1,6 @@
 """`zkcdc stream alerts`: source -> per-cluster alert engine -> sinks, as one streaming query
-(plus a dead-letter query on Kafka input), checkpointed so a restart resumes where it stopped."""
+(the dead letters of Kafka input through it too), checkpointed so a restart resumes where it
+stopped."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
-    read_changes,
-    spark_kafka_options,
+    changes_with_dead_letters,
 )
 from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
@@ -29,12 +29,11 @@ from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
-from zkcdc.streaming.sinks.kafka_topic import ensure_topics
+from zkcdc.streaming.sinks.dead_letter_topic import DeadLetterTopic
 from zkcdc.streaming.sinks.ledger import BatchLedger
 from zkcdc.streaming.state.state_topic import StateTopicSink
 
 log = structlog.get_logger("zkcdc.stream")
-DEAD_LETTER_TRIGGER_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,11 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     state_sink = (
         StateTopicSink(options.state_kafka, options.state_topic) if options.state_kafka else None
     )
+    dead_letters = (
+        DeadLetterTopic(options.source.kafka, options.dead_letter_topic)
+        if isinstance(options.source, KafkaInput) and options.dead_letter_topic
+        else None
+    )
     metrics = JobMetrics()
     server = None
     if options.metrics_port is not None:
@@ -83,6 +87,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             options.available_now and options.sinks.files_only and state_sink is None
         ),
         scratch=options.checkpoint / "batch-out",
+        dead_letters=dead_letters,
     )
     spark = session(
         options.master, "zkcdc-alerts", shuffle_partitions=max(1, options.partition_shards),
@@ -90,7 +95,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     )  # fmt: skip
     queries = []
     try:
-        records, dead = read_changes(spark, options.source)
+        records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
         if options.partition_shards:
             alerts = sharded_alerts_stream(
@@ -109,12 +114,6 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             else writer.trigger(processingTime=f"{options.trigger_ms} milliseconds")
         )
         queries.append(writer.start())
-        if (
-            dead is not None
-            and options.dead_letter_topic
-            and isinstance(options.source, KafkaInput)
-        ):
-            queries.append(dead_letter_query(dead, options.source.kafka, options))
         metrics.started(True)
         watch(queries, options.available_now, stop)
         if options.state_out is not None:
@@ -126,6 +125,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         sinks.close()
         if state_sink is not None:
             state_sink.close()
+        if dead_letters is not None:
+            dead_letters.close()
         spark.stop()
         metrics.started(False)
         if server is not None:
@@ -150,37 +151,10 @@ def watch(queries: list[Any], available_now: bool, stop: threading.Event) -> Non
     report_progress(queries[0], reported)
 
 
-def dead_letter_query(dead: Any, kafka: KafkaConnection, options: AlertJobOptions) -> Any:
-    """Records that are not change records, to the dead-letter topic with their place."""
-    assert options.dead_letter_topic is not None
-    ensure_topics(kafka, [options.dead_letter_topic])
-    return (
-        dead.selectExpr(
-            "concat(topic, '/', partition, '/', offset) AS key",
-            "to_json(named_struct('topic', topic, 'partition', partition, 'offset', "
-            "offset, 'reason', reason, 'value_base64', base64(value))) AS value",
-        )
-        .writeStream.format("kafka")
-        .options(**spark_kafka_options(kafka))
-        .option("topic", options.dead_letter_topic)
-        .option("checkpointLocation", str(options.checkpoint / "dead-letters"))
-        # Rare and not urgent: a slow trigger keeps this second query off the cores
-        # the alerts need (without one it would run a micro-batch per heartbeat).
-        .trigger(**dead_letter_trigger(options))
-        .start()
-    )
-
-
 def write_state(path: Path, state: dict[str, str | None]) -> None:
     """The state as it stands at the end: one JSON object per entity, sorted by key."""
     lines = [value for _, value in sorted(state.items()) if value is not None]
     path.write_text("".join(line + "\n" for line in lines))
-
-
-def dead_letter_trigger(options: AlertJobOptions) -> dict[str, Any]:
-    if options.available_now:
-        return {"availableNow": True}
-    return {"processingTime": f"{max(options.trigger_ms, DEAD_LETTER_TRIGGER_MS)} milliseconds"}
 
 
 def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """What the alert query does with each micro-batch (Spark's foreachBatch, on the driver):
-the alerts to the sinks, the state upserts to the state topic, the ledger marked."""
+the alerts to the sinks, the state upserts to the state topic, the dead letters to theirs,
+the ledger marked."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks
-from zkcdc.streaming.sinks.file_delivery import append_alerts, state_upserts, write_batch
+from zkcdc.streaming.sinks.dead_letter_topic import DeadLetterTopic
+from zkcdc.streaming.sinks.file_delivery import append_alerts, keyed_lines, write_batch
 from zkcdc.streaming.sinks.json_lines import alert_key
 from zkcdc.streaming.sinks.ledger import BatchLedger
 from zkcdc.streaming.sinks.sink import AlertText
@@ -29,6 +31,7 @@ class BatchDelivery:
     state_sink: StateTopicSink | None
     spark_writes_files: bool  # a bounded run with files alone: Spark writes the alert lines
     scratch: Path  # where Spark writes them
+    dead_letters: DeadLetterTopic | None = None  # None: a source that has none (event logs)
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
     final_state: dict[str, str | None] = field(default_factory=dict)
 
@@ -52,9 +55,14 @@ class BatchDelivery:
         upserts = [(k, j) for kind, k, j, *_ in rows if kind == "state"]
         if self.state_sink is not None:
             self.state_sink.deliver(upserts)
+        self._dead_letters([(k, j) for kind, k, j, *_ in rows if kind == "dead"])
         self.final_state.update(upserts)
         self.ledger.mark(batch_id)
         self.metrics.delivered(a.status for a in alerts)
+
+    def _dead_letters(self, letters: list[tuple[str, str | None]]) -> None:
+        if self.dead_letters is not None:
+            self.dead_letters.deliver([(key, letter or "") for key, letter in letters])
 
     def _resumed_since(self, batch_id: int) -> int | None:
         """If the job died while delivering `batch_id` (some of it may be out): since when
@@ -75,7 +83,8 @@ class BatchDelivery:
         skip = None if there is None else (lambda line: alert_key(line) in there)
         self.ledger.begin(batch_id, self.now_ms())
         append_alerts(folder, out, skip)
-        self.final_state.update(state_upserts(folder))
+        self._dead_letters(list(keyed_lines(folder, "dead")))
+        self.final_state.update(keyed_lines(folder, "state"))
         self.ledger.mark(batch_id)
         self.metrics.delivered(())
         shutil.rmtree(folder, ignore_errors=True)

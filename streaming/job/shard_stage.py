@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from zkcdc.ground.gc_pause import gc_paused
-from zkcdc.streaming.job.alert_job import Pending, drain_ordered, output_rows
+from zkcdc.streaming.job.alert_job import Pending, dead_letter_rows, drain_ordered, output_rows
 from zkcdc.streaming.job.bucketed_map import BucketedMap
 from zkcdc.streaming.job.python_worker import keep_zip_directories
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
@@ -108,6 +108,8 @@ def routed(records: Any, partition_shards: int) -> Any:
             light.alias("moves"),
         )
         .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
+        # A dead letter (cluster null) once, not once per shard.
+        .where(F.col("cluster").isNotNull() | (F.col("shard") == 0))
         .select(
             "cluster",
             slot_of(F.col("cluster"), shard, partition_shards).alias("slot"),
@@ -162,13 +164,19 @@ def _processor_class() -> Any:
             self.store = handle.getMapState("shard", key, blob)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            import pandas as pd  # type: ignore[import-untyped]
+
             keep_zip_directories()  # for the worker's next tasks
+            if key[0] is None:  # the dead letters, routed to one slot alone
+                letters = dead_letter_rows(rows)
+                yield pd.DataFrame({**letters, "place": [None] * len(letters["key"])}, dtype=object)
+                return
             with gc_paused():
                 shard = int(key[1]) % (self.partition_shards + 1)  # routed(): the slot
                 yield self._run(str(key[0]), shard, rows)
 
         def _run(self, cluster: str, shard: int, rows: Iterator[Any]) -> Any:
-            import pandas as pd  # type: ignore[import-untyped]
+            import pandas as pd
 
             engine: AlertEngine
             pending: Pending

@@ -23,7 +23,8 @@ from zkcdc.streaming.sinks.json_lines import start_line
 
 def write_batch(batch: Any, folder: Path) -> None:
     """The batch's rows as text under `folder`: kind=alert (the alert's JSON, in event-time
-    order) and kind=state (`{"key": ..., "json": ...}`, json absent for a deletion)."""
+    order), kind=state and kind=dead (`{"key": ..., "json": ...}`, json absent for a state
+    entry's deletion)."""
     from pyspark.sql import functions as F
 
     alert = F.col("kind") == "alert"
@@ -66,8 +67,10 @@ def append_alerts(folder: Path, out: Path, skip: Callable[[str], bool] | None = 
                     target.writelines(line for line in source if not skip(line.decode()))
 
 
-def state_upserts(folder: Path) -> Iterator[tuple[str, str | None]]:
-    for file in part_files(folder, "state"):
+def keyed_lines(folder: Path, kind: str) -> Iterator[tuple[str, str | None]]:
+    """The batch's (key, json) rows of `kind` ("state": upserts, json None = gone; "dead":
+    dead letters)."""
+    for file in part_files(folder, kind):
         with file.open() as lines:
             for line in lines:
                 upsert = json.loads(line)

@@ -227,6 +227,9 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     # the comparison also proves the two layouts give the same alerts.
     sharded = ["--shards", "2"]
     first, alerts = start_alert_job(changes_topic, "--checkpoint", checkpoint, *sharded, *rules)
+    with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
+        producer.send(changes_topic.topic, b"\xc3\x01" + b"\x22" * 8 + b"garbage")
+    dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
 
     failure = simulate("run", "broker-failure", "--zookeeper", connect, "--broker", "3",
                        "--hold", "3")  # fmt: skip
@@ -251,6 +254,13 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     alerts.poll()
     written = state_store_writes(Path(checkpoint))  # the killed layout's two tasks' stores
     assert sorted(written) == ["0", "1"] and all(written.values()), written
+    # The dead letter went through the sharded stage once (not once per shard), kill or not
+    # (at least once: a re-run micro-batch may send it again).
+    dead.read_to_end()
+    sharded_letters = len(dead.letters)
+    assert sharded_letters >= 1 and all(
+        base64.b64decode(d["value_base64"]).endswith(b"garbage") for d in dead.letters
+    ), dead.letters
 
     fresh_file = tmp_path / "fresh.jsonl"
     fresh = subprocess.run(
@@ -261,6 +271,9 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr[-3000:]
+    # A bounded run whose alerts Spark writes to files delivers the dead letters too.
+    dead.read_to_end()
+    assert len(dead.letters) == sharded_letters + 1, dead.letters
     expected = [json.loads(line) for line in fresh_file.read_text().splitlines()]
     delivered = [(a["alert_id"], a["status"]) for a in alerts.alerts]
     assert len(delivered) == len(set(delivered)), "an alert delivered twice"

@@ -40,7 +40,7 @@ def test_the_alerts_a_sink_holds_are_known_and_a_line_cut_short_stays_apart(tmp_
 
 
 def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_delivered(tmp_path):
-    from zkcdc.streaming.sinks.file_delivery import append_alerts, state_upserts
+    from zkcdc.streaming.sinks.file_delivery import append_alerts, keyed_lines
     from zkcdc.streaming.sinks.json_lines import alert_key
 
     folder = tmp_path / "batch-out" / "7"
@@ -62,7 +62,7 @@ def test_alert_lines_spark_wrote_are_appended_in_part_order_leaving_out_those_de
     assert out.read_text().splitlines() == [
         first.text, '{"alert_id": "c:broker_do', second.text, third.text
     ]  # fmt: skip
-    assert list(state_upserts(folder)) == [("broker/1", "{}"), ("broker/2", None)]
+    assert list(keyed_lines(folder, "state")) == [("broker/1", "{}"), ("broker/2", None)]
 
 
 def test_a_resumed_batch_gives_each_sink_only_what_it_lacks_and_the_console_all(tmp_path, capsys):
