@@ -174,9 +174,15 @@ def latency(
     job_args: tuple[str, ...] = (),
     first_alert_s: float = 180,
     clean: bool = True,
+    warmup_s: float = 0,
 ) -> dict[str, Any]:
     """Alert latency on a simulated cluster of `topics` x `partitions_per_topic` partitions (by
-    default one topic of `incidents`), incidents in the first topic; B9 runs it at each size."""
+    default one topic of `incidents`), incidents in the first topic; B9 runs it at each size.
+
+    The timed incidents come right after the job's first alert, as a job just started sees
+    them. With `warmup_s`, the same partitions are then taken back online and offline in turn
+    for that long (a daemon's first minutes: the driver JVM's compilers still at work), back
+    online, and timed again: the figures under "warm"."""
     from confluent_kafka import Consumer, TopicPartition
     from kazoo.client import KazooClient
 
@@ -205,7 +211,7 @@ def latency(
     zk.start()
     consumer = Consumer({"bootstrap.servers": info.bootstrap_servers,
                          "group.id": f"bench-{uuid.uuid4().hex[:6]}"})  # fmt: skip
-    arrivals: dict[str, int] = {}
+    fired: dict[tuple[str, int], int] = {}  # (entity, started_ms = mtime) -> arrival ms
     stop = threading.Event()
 
     skipped = UnreadableMessages(f"b3 {alerts_topic}")
@@ -229,15 +235,26 @@ def latency(
                 if alert is None:
                     continue
                 if alert["rule"] == "offline_partition" and alert["status"] == "FIRING":
-                    arrivals[alert["entity"]] = time.time_ns() // 1_000_000
-                    arrivals[alert["entity"] + "@"] = alert["started_ms"]
+                    arrived = time.time_ns() // 1_000_000
+                    fired[(alert["entity"], alert["started_ms"])] = arrived
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
+    state = "/brokers/topics/sim-0000/partitions/{}/state"
+    offline = b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":9,"isr":[1]}'
+    online = b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":10,"isr":[1,2,3]}'
+
+    def timed() -> list[tuple[str, int]]:
+        """Partitions 1.. taken offline one at a time 0.5 s apart: (entity, mtime) each."""
+        placed = []
+        for p in range(1, incidents):
+            placed.append((f"sim-0000/{p}", zk.set(state.format(p), offline).mtime))
+            time.sleep(0.5)
+        time.sleep(5)
+        return placed
+
     try:
         # The job is up once a first incident's alert arrives (Spark takes a while to start).
-        state = "/brokers/topics/sim-0000/partitions/{}/state"
-        offline = b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":9,"isr":[1]}'
         deadline = time.monotonic() + first_alert_s
         # A big cluster's snapshot takes a while: incidents start once capture is in sync (and
         # the first one's alert says the job has read the snapshot).
@@ -248,14 +265,27 @@ def latency(
                 )
             time.sleep(0.5)
         zk.set(state.format(0), offline)
-        while "sim-0000/0" not in arrivals:
+        while not any(entity == "sim-0000/0" for entity, _ in fired):
             if time.monotonic() > deadline:
                 raise SystemExit("no first alert:\n" + (work / "alerts.log").read_text()[-3000:])
             time.sleep(0.2)
-        for p in range(1, incidents):
-            zk.set(state.format(p), offline)
-            time.sleep(0.5)
-        time.sleep(5)
+        cold = timed()
+        cold_batches = len(micro_batches(work))
+        warm: list[tuple[str, int]] = []
+        if warmup_s:
+            ends = time.monotonic() + warmup_s
+            turn = 0
+            while time.monotonic() < ends:
+                for p in range(1, incidents):  # back online, then offline again, in turn
+                    zk.set(state.format(p), online if turn % 2 == 0 else offline)
+                    time.sleep(0.5)
+                    if time.monotonic() >= ends:
+                        break
+                turn += 1
+            for p in range(1, incidents):
+                zk.set(state.format(p), online)
+            time.sleep(5)
+            warm = timed()
     finally:
         stop.set()
         for process in processes:
@@ -265,22 +295,44 @@ def latency(
         if clean:  # a big tree goes with its stack: deleting it znode by znode takes minutes
             zk.delete(chroot, recursive=True)
         zk.stop()
-    delays = sorted(
-        arrivals[f"sim-0000/{p}"] - arrivals[f"sim-0000/{p}@"]
-        for p in range(1, incidents)
-        if f"sim-0000/{p}" in arrivals
-    )
-    batches = []
+    batches = micro_batches(work)
+    result = {
+        **delays_of(cold, fired),
+        "micro_batches": len(batches),
+        **batch_stats(batches[:cold_batches]),
+        "incidents": incidents - 1,
+    }
+    if warmup_s:
+        result["warm"] = {
+            **delays_of(warm, fired),
+            "warmup_s": warmup_s,
+            **batch_stats(batches[cold_batches:]),  # the warm-up's and the timed ones'
+        }
+    return result
+
+
+def micro_batches(work: Path) -> list[int]:
+    """The alert job's micro-batch durations (ms), in the order it logged them."""
+    durations = []
     for line in (work / "alerts.log").read_text(errors="replace").splitlines():
         if line.startswith("{") and '"micro-batch"' in line:
-            batches.append(json.loads(line)["duration_ms"])
-    batches.sort()
+            durations.append(json.loads(line)["duration_ms"])
+    return durations
+
+
+def batch_stats(durations: list[int]) -> dict[str, Any]:
+    ordered = sorted(durations)
+    return {
+        "micro_batch_ms_p50": ordered[len(ordered) // 2] if ordered else None,
+        "micro_batch_ms_max": ordered[-1] if ordered else None,
+    }
+
+
+def delays_of(placed: list[tuple[str, int]], fired: dict[tuple[str, int], int]) -> dict[str, Any]:
+    """Alert on the topic minus the state znode's mtime, for each incident whose alert came."""
+    delays = sorted(fired[key] - key[1] for key in placed if key in fired)
     return {
         "delays_ms": delays,
-        "micro_batches": len(batches),
-        "micro_batch_ms_p50": batches[len(batches) // 2] if batches else None,
-        "micro_batch_ms_max": batches[-1] if batches else None,
-        "incidents": incidents - 1,
         "alerts_received": len(delays),
         "p50_ms": delays[len(delays) // 2] if delays else None,
         "p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))] if delays else None,

@@ -38,6 +38,11 @@ def sizes(quick: bool, million: bool, only: str = "") -> list[tuple[int, int]]:
 
 # A 1,000,000-partition tree in ZooKeeper: ~5.4 GB of RSS at a 6 GB heap (2026-11-27).
 ZOOKEEPER_HEAP_MB = 6144
+# A daemon's first minutes: the driver JVM's compilers are still at work (C2 took ~60 % of a
+# core in the first minute), and a micro-batch at 40 partitions went from ~970 ms in the first
+# 15 to ~400 ms after ~120 (2026-11-27). Users run the job for days: the warm figures are its
+# latency; the just-started ones are shown beside them.
+WARMUP_S = 120
 
 
 def directory_mb(path: Path) -> float:
@@ -54,12 +59,23 @@ def main() -> None:
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument("--job-arg", action="append", default=[], help="one more flag for the job")
     p.add_argument("--zookeeper-heap-mb", type=int, default=ZOOKEEPER_HEAP_MB)
+    p.add_argument(
+        "--warmup-s",
+        type=float,
+        default=WARMUP_S,
+        help="changes before the warm incidents (0: the just-started ones only)",
+    )
     args = p.parse_args()
     if args.quick:
         args.records = 100_000
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     job = ("--driver-memory", "3g", "--shards", str(args.shards), *args.job_arg)
-    result: dict[str, Any] = {"shards": args.shards, "sizes": [], "throughput": []}
+    result: dict[str, Any] = {
+        "shards": args.shards,
+        "sizes": [],
+        "throughput": [],
+        "warmup_s": args.warmup_s,
+    }
     with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
         for topics, per_topic in sizes(args.quick, not args.no_million, args.sizes):
             work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b9-"))
@@ -68,6 +84,7 @@ def main() -> None:
             measured = latency(
                 info, INCIDENTS, work, topics=topics, partitions_per_topic=per_topic,
                 job_args=job, first_alert_s=120 + partitions / 500, clean=partitions <= 1000,
+                warmup_s=args.warmup_s,
             )  # fmt: skip
             checkpoint = work / "alerts-checkpoint" / "alerts"
             measured.update(
@@ -76,7 +93,11 @@ def main() -> None:
                 state_mb=round(directory_mb(checkpoint / "state"), 1),
             )
             result["sizes"].append(measured)
-            print(f"  p50 {measured['p50_ms']} ms p99 {measured['p99_ms']} ms", file=sys.stderr)
+            print(f"  just started: p50 {measured['p50_ms']} ms p99 {measured['p99_ms']} ms",
+                  file=sys.stderr)  # fmt: skip
+            if "warm" in measured:
+                warm = measured["warm"]
+                print(f"  warm: p50 {warm['p50_ms']} ms p99 {warm['p99_ms']} ms", file=sys.stderr)
         masters = ["local[1]", "local[2]"] + ([args.standalone] if args.standalone else [])
         masters = [] if args.no_throughput else masters
         for master in masters:
@@ -92,7 +113,11 @@ def plot(result: dict[str, Any], quick: bool) -> None:
         lat, rate = fig.subplots(1, 2)
         xs = [s["partitions"] for s in result["sizes"]]
         for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
-            lat.plot(xs, [s[key] for s in result["sizes"]], "o-", label=label)
+            if all("warm" in s for s in result["sizes"]):
+                lat.plot(
+                    xs, [s["warm"][key] for s in result["sizes"]], "o-", label=f"{label}, warm"
+                )
+            lat.plot(xs, [s[key] for s in result["sizes"]], "o--", label=f"{label}, just started")
         lat.axhline(1500, color="grey", linestyle=":", label="p99 target 1.5 s")
         lat.set(xscale="log", xlabel="partitions", ylabel="ms, mtime -> alert on Kafka",
                 title="alert latency against cluster size")  # fmt: skip
@@ -103,22 +128,42 @@ def plot(result: dict[str, Any], quick: bool) -> None:
                  title=f"stateful stage, --shards {result['shards']}")  # fmt: skip
 
 
+def latency_row(partitions: str, when: str, s: dict[str, Any], incidents: int) -> list[str]:
+    return [partitions, when, f"{fmt(s['p50_ms'])} ms", f"**{fmt(s['p99_ms'])} ms**",
+            f"{s['alerts_received']}/{incidents}",
+            f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms"]  # fmt: skip
+
+
 def render(result: dict[str, Any]) -> str:
-    rows = [
-        [f"{s['partitions']:,}", f"{fmt(s['p50_ms'])} ms", f"**{fmt(s['p99_ms'])} ms**",
-         f"{s['alerts_received']}/{s['incidents']}",
-         f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms",
+    rows = []
+    for s in result["sizes"]:
+        size = f"{s['partitions']:,}"
+        rows.append(latency_row(size, "just started", s, s["incidents"]))
+        if "warm" in s:
+            rows.append(latency_row(size, f"warm ({s['warm']['warmup_s']:.0f} s in)",
+                                    s["warm"], s["incidents"]))  # fmt: skip
+    store = [
+        [f"{s['partitions']:,}",
          f"{s['state_mb']} MB ({1e6 * s['state_mb'] / s['partitions']:,.0f} B a partition)",
          f"{s['checkpoint_mb']} MB"]
         for s in result["sizes"]
     ]  # fmt: skip
+    warm = result.get("warmup_s") or 0
     parts = [
         reproduce(result),
         f"The alert job with `--shards {result['shards']}` (`--driver-memory 3g`, its default "
         f"trigger). Latency: {INCIDENTS - 1} partitions taken offline one at a time, 0.5 s apart, "
-        "on a simulated cluster of each size (3 simulated brokers, replication factor 3).",
-        table(["partitions", "p50", "p99", "alerts", "micro-batch p50 / max", "state store",
-               "checkpoint"], rows),
+        "on a simulated cluster of each size (3 simulated brokers, replication factor 3), "
+        "right after the job's first alert (just started)"
+        + (
+            f", then, after {warm:.0f} s of the same partitions going online and offline in "
+            "turn, again (warm: a daemon past its first minutes, its driver's JIT compilers "
+            "done with the hot code; the micro-batch figures of that row include the warm-up's)"
+            if warm else ""
+        )
+        + ".",
+        table(["partitions", "job", "p50", "p99", "alerts", "micro-batch p50 / max"], rows),
+        table(["partitions", "state store", "checkpoint"], store),
     ]  # fmt: skip
     t = result["throughput"]
     if t:  # a run with --no-throughput has none
@@ -136,16 +181,20 @@ def render(result: dict[str, Any]) -> str:
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """Issue 37's acceptance: latency flat with size, and a second core worth 1.6x."""
-    by_size = {s["partitions"]: s["p99_ms"] for s in result["sizes"]}
     out = []
-    small, big, million = by_size.get(40), by_size.get(100_000), by_size.get(1_000_000)
-    if small and big:
-        out.append(("alert p99 at 100,000 partitions", f"{fmt(big)} ms",
-                    f"≤ 1.5x of 40 partitions' ({fmt(small)} ms) and ≤ 1,500 ms",
-                    big <= 1.5 * small and big <= 1500))  # fmt: skip
-    if million:
-        out.append(("alert p99 at 1,000,000 partitions", f"{fmt(million)} ms", "≤ 3,000 ms",
-                    million <= 3000))  # fmt: skip
+    warm = all("warm" in s for s in result["sizes"])
+    for when in ("warm", "just started") if warm else ("just started",):
+        by_size = {
+            s["partitions"]: (s["warm"] if when == "warm" else s)["p99_ms"] for s in result["sizes"]
+        }
+        small, big, million = by_size.get(40), by_size.get(100_000), by_size.get(1_000_000)
+        if small and big:
+            out.append((f"alert p99 at 100,000 partitions, {when}", f"{fmt(big)} ms",
+                        f"≤ 1.5x of 40 partitions' ({fmt(small)} ms) and ≤ 1,500 ms",
+                        big <= 1.5 * small and big <= 1500))  # fmt: skip
+        if million:
+            out.append((f"alert p99 at 1,000,000 partitions, {when}", f"{fmt(million)} ms",
+                        "≤ 3,000 ms", million <= 3000))  # fmt: skip
     rates = {t["master"]: t["records_per_s"] or 0 for t in result["throughput"]}
     if rates.get("local[1]") and "local[2]" in rates:
         ratio = rates["local[2]"] / rates["local[1]"]
