@@ -62,7 +62,7 @@ class BatchDelivery:
 
     def _dead_letters(self, letters: list[tuple[str, str | None]]) -> None:
         if self.dead_letters is not None:
-            self.dead_letters.deliver([(key, letter or "") for key, letter in letters])
+            self.dead_letters.deliver(letters)
 
     def _resumed_since(self, batch_id: int) -> int | None:
         """If the job died while delivering `batch_id` (some of it may be out): since when

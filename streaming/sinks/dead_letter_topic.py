@@ -15,10 +15,10 @@ class DeadLetterTopic:
         self.topic = topic
         self._producer = kafka.producer({"enable.idempotence": True, "acks": "all"})
 
-    def deliver(self, letters: list[tuple[str, str]]) -> None:
+    def deliver(self, letters: list[tuple[str, str | None]]) -> None:
         """Each (key, letter JSON); at least once: a re-run micro-batch sends its again."""
         if letters:
-            produce_all(self._producer, self.topic, [(k, v) for k, v in letters])
+            produce_all(self._producer, self.topic, letters)
 
     def close(self) -> None:
         self._producer.flush(30)
