@@ -269,7 +269,7 @@ class Publisher:
                 f"it does not send; a new producer fences it and sends again"
             )
 
-    def _end_transaction(self, wait_s: float | None = None) -> None:
+    def _end_transaction(self) -> None:
         """A transaction holding records is committed (over as many turns as that takes);
         one that must abort is aborted and its records queued again, first."""
         txn = self._txn
@@ -280,7 +280,7 @@ class Publisher:
                 failpoints.hit("kafka.commit")
             except failpoints.ProducerLost as exc:
                 raise TransactionLost(str(exc)) from exc
-        outcome = txn.end(wait_s)
+        outcome = txn.end()
         if outcome == "committed":
             failpoints.hit("kafka.committed")
             for record, _ in txn.take_items():
@@ -308,7 +308,7 @@ class Publisher:
         if self._txn is not None and self._txn.open:
             self._txn.abort_soon("stepping down")
             with contextlib.suppress(DeliveryError):  # fenced already, say
-                self._txn.end(1.0)
+                self._txn.end()
         return dropped + len(self._unacked)
 
     def flush(self, timeout: float) -> bool:
@@ -323,10 +323,10 @@ class Publisher:
                 raise self._fatal(exc) from exc
             self.poll(0)
             return self.backlog == 0
-        while self.backlog and (left := deadline - time.monotonic()) > 0:
+        while self.backlog and time.monotonic() < deadline:
             self._serve(0)
             if self._error is not None:
                 raise DeliveryError(f"Kafka refused a record: {self._error}")
-            self._end_transaction(min(left, 1.0))
+            self._end_transaction()  # may overrun the deadline by one END_WAIT_S
             self._hand_over()
         return self.backlog == 0

@@ -20,6 +20,15 @@ from confluent_kafka import KafkaError, KafkaException
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 
 TXN_TIMEOUT_MS = 60_000
+# How long one call to commit or abort may block a turn. librdkafka (2.16) resumes a commit that
+# timed out by queueing its first step to its main thread again; if that step is not served
+# within the call's wait, the call returns forgetting it was a commit, and an EndTxn answer
+# arriving before the next call is taken for an abort's: "Invalid transaction state
+# transition: CommittingTransaction -> AbortedNotAcked", an assertion that kills the process.
+# Its main thread lagged > 0.1 s under the suite's load (runs 24, 35, 41); with a 1-3 ms wait
+# and CPU-bound neighbours it trips within a few hundred commits. A commit takes ~45 ms, so it
+# rarely needs a second call at all, and a turn blocks at most this long while Kafka is away.
+END_WAIT_S = 1.0
 MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
 
 FENCED = {
@@ -130,12 +139,10 @@ class Transaction:
         self,
         producer: Any,
         transactional_id: str,
-        wait_s: float = 0.1,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._producer = producer
         self.transactional_id = transactional_id
-        self._wait_s = wait_s
         self._now = now
         self.open = False
         self.ending: str | None = None  # "commit" or "abort" once asked for
@@ -160,18 +167,16 @@ class Transaction:
         if self.open and self.ending is None:
             self.ending, self.reason, self.ending_since = "abort", reason, self._now()
 
-    def end(self, wait_s: float | None = None) -> str | None:
-        """Commits (or aborts) on: "committed", "aborted", or None while it goes on."""
+    def end(self) -> str | None:
+        """Commits (or aborts) on: "committed", "aborted", or None while it goes on. Every
+        call waits `END_WAIT_S` at most, never less (see there)."""
         if self.ending is None:
             self.ending, self.ending_since = "commit", self._now()
-        # The same wait each time: resuming a commit with a few-ms timeout tripped
-        # librdkafka's assertion "BUG: Invalid transaction state transition" (suite run 24).
-        wait = self._wait_s if wait_s is None else wait_s
         try:
             if self.ending == "commit":
-                self._producer.commit_transaction(wait)
+                self._producer.commit_transaction(END_WAIT_S)
             else:
-                self._producer.abort_transaction(wait)
+                self._producer.abort_transaction(END_WAIT_S)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if self.ending == "commit" and error.txn_requires_abort():

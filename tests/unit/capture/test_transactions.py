@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.publisher import SEQ_HEADER, STALLED_S, Publisher, producer_config
 from zkcdc.capture.delivery.transactions import (
+    END_WAIT_S,
     Fenced,
     TransactionLost,
     TransactionsNotReady,
@@ -29,6 +30,13 @@ from zkcdc.ground.kafka_connection import KafkaConnection
 
 def _fail(code: int, **flags: bool) -> KafkaException:
     return KafkaException(KafkaError(code, "scripted", **flags))
+
+
+def _assert_full_wait(timeout: float) -> None:
+    """A resumed commit given less time than librdkafka's main thread takes to serve its first
+    step kills the process (an assertion in librdkafka 2.16; `END_WAIT_S` says how): every end
+    call, in a turn, a flush or a step-down, waits the full time."""
+    assert timeout == END_WAIT_S, f"an end call waited {timeout} s, not {END_WAIT_S}"
 
 
 class TransactionalProducer:
@@ -66,6 +74,7 @@ class TransactionalProducer:
         return 0
 
     def commit_transaction(self, timeout: float) -> None:
+        _assert_full_wait(timeout)
         assert self.state in ("in", "committing"), self.state
         end = self.ends.pop(0) if self.ends else "ok"
         if end == "wait":
@@ -80,6 +89,7 @@ class TransactionalProducer:
         self.open, self.state = [], "ready"
 
     def abort_transaction(self, timeout: float) -> None:
+        _assert_full_wait(timeout)
         if self.state == "committing":  # as librdkafka 2.16 answers (retriable: never ends)
             raise _fail(KafkaError._CONFLICT, retriable=True)
         self.aborted += [seq for seq, _ in self.open]
