@@ -25,7 +25,7 @@ from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.ground.user_dirs import state_home
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
+from zkcdc.streaming.job.alert_runner import TRIGGER_MS, AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
@@ -75,7 +75,9 @@ job_options = option_group(
                   "cluster shard (Spark tasks); 0: one group per cluster. Fixed for a "
                   "checkpoint."),
     rule_overrides_option("Override a rule setting, e.g. under_replicated_for_ms=2000."),
-    click.option("--trigger-ms", default=500, show_default=True),
+    click.option("--trigger-ms", default=TRIGGER_MS, show_default=True,
+                 help="How often the job looks for new records (a micro-batch at most that "
+                      "often)."),
     click.option("--available-now", is_flag=True,
                  help="Process what is there now, then stop."),
     click.option("--starting-offsets", default="earliest", show_default=True),

@@ -36,6 +36,12 @@ from zkcdc.streaming.state.state_topic import StateTopicSink
 log = structlog.get_logger("zkcdc.stream")
 
 
+# How often the job looks for new records. A record waits for the next look, then for the
+# micro-batch under way: at 500 ms B9's p50 at 40 partitions was ~190 ms longer (1,000 against
+# 813 ms, warm) than at 100 ms. An idle look is one offsets request to Kafka (~10 ms).
+TRIGGER_MS = 100
+
+
 @dataclass(frozen=True)
 class AlertJobOptions:
     source: KafkaInput | LogInput
@@ -47,7 +53,7 @@ class AlertJobOptions:
     driver_memory: str = "512m"
     partition_shards: int = 0  # 0: one group per cluster; else shard_stage.py's layout
     rules: RuleSettings = field(default_factory=RuleSettings)
-    trigger_ms: int = 500
+    trigger_ms: int = TRIGGER_MS
     available_now: bool = False  # process what is there, then stop (replays, tests)
     dead_letter_topic: str | None = None
     reorder_ms: int = REORDER_MS
