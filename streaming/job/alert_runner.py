@@ -25,6 +25,7 @@ from zkcdc.streaming.job.change_source import (
 )
 from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
+from zkcdc.streaming.job.local_fs_jar import local_file_system
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -99,6 +100,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         options.master, "zkcdc-alerts", shuffle_partitions=max(1, options.partition_shards),
         driver_memory=options.driver_memory,
     )  # fmt: skip
+    log.info("spark started", master=options.master, local_files=local_file_system(spark))
     queries = []
     try:
         records = changes_with_dead_letters(spark, options.source)
@@ -203,8 +205,21 @@ def report_progress(query: Any, reported: int) -> int:
                 state_commit_ms=sum(
                     op.get("commitTimeMs", 0) for op in progress.get("stateOperators", [])
                 ),
+                # RocksDB's share of that commit, by step (flush, checkpoint, fileSync, ...).
+                state_commit_steps=commit_steps(progress),
             )
     return reported
+
+
+def commit_steps(progress: dict[str, Any]) -> dict[str, int]:
+    """RocksDB's commit latencies of a micro-batch, summed over its stores (ms a step)."""
+    steps: dict[str, int] = {}
+    for op in progress.get("stateOperators", []):
+        for name, value in (op.get("customMetrics") or {}).items():
+            if name.startswith("rocksdbCommit") and value:
+                step = name.removeprefix("rocksdbCommit").removesuffix("Latency")
+                steps[step] = steps.get(step, 0) + int(value)
+    return steps
 
 
 def raise_query_error(query: Any) -> None:

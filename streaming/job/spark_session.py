@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import zkcdc
+from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.spark_jars import spark_jars
+from zkcdc.streaming.job.local_fs_jar import local_fs_conf, local_fs_jar
+from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
 
 def package_zip(folder: Path | None = None) -> Path:
@@ -49,6 +51,7 @@ def session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     jars = ",".join(str(p) for p in spark_jars())
+    local_fs = local_fs_conf(local_fs_jar(default_cache_dir(), pyspark_home() / "jars"), master)
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
@@ -70,7 +73,12 @@ def session(
     )
     if master.startswith("spark://"):
         builder = builder.config("spark.submit.pyFiles", str(package_zip()))
-    for key, value in conf.items():
+    settings = {**local_fs, **conf}
+    if "spark.driver.extraClassPath" in local_fs and "spark.driver.extraClassPath" in conf:
+        settings["spark.driver.extraClassPath"] = (
+            f"{conf['spark.driver.extraClassPath']}{os.pathsep}{local_fs['spark.driver.extraClassPath']}"
+        )
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return _started(builder, master)
 

@@ -4,9 +4,13 @@ the Spark alert job's state holds after the same records up to that moment."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,21 @@ def _moment(records: list[dict[str, Any]]) -> int:
     raise AssertionError("the fixture has no moment with a broker down and a partition URP")
 
 
+def _descendants(pid: int) -> list[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent]
+        found += children
+        frontier += children
+    return found
+
+
 def test_the_report_at_a_chosen_time_shows_what_the_alert_job_kept_up_to_it(
     browser: Any, tmp_path: Path
 ) -> None:
@@ -62,12 +81,28 @@ def test_the_report_at_a_chosen_time_shows_what_the_alert_job_kept_up_to_it(
     with (cut / sorted(LOG.iterdir())[0].name).open("wb") as out:
         fastavro.writer(out, schema, [r for r in records if r["ts_ms"] <= t], codec="null")
     state_out = tmp_path / "state.jsonl"
-    replayed = subprocess.run(
-        [sys.executable, "-m", "zkcdc", "replay", str(cut), "--alerts-out",
-         str(tmp_path / "alerts.jsonl"), "--state-out", str(state_out)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    # Its output in a file, so a replay that hangs (once in CI, run 42: > 526 s, 23 s alone)
+    # fails with its log, before pytest's own timeout takes the test without one.
+    replay_log = tmp_path / "replay.log"
+    with replay_log.open("wb") as out:
+        replay = subprocess.Popen(
+            [sys.executable, "-m", "zkcdc", "replay", str(cut), "--alerts-out",
+             str(tmp_path / "alerts.jsonl"), "--state-out", str(state_out)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            code = replay.wait(480)
+        except subprocess.TimeoutExpired:
+            for pid in _descendants(replay.pid):  # the JVM prints its threads' stacks
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGQUIT)
+            # fixed wait: a JVM writes its thread dump with no sign when done
+            time.sleep(2)
+            replay.kill()
+            replay.wait()
+            code = None
+    assert code is not None, f"the replay ran 480 s: {replay_log.read_text()[-20000:]}"
+    assert code == 0, replay_log.read_text()[-3000:]
     latest = {}
     for line in state_out.read_text().splitlines():
         value = json.loads(line)

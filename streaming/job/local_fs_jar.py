@@ -1,0 +1,85 @@
+"""A jar of two small classes (`hadoop_nio/*.java`) that let Spark write its checkpoint on the
+local file system without forking processes: Hadoop without its native library (pyspark ships
+none) runs `chmod` once and `readlink` four times for each file it writes there, ~50 ms a file
+on a busy 2-core machine and several files a micro-batch. Compiled once with the JDK's `javac`
+against pyspark's own Hadoop into the user's cache; a machine with no `javac` goes on with
+Hadoop's classes, as before."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from zkcdc.ground import logs
+
+log = logs.get("zkcdc.stream")
+
+SOURCES = Path(__file__).parent / "hadoop_nio"
+FILE_SYSTEM = "zkcdc.hadoop.NioLocalFileSystem"
+FILE_CONTEXT_FS = "zkcdc.hadoop.NioLocalFs"
+
+
+def local_fs_conf(jar: Path | None, master: str) -> dict[str, str]:
+    """Spark settings that make `file:` the java.nio file system: on a local master only (the
+    jar goes on the driver's class path at its launch, where Hadoop looks for it; executors
+    of a cluster would need it on each worker)."""
+    if jar is None or not master.startswith("local"):
+        return {}
+    return {
+        "spark.driver.extraClassPath": str(jar),
+        "spark.hadoop.fs.file.impl": FILE_SYSTEM,
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": FILE_CONTEXT_FS,
+    }
+
+
+def local_fs_jar(cache_dir: Path, spark_jars_dir: Path) -> Path | None:
+    """The jar, built if missing; None (and one warning) when it cannot be."""
+    sources = sorted(SOURCES.glob("*.java"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.read_bytes())
+    digest.update(",".join(sorted(p.name for p in spark_jars_dir.glob("hadoop-*.jar"))).encode())
+    jar = cache_dir / "_build" / f"zkcdc-hadoop-nio-{digest.hexdigest()[:12]}.jar"
+    if jar.exists():
+        return jar
+    javac, jar_tool = _jdk_tool("javac"), _jdk_tool("jar")
+    if javac is None or jar_tool is None:
+        log.warning("no javac: Spark's checkpoint writes fork chmod and readlink for each file "
+                    "(install a JDK to spare that)")  # fmt: skip
+        return None
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=jar.parent) as work:
+        classes = Path(work) / "classes"
+        built = Path(work) / jar.name
+        try:
+            subprocess.run([javac, "--release", "17", "-nowarn", "-cp", f"{spark_jars_dir}/*",
+                            "-d", str(classes), *map(str, sources)],
+                           check=True, capture_output=True, text=True)  # fmt: skip
+            subprocess.run([jar_tool, "cf", str(built), "-C", str(classes), "zkcdc"],
+                           check=True, capture_output=True, text=True)  # fmt: skip
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            log.warning("the java.nio file system did not build; Spark forks chmod and "
+                        "readlink for each checkpoint file", reason=detail.strip()[:300])  # fmt: skip
+            return None
+        os.replace(built, jar)  # atomic: another process building the same jar is harmless
+    return jar
+
+
+def _jdk_tool(name: str) -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / name).exists():
+        return str(Path(java_home) / "bin" / name)
+    return shutil.which(name)
+
+
+def local_file_system(spark: Any) -> str:
+    """The class Hadoop writes `file:` paths with in this session (said in the job's log)."""
+    conf = spark._jsc.hadoopConfiguration()
+    local = spark._jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+    return str(local.getRawFileSystem().getClass().getName())

@@ -1,0 +1,45 @@
+"""The java.nio local file system for Spark's checkpoint: built with the JDK's javac against
+pyspark's own Hadoop, used on local masters only, and skipped (not failed) without a JDK."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zkcdc.streaming.job import local_fs_jar
+from zkcdc.streaming.job.local_fs_jar import FILE_CONTEXT_FS, FILE_SYSTEM, local_fs_conf
+from zkcdc.streaming.job.spark_jars import pyspark_home
+
+
+def test_a_local_master_writes_file_paths_with_the_nio_file_system() -> None:
+    conf = local_fs_conf(Path("/cache/nio.jar"), "local[2]")
+    assert conf == {
+        "spark.driver.extraClassPath": "/cache/nio.jar",
+        "spark.hadoop.fs.file.impl": FILE_SYSTEM,
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": FILE_CONTEXT_FS,
+    }
+
+
+@pytest.mark.parametrize(("jar", "master"), [(None, "local[2]"), (Path("j.jar"), "spark://h:7077")])
+def test_without_the_jar_or_on_a_cluster_hadoops_own_classes_stay(
+    jar: Path | None, master: str
+) -> None:
+    assert local_fs_conf(jar, master) == {}
+
+
+def test_the_jar_is_built_once_into_the_cache(tmp_path: Path) -> None:
+    jars = pyspark_home() / "jars"
+    jar = local_fs_jar.local_fs_jar(tmp_path, jars)
+    assert jar is not None and jar.is_relative_to(tmp_path), jar
+    built = jar.stat().st_mtime_ns
+    assert local_fs_jar.local_fs_jar(tmp_path, jars) == jar
+    assert jar.stat().st_mtime_ns == built, "built again"
+
+
+def test_no_javac_means_hadoops_own_classes_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_fs_jar, "_jdk_tool", lambda name: None)
+    assert local_fs_jar.local_fs_jar(tmp_path, pyspark_home() / "jars") is None
+    assert not (tmp_path / "_build").exists() or not any((tmp_path / "_build").iterdir())
