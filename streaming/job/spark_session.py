@@ -74,10 +74,9 @@ def session(
     if master.startswith("spark://"):
         builder = builder.config("spark.submit.pyFiles", str(package_zip()))
     settings = {**local_fs, **conf}
-    if "spark.driver.extraClassPath" in local_fs and "spark.driver.extraClassPath" in conf:
-        settings["spark.driver.extraClassPath"] = (
-            f"{conf['spark.driver.extraClassPath']}{os.pathsep}{local_fs['spark.driver.extraClassPath']}"
-        )
+    path = "spark.driver.extraClassPath"
+    if path in local_fs and path in conf:  # the caller's class path, and the jar after it
+        settings[path] = f"{conf[path]}{os.pathsep}{local_fs[path]}"
     for key, value in settings.items():
         builder = builder.config(key, value)
     return _started(builder, master)
