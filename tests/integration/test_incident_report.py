@@ -96,8 +96,11 @@ def test_the_report_at_a_chosen_time_shows_what_the_alert_job_kept_up_to_it(
             for pid in _descendants(replay.pid):  # the JVM prints its threads' stacks
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGQUIT)
-            # fixed wait: a JVM writes its thread dump with no sign when done
-            time.sleep(2)
+            dumped_by = time.monotonic() + 10  # the JVM's dump, or give up on it
+            while "Full thread dump" not in replay_log.read_text(errors="replace"):
+                if time.monotonic() > dumped_by:
+                    break
+                time.sleep(0.2)
             replay.kill()
             replay.wait()
             code = None
