@@ -51,7 +51,10 @@ def session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     jars = ",".join(str(p) for p in spark_jars())
-    local_fs = local_fs_conf(local_fs_jar(default_cache_dir(), pyspark_home() / "jars"), master)
+    # Built (once) only where it is used: a cluster master keeps Hadoop's classes.
+    jar = local_fs_jar(default_cache_dir(), pyspark_home() / "jars") if master.startswith(
+        "local") else None  # fmt: skip
+    local_fs = local_fs_conf(jar, master)
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
