@@ -3,8 +3,10 @@
 `zkcdc capture` and `zkcdc stream alerts` as users run them, partitions taken offline one at a
 time 0.5 s apart, each `offline_partition` alert on the alerts topic timed against its state
 znode's mtime. Then the stateful stage's records/s on B3's records on local[1] and local[2]
-(and a standalone cluster with `--standalone spark://host:port`), and the state store's size
-per partition.
+and on a standalone cluster (by default a master and two workers of one core each on this
+machine, started and stopped by the run; `--standalone spark://host:port` for a cluster of
+yours, `--standalone none` for neither), and the
+state store's size per partition.
 
 Run: `.venv/bin/python bench/b9_cluster_size.py [--quick] [--shards 2] [--no-million]`
 (a stack of its own: one broker, ZooKeeper with a 6 GB heap, which 1,000,000 partitions need;
@@ -15,8 +17,11 @@ snapshot of its 2,000,000 znodes and the job reading them.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +50,30 @@ ZOOKEEPER_HEAP_MB = 6144
 WARMUP_S = 120
 
 
+@contextmanager
+def standalone(how: str) -> Iterator[list[tuple[str, str]]]:
+    """(master, label) of the standalone cluster to measure on: none, one given, or (auto) a
+    master and two workers of one core each started here, as a 2-machine cluster would be."""
+    if how in ("", "none"):
+        yield []
+    elif how != "auto":
+        yield [(how, how)]
+    else:
+        from zkcdc.stack.spark_standalone import SparkStandalone
+
+        ports = []
+        for _ in range(2):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                ports.append(probe.getsockname()[1])
+        work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b9-spark-"))
+        cluster = SparkStandalone(work, ports[0], ports[1], cores=1, workers=2)
+        try:
+            yield [(cluster.master_url, "standalone, 2 workers x 1 core")]
+        finally:
+            cluster.stop()
+
+
 def directory_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
@@ -53,7 +82,12 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--shards", type=int, default=2, help="the job's --shards (0: one group)")
     p.add_argument("--no-million", action="store_true", help="not 1,000,000 partitions")
-    p.add_argument("--standalone", default="", help="a spark:// master for the throughput too")
+    p.add_argument(
+        "--standalone",
+        default="auto",
+        help="the throughput on a standalone cluster too: auto (two 1-core workers here), "
+        "spark://host:port, or none",
+    )
     p.add_argument("--records", type=int, default=300_000)
     p.add_argument("--sizes", default="", help="partitions of each cluster, e.g. 40,100000")
     p.add_argument("--no-throughput", action="store_true")
@@ -98,12 +132,14 @@ def main() -> None:
             if "warm" in measured:
                 warm = measured["warm"]
                 print(f"  warm: p50 {warm['p50_ms']} ms p99 {warm['p99_ms']} ms", file=sys.stderr)
-        masters = ["local[1]", "local[2]"] + ([args.standalone] if args.standalone else [])
-        masters = [] if args.no_throughput else masters
-        for master in masters:
-            print(f"throughput on {master}", file=sys.stderr, flush=True)
-            t = throughput(info.bootstrap_servers, args.records, 1000, 50_000, master, args.shards)
-            result["throughput"].append({"master": master, **t})
+        masters = [] if args.no_throughput else ["local[1]", "local[2]"]
+        with standalone(args.standalone if masters else "") as cluster:
+            for master, label in [(m, m) for m in masters] + cluster:
+                print(f"throughput on {label}", file=sys.stderr, flush=True)
+                t = throughput(
+                    info.bootstrap_servers, args.records, 1000, 50_000, master, args.shards
+                )
+                result["throughput"].append({"master": label, **t})
     plot(result, args.quick)
     print(render(save(NAME, result, args.quick)))
 

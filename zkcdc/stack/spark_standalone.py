@@ -1,5 +1,6 @@
-"""A Spark standalone master and one worker from the pyspark install, on loopback: what a user
-with a real cluster passes to `--master spark://HOST:PORT`, here for tests and demos."""
+"""A Spark standalone master and its workers (one by default) from the pyspark install, on
+loopback: what a user with a real cluster passes to `--master spark://HOST:PORT`, here for
+tests, demos and benchmarks."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from zkcdc.streaming.job.spark_jars import pyspark_home
 
 
 class SparkStandalone:
-    def __init__(self, work: Path, port: int, webui_port: int, cores: int = 2) -> None:
+    def __init__(
+        self, work: Path, port: int, webui_port: int, cores: int = 2, workers: int = 1
+    ) -> None:
+        """`workers` workers of `cores` cores each; a second one works in `worker-2`, ..."""
         self.master_url = f"spark://127.0.0.1:{port}"
         self._ui = f"http://127.0.0.1:{webui_port}/json/"
         work.mkdir(parents=True, exist_ok=True)
@@ -27,24 +31,28 @@ class SparkStandalone:
             "SPARK_HOME": str(pyspark_home()),
             "SPARK_DAEMON_MEMORY": "256m",
             "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_WORKER_DIR": str(work / "worker"),
             "PYSPARK_PYTHON": sys.executable,
         }
         self._processes: list[subprocess.Popen[bytes]] = []
-        self.logs = [work / "master.log", work / "worker.log"]
+        self.logs = [work / "master.log"]
         self._start(
             [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(port), "--webui-port", str(webui_port)], self.logs[0], env,
         )  # fmt: skip
         self._wait(lambda status: status.get("status") == "ALIVE", "the master")
-        self._start(
-            [str(spark_class), "org.apache.spark.deploy.worker.Worker", self.master_url,
-             "--host", "127.0.0.1", "--cores", str(cores), "--memory", "1g",
-             "--webui-port", "0"], self.logs[1], env,
-        )  # fmt: skip
+        for n in range(1, workers + 1):
+            name = "worker" if n == 1 else f"worker-{n}"
+            self.logs.append(work / f"{name}.log")
+            self._start(
+                [str(spark_class), "org.apache.spark.deploy.worker.Worker", self.master_url,
+                 "--host", "127.0.0.1", "--cores", str(cores), "--memory", "1g",
+                 "--webui-port", "0", "--work-dir", str(work / name)], self.logs[-1], env,
+            )  # fmt: skip
         self._wait(
-            lambda status: any(w.get("state") == "ALIVE" for w in status.get("workers", [])),
-            "a worker",
+            lambda status: (
+                sum(w.get("state") == "ALIVE" for w in status.get("workers", [])) >= workers
+            ),
+            f"{workers} worker(s)",
         )
 
     def _start(self, command: list[str], log: Path, env: dict[str, str]) -> None:
