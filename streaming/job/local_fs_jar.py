@@ -22,14 +22,20 @@ log = logs.get("zkcdc.stream")
 SOURCES = Path(__file__).parent / "hadoop_nio"
 FILE_SYSTEM = "zkcdc.hadoop.NioLocalFileSystem"
 FILE_CONTEXT_FS = "zkcdc.hadoop.NioLocalFs"
+HADOOPS_OWN = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+}
 
 
 def local_fs_conf(jar: Path | None, master: str) -> dict[str, str]:
     """Spark settings that make `file:` the java.nio file system: on a local master only (the
     jar goes on the driver's class path at its launch, where Hadoop looks for it; executors
-    of a cluster would need it on each worker)."""
+    of a cluster would need it on each worker). Elsewhere Hadoop's own classes, named: the
+    options of PySpark's session builders are shared by the process, so a session on a
+    cluster after a local one (B9's throughput) would otherwise send executors our class."""
     if jar is None or not master.startswith("local"):
-        return {}
+        return dict(HADOOPS_OWN)
     return {
         "spark.driver.extraClassPath": str(jar),
         "spark.hadoop.fs.file.impl": FILE_SYSTEM,

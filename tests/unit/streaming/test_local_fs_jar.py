@@ -22,10 +22,15 @@ def test_a_local_master_writes_file_paths_with_the_nio_file_system() -> None:
 
 
 @pytest.mark.parametrize(("jar", "master"), [(None, "local[2]"), (Path("j.jar"), "spark://h:7077")])
-def test_without_the_jar_or_on_a_cluster_hadoops_own_classes_stay(
+def test_without_the_jar_or_on_a_cluster_hadoops_own_classes_are_named(
     jar: Path | None, master: str
 ) -> None:
-    assert local_fs_conf(jar, master) == {}
+    """Named, not left out: PySpark's builders share their options within a process, and a
+    cluster session after a local one would send its executors a class they do not have."""
+    assert local_fs_conf(jar, master) == {
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+    }
 
 
 def test_the_jar_is_built_once_into_the_cache(tmp_path: Path) -> None:
