@@ -339,14 +339,23 @@ def delays_of(
     engine's time is the newest it has seen, which a record stamped by capture's clock rather
     than ZooKeeper's can put a few ms past the mtime)."""
     delays = []
+    unmatched = []  # what each incident without a matching alert got instead, for the verdict
     for entity, mtime in placed:
         started = [
             (at, arrived) for at, arrived in fired.get(entity, []) if 0 <= at - mtime < MATCH_MS
         ]
         if started:
             delays.append(min(started)[1] - mtime)
+        else:
+            near = [
+                {"started_after_mtime_ms": at - mtime, "arrived_after_mtime_ms": arrived - mtime}
+                for at, arrived in fired.get(entity, [])
+                if -60_000 < at - mtime < 60_000
+            ]
+            unmatched.append({"entity": entity, "mtime": mtime, "firing_within_60_s": near})
     delays.sort()
     return {
+        "unmatched": unmatched,
         "delays_ms": delays,
         "alerts_received": len(delays),
         "p50_ms": delays[len(delays) // 2] if delays else None,
