@@ -5,8 +5,7 @@ time 0.5 s apart, each `offline_partition` alert on the alerts topic timed again
 znode's mtime. Then the stateful stage's records/s on B3's records on local[1] and local[2]
 and on a standalone cluster (by default a master and two workers of one core each on this
 machine, started and stopped by the run; `--standalone spark://host:port` for a cluster of
-yours, `--standalone none` for neither), and the
-state store's size per partition.
+yours, `--standalone none` for neither), and the state store's size per partition.
 
 Run: `.venv/bin/python bench/b9_cluster_size.py [--quick] [--shards 2] [--no-million]`
 (a stack of its own: one broker, ZooKeeper with a 6 GB heap, which 1,000,000 partitions need;
@@ -17,7 +16,6 @@ snapshot of its 2,000,000 znodes and the job reading them.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -59,15 +57,12 @@ def standalone(how: str) -> Iterator[list[tuple[str, str]]]:
     elif how != "auto":
         yield [(how, how)]
     else:
+        from zkcdc.stack.probes import free_port_block
         from zkcdc.stack.spark_standalone import SparkStandalone
 
-        ports = []
-        for _ in range(2):
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                ports.append(probe.getsockname()[1])
+        port = free_port_block(2)  # the master's and its web UI's
         work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b9-spark-"))
-        cluster = SparkStandalone(work, ports[0], ports[1], cores=1, workers=2)
+        cluster = SparkStandalone(work, port, port + 1, cores=1, workers=2)
         try:
             yield [(cluster.master_url, "standalone, 2 workers x 1 core")]
         finally:
