@@ -25,6 +25,7 @@ from zkcdc.streaming.job.change_source import (
 )
 from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
+from zkcdc.streaming.job.lean_batches import foreach_batch
 from zkcdc.streaming.job.local_fs_jar import local_file_system
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session
@@ -112,7 +113,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         else:
             alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
         writer = (
-            alerts.writeStream.foreachBatch(delivery)
+            foreach_batch(alerts, delivery)
             .option("checkpointLocation", str(options.checkpoint / "alerts"))
             .outputMode("append")
         )

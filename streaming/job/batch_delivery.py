@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from zkcdc.streaming.job.job_metrics import JobMetrics
+from zkcdc.streaming.job.lean_batches import LeanBatch
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks
 from zkcdc.streaming.sinks.dead_letter_topic import DeadLetterTopic
 from zkcdc.streaming.sinks.file_delivery import append_alerts, keyed_lines, write_batch
@@ -35,7 +35,7 @@ class BatchDelivery:
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
     final_state: dict[str, str | None] = field(default_factory=dict)
 
-    def __call__(self, batch: Any, batch_id: int) -> None:
+    def __call__(self, batch: LeanBatch, batch_id: int) -> None:
         if batch_id <= self.ledger.last():
             return  # delivered before the restart that re-runs it
         if self.spark_writes_files:
@@ -45,7 +45,7 @@ class BatchDelivery:
             return
         # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
         # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
-        rows = [tuple(row) for row in batch.collect()]  # kind, key, json, status, at_ms[, place]
+        rows = batch.rows()  # kind, key, json, status, at_ms[, place]
         if "place" in batch.columns:  # a sharded stage: its shards' alerts merged by place
             rows.sort(key=lambda row: row[5] or "")
         alerts = [AlertText(k, s, at, j) for kind, k, j, s, at, *_ in rows if kind == "alert"]
@@ -72,12 +72,12 @@ class BatchDelivery:
             return None
         return pending[1] - RESUME_MARGIN_MS
 
-    def _files(self, batch: Any, batch_id: int) -> None:
+    def _files(self, batch: LeanBatch, batch_id: int) -> None:
         out = self.sinks.options.alerts_out
         assert out is not None
         folder = self.scratch / str(batch_id)
         shutil.rmtree(folder, ignore_errors=True)
-        write_batch(batch, folder)
+        write_batch(batch.frame(), folder)
         resumed = self._resumed_since(batch_id)
         there = None if resumed is None else self.sinks.delivered(resumed)
         skip = None if there is None else (lambda line: alert_key(line) in there)

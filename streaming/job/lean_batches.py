@@ -1,0 +1,93 @@
+"""Spark's foreachBatch with one trip to the JVM before a live micro-batch's rows come back.
+
+PySpark's own foreachBatch wraps each micro-batch before the function sees it: the batch's
+session fetched and wrapped anew (five py4j calls), the call site set and reset around the
+collect, the schema fetched and parsed for `columns`: ~14 round trips a micro-batch, each a
+thread hand-off between the driver's Python and its JVM. On a loaded two-core machine they
+cost ~90 ms of every micro-batch before its Spark job even starts (ARCHITECTURE.md, B9), and
+a record waits for up to two micro-batches. Here the function gets the batch's JVM frame as
+it is: `rows()` is the one `collectToPython` call, the columns are the query's (known when it
+is built), and a PySpark DataFrame is made only when asked for (`frame()`: a bounded run's
+batch that Spark writes as files)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # pyspark is imported where it is used: every `zkcdc` command loads this
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+
+class LeanBatch:
+    """One micro-batch, as foreachBatch's JVM hands it over."""
+
+    def __init__(self, jdf: Any, spark: SparkSession, columns: tuple[str, ...]) -> None:
+        self._jdf = jdf
+        self._spark = spark
+        self.columns = columns
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The batch's rows, collected to the driver (what `DataFrame.collect()` does, less
+        the call site it sets for Spark's UI)."""
+        from pyspark.serializers import BatchedSerializer, CPickleSerializer
+        from pyspark.util import _load_from_socket
+
+        sock_info = self._jdf.collectToPython()
+        return [
+            tuple(row)
+            for row in _load_from_socket(sock_info, BatchedSerializer(CPickleSerializer()))  # type: ignore[no-untyped-call]
+        ]
+
+    def frame(self) -> DataFrame:
+        """The batch as a PySpark DataFrame, wrapped as PySpark's foreachBatch wraps it."""
+        from pyspark.sql import SparkSession
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
+
+        session = SparkSession(self._spark.sparkContext, self._jdf.sparkSession())
+        return ClassicFrame(self._jdf, session)
+
+
+class _LeanCall:
+    """The Python side of Spark's `PythonForeachBatchFunction`, as PySpark's own
+    (`pyspark.sql.utils.ForeachBatchFunction`) is, less the wrapping."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        columns: tuple[str, ...],
+        func: Callable[[LeanBatch, int], None],
+    ) -> None:
+        self.spark = spark
+        self.columns = columns
+        self.func = func
+        self.error: Exception | None = None
+
+    def call(self, jdf: Any, batch_id: int) -> None:
+        try:
+            self.func(LeanBatch(jdf, self.spark, self.columns), batch_id)
+        except Exception as e:  # kept, as PySpark keeps it, and raised to the query
+            self.error = e
+            raise
+
+    class Java:
+        implements: ClassVar[list[str]] = [
+            "org.apache.spark.sql.execution.streaming.sources.PythonForeachBatchFunction"
+        ]
+
+
+def foreach_batch(frame: DataFrame, func: Callable[[LeanBatch, int], None]) -> DataStreamWriter:
+    """`frame.writeStream.foreachBatch(...)`, with `func` given LeanBatches."""
+    from py4j.java_gateway import java_import
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    spark = frame.sparkSession
+    writer = frame.writeStream
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    java_import(gateway.jvm, "org.apache.spark.sql.execution.streaming.sources.*")
+    call = _LeanCall(spark, tuple(frame.columns), func)
+    gateway.jvm.PythonForeachBatchHelper.callForeachBatch(writer._jwrite, call)
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    return writer
