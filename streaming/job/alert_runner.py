@@ -25,7 +25,7 @@ from zkcdc.streaming.job.change_source import (
 )
 from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
-from zkcdc.streaming.job.lean_batches import foreach_batch
+from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.local_fs_jar import local_file_system
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session
@@ -102,7 +102,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         driver_memory=options.driver_memory,
     )  # fmt: skip
     log.info("spark started", master=options.master, local_files=local_file_system(spark))
-    queries = []
+    queries: list[tuple[Any, BatchCall]] = []  # a query, and its foreachBatch call
     try:
         records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
@@ -112,23 +112,22 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             )
         else:
             alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
-        writer = (
-            foreach_batch(alerts, delivery)
-            .option("checkpointLocation", str(options.checkpoint / "alerts"))
-            .outputMode("append")
+        writer, call = foreach_batch(alerts, delivery)
+        writer = writer.option("checkpointLocation", str(options.checkpoint / "alerts")).outputMode(
+            "append"
         )
         writer = (
             writer.trigger(availableNow=True)
             if options.available_now
             else writer.trigger(processingTime=f"{options.trigger_ms} milliseconds")
         )
-        queries.append(writer.start())
+        queries.append((writer.start(), call))
         metrics.started(True)
         watch(queries, options.available_now, stop)
         if options.state_out is not None:
             write_state(options.state_out, delivery.final_state)
     finally:
-        for query in queries:
+        for query, _ in queries:
             with contextlib.suppress(Exception):
                 query.stop()
         sinks.close()
@@ -141,23 +140,24 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         if server is not None:
             server.shutdown()
             server.server_close()
-    for query in queries:
+    for query, call in queries:
         if query.exception() is not None:
-            raise_query_error(query)
+            raise_query_error(query, call)
 
 
-def watch(queries: list[Any], available_now: bool, stop: threading.Event) -> None:
+def watch(queries: list[tuple[Any, BatchCall]], available_now: bool, stop: threading.Event) -> None:
     """Until stopped (or a bounded run's end): progress logged, a failed query raised."""
     reported = -1
+    first = queries[0][0]
     while not stop.is_set():
-        if available_now and not queries[0].isActive:
+        if available_now and not first.isActive:
             break
-        for query in queries:
+        for query, call in queries:
             if query.exception() is not None:
-                raise_query_error(query)
-        reported = report_progress(queries[0], reported)
+                raise_query_error(query, call)
+        reported = report_progress(first, reported)
         stop.wait(0.5)
-    report_progress(queries[0], reported)
+    report_progress(first, reported)
 
 
 def write_state(path: Path, state: dict[str, str | None]) -> None:
@@ -223,6 +223,16 @@ def commit_steps(progress: dict[str, Any]) -> dict[str, int]:
     return steps
 
 
-def raise_query_error(query: Any) -> None:
-    message = str(query.exception()).strip().splitlines()[0][:300]
-    raise StreamingError(f"streaming query {query.name or query.id} failed: {message}")
+def raise_query_error(query: Any, call: BatchCall) -> None:
+    raise StreamingError(failure_line(query.name or query.id, str(query.exception()), call.error))
+
+
+def failure_line(query: str, spark_message: str, delivery_error: BaseException | None) -> str:
+    """One line for a failed query. Where the delivery raised, its own message: Spark's says
+    only that "an exception was raised by the Python Proxy", the traceback on later lines."""
+    if delivery_error is not None:
+        message = str(delivery_error).strip() or type(delivery_error).__name__
+    else:
+        message = spark_message.strip()
+    first = message.splitlines()[0] if message else "no reason given"
+    return f"streaming query {query} failed: {first[:300]}"

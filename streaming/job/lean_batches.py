@@ -49,9 +49,10 @@ class LeanBatch:
         return ClassicFrame(self._jdf, session)
 
 
-class _LeanCall:
+class BatchCall:
     """The Python side of Spark's `PythonForeachBatchFunction`, as PySpark's own
-    (`pyspark.sql.utils.ForeachBatchFunction`) is, less the wrapping."""
+    (`pyspark.sql.utils.ForeachBatchFunction`) is, less the wrapping. `error` keeps what the
+    function raised: the query's own exception shows only py4j's "raised by the Python Proxy"."""
 
     def __init__(
         self,
@@ -77,8 +78,11 @@ class _LeanCall:
         ]
 
 
-def foreach_batch(frame: DataFrame, func: Callable[[LeanBatch, int], None]) -> DataStreamWriter:
-    """`frame.writeStream.foreachBatch(...)`, with `func` given LeanBatches."""
+def foreach_batch(
+    frame: DataFrame, func: Callable[[LeanBatch, int], None]
+) -> tuple[DataStreamWriter, BatchCall]:
+    """`frame.writeStream.foreachBatch(...)`, with `func` given LeanBatches; and the call, for
+    what `func` raised."""
     from py4j.java_gateway import java_import
     from pyspark.java_gateway import ensure_callback_server_started
 
@@ -87,7 +91,7 @@ def foreach_batch(frame: DataFrame, func: Callable[[LeanBatch, int], None]) -> D
     gateway = spark.sparkContext._gateway
     assert gateway is not None
     java_import(gateway.jvm, "org.apache.spark.sql.execution.streaming.sources.*")
-    call = _LeanCall(spark, tuple(frame.columns), func)
+    call = BatchCall(spark, tuple(frame.columns), func)
     gateway.jvm.PythonForeachBatchHelper.callForeachBatch(writer._jwrite, call)
     ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
-    return writer
+    return writer, call
