@@ -9,7 +9,7 @@ from zkcdc.streaming.job.alert_runner import failure_line
 
 PROXY = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call"
-    " last):\n  File \"/x/py4j/clientserver.py\", line 644, in _call_proxy\n"
+    ' last):\n  File "/x/py4j/clientserver.py", line 644, in _call_proxy\n'
     "zkcdc.streaming.errors.StreamingError: records not delivered to zkcdc.alerts within 60 s"
 )
 
