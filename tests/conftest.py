@@ -38,6 +38,43 @@ from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_regi
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
 CAPTURES_KEY = pytest.StashKey[list[CaptureProcess]]()
 SHOWN_KEY = pytest.StashKey[bool]()
+# Topics a test's fixtures made on a stack, deleted once the test's fixtures are all torn down.
+TOPICS_KEY = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def drop_after_test(request: pytest.FixtureRequest, bootstrap: str, topic: str) -> None:
+    """Deletes `topic` after the test: a stack's brokers replicate every partition they hold
+    whether used or not, and the shared stack's did ~0.2 cores of idle work for 300 topics of
+    six partitions (TESTING.md)."""
+    request.node.stash.setdefault(TOPICS_KEY, []).append((bootstrap, topic))
+
+
+def drop_topics(bootstrap: str, topics: list[str]) -> None:
+    """Best effort, bounded: a test that stopped brokers may leave none to ask."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    futures = admin.delete_topics(topics, operation_timeout=20, request_timeout=25)
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # hygiene, not the test's verdict
+            gone = isinstance(exc, KafkaException) and (
+                exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            )
+            if not gone:
+                print(f"topic {topic} not deleted after the test: {exc!r}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    try:
+        return (yield)  # the test's fixtures torn down: nothing writes to its topics now
+    finally:
+        by_stack: dict[str, list[str]] = {}
+        for bootstrap, topic in item.stash.get(TOPICS_KEY, []):
+            by_stack.setdefault(bootstrap, []).append(topic)
+        for bootstrap, topics in by_stack.items():
+            drop_topics(bootstrap, topics)
+
 
 # Fuzzing: a bounded number of examples in `make test`, many more in `make fuzz`
 # (ZKCDC_FUZZ=long). No example database in the tree: each run draws afresh.
@@ -302,6 +339,8 @@ def changes_topic(
 ) -> Iterator[ChangesTopic]:
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
     topic = ChangesTopic(cluster.bootstrap_servers, f"zkcdc.changes.{name}-{uuid.uuid4().hex[:6]}")
+    for name in (topic.topic, f"{topic.topic}.deadletter"):  # the alert job's default for it
+        drop_after_test(request, cluster.bootstrap_servers, name)
     yield topic
     topic.close()
 
@@ -321,6 +360,8 @@ def start_alert_job(
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
         suffix = f"{name}-{uuid.uuid4().hex[:6]}"
         alerts = AlertsTopic(cluster.bootstrap_servers, f"zkcdc.alerts.{suffix}")
+        for topic in (alerts.topic, f"zkcdc.state.{suffix}"):
+            drop_after_test(request, cluster.bootstrap_servers, topic)
         job = AlertJob(
             [
                 "--bootstrap-servers",
