@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 from simulate_harness import build_cluster, simulate
 
+from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.spark_standalone import SparkStandalone
 
 pytestmark = pytest.mark.integration
@@ -165,12 +165,8 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     changes_topic.wait_event("CONTROLLER_ELECTED")
     assert daemon.stop() == 0  # both runs below read the same records
 
-    ports = []
-    for _ in range(2):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            ports.append(probe.getsockname()[1])
-    spark = SparkStandalone(tmp_path / "spark", ports[0], ports[1])
+    port = free_port_block(2)  # in this worker's port range, as the stacks' ports are
+    spark = SparkStandalone(tmp_path / "spark", port, port + 1)
     temp = Path(tempfile.gettempdir())
     zips_before = set(temp.glob("zkcdc-py-*")) | set(temp.glob("zkcdc-submit-*"))
     try:
