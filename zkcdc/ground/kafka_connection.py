@@ -228,7 +228,7 @@ class KafkaConnection(BaseModel):
                 starts = consumer.offsets_for_times(wanted, timeout=timeout_s)
             ends = {}
             for tp in starts:
-                low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+                low, high = _watermarks(consumer, tp, timeout_s)
                 first = low if tp.offset == OFFSET_BEGINNING else tp.offset
                 if 0 <= first < high:
                     ends[tp.partition] = high
@@ -380,3 +380,24 @@ def load(
 
 def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
+
+
+# A partition whose leader is not elected yet (a topic just made) or moving answers these;
+# they pass, so a read waits them out within its timeout instead of failing on them.
+_LEADER_MOVING = ("NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_WAIT_COORD")
+
+
+def _watermarks(consumer: Any, tp: Any, timeout_s: float) -> tuple[int, int]:
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            moving = error.retriable() or error.name() in _LEADER_MOVING
+            if not moving or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)  # fixed wait: a leader election's few hundred ms
