@@ -103,25 +103,22 @@ if _count > 1:
 # short-lived JVM's CPU is the C2 compiler's, and two cores are shared by the whole suite. Set
 # through the settings users have (ZKCDC_STACK_JAVA_OPTIONS, Spark's SPARK_SUBMIT_OPTS).
 TEST_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+# Spark in the tests: its SQL run interpreted (no Java code generated and compiled for each
+# query: most of a small job's CPU), executors C1-only too. Given as the driver's system
+# properties, which Spark takes as its defaults (a job's own settings still win over them), not
+# as a spark-defaults.conf: a conf folder on the driver's class path would keep it from
+# mapping its class archive (class_archive.py).
+TEST_SPARK_DEFAULTS = (
+    "-Dspark.sql.codegen.wholeStage=false",
+    "-Dspark.sql.codegen.factoryMode=NO_CODEGEN",
+    f"-Dspark.executor.extraJavaOptions={TEST_JAVA_OPTIONS[0]}",
+)
 os.environ.setdefault("ZKCDC_STACK_JAVA_OPTIONS", json.dumps(list(TEST_JAVA_OPTIONS)))
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(TEST_JAVA_OPTIONS))  # standalone's
 if TEST_JAVA_OPTIONS[0] not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-        [os.environ.get("SPARK_SUBMIT_OPTS", ""), *TEST_JAVA_OPTIONS]
+        [os.environ.get("SPARK_SUBMIT_OPTS", ""), *TEST_JAVA_OPTIONS, *TEST_SPARK_DEFAULTS]
     ).strip()
-
-# Spark in the tests: its SQL run interpreted (no Java code generated and compiled for each
-# query: most of a small job's CPU), executors C1-only too. Spark's own defaults file, in a
-# folder of the session's (SPARK_CONF_DIR); a job's own settings still win over it.
-if "ZKCDC_TEST_SPARK_CONF_DIR" not in os.environ:
-    _spark_conf = Path(tempfile.mkdtemp(prefix="zkcdc-test-spark-conf-"))
-    (_spark_conf / "spark-defaults.conf").write_text(
-        "spark.sql.codegen.wholeStage false\n"
-        "spark.sql.codegen.factoryMode NO_CODEGEN\n"
-        f"spark.executor.extraJavaOptions {' '.join(TEST_JAVA_OPTIONS)}\n"
-    )
-    os.environ["ZKCDC_TEST_SPARK_CONF_DIR"] = os.environ["SPARK_CONF_DIR"] = str(_spark_conf)
-    atexit.register(shutil.rmtree, _spark_conf, True)  # the process that made it, last out
 
 # The usual umask, whatever the machine's: zkcdc's own tightening is what the file-mode tests
 # prove, so a strict CI umask must not make them pass for it.
@@ -572,10 +569,10 @@ def _fill_caches(items: list[pytest.Item]) -> None:
     if any(item.get_closest_marker("integration") for item in items):
         from zookeeper_servers import kafka_libs
 
-        from zkcdc.streaming.job.spark_jars import spark_jars
+        from zkcdc.streaming.job.spark_session import local_driver
 
         kafka_libs()
-        spark_jars()
+        local_driver()  # Spark's jars, and the driver's class archive (~70 s, once a machine)
     took = time.monotonic() - started
     if took > 5:
         print(f"\ncaches filled in {took:.0f} s (set-up, before any test)", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import Any
 import zkcdc
 from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.class_archive import driver_options, ready_archive
 from zkcdc.streaming.job.local_fs_jar import local_fs_conf, local_fs_jar
 from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
@@ -50,10 +51,10 @@ def session(
     # Executors must run the same Python as the driver (pandas UDFs, our packages).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    jars = ",".join(str(p) for p in spark_jars())
-    # Built (once) only where it is used: a cluster master keeps Hadoop's classes.
-    jar = local_fs_jar(default_cache_dir(), pyspark_home() / "jars") if master.startswith(
-        "local") else None  # fmt: skip
+    jar_files = spark_jars()
+    jars = ",".join(str(p) for p in jar_files)
+    # Built (once) only where they are used: a cluster master keeps Hadoop's classes.
+    jar, archive = local_driver(jar_files) if master.startswith("local") else (None, None)
     local_fs = local_fs_conf(jar, master)
     builder = (
         SparkSession.builder.master(master)
@@ -76,13 +77,26 @@ def session(
     )
     if master.startswith("spark://"):
         builder = builder.config("spark.submit.pyFiles", str(package_zip()))
-    settings = {**local_fs, **conf}
-    path = "spark.driver.extraClassPath"
-    if path in local_fs and path in conf:  # the caller's class path, and the jar after it
-        settings[path] = f"{conf[path]}{os.pathsep}{local_fs[path]}"
+    ours = {**local_fs}
+    if archive is not None:
+        ours["spark.driver.extraJavaOptions"] = driver_options(archive)
+    settings = {**ours, **conf}
+    for key, sep in (("spark.driver.extraClassPath", os.pathsep),
+                     ("spark.driver.extraJavaOptions", " ")):  # fmt: skip
+        if key in ours and key in conf:  # the caller's, and ours after it
+            settings[key] = f"{conf[key]}{sep}{ours[key]}"
     for key, value in settings.items():
         builder = builder.config(key, value)
     return _started(builder, master)
+
+
+def local_driver(jar_files: list[Path] | None = None) -> tuple[Path | None, Path | None]:
+    """What a local master's driver gets, built the first time: the java.nio file system's
+    jar, and the archive of Spark's classes (class_archive.py) made on that class path."""
+    cache = default_cache_dir()
+    jar = local_fs_jar(cache, pyspark_home() / "jars")
+    class_path = [*(spark_jars() if jar_files is None else jar_files), *([jar] if jar else [])]
+    return jar, ready_archive(cache, class_path)
 
 
 def _started(builder: Any, master: str) -> Any:

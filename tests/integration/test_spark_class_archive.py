@@ -1,0 +1,38 @@
+"""A job's Spark driver on a local master maps the class archive its set-up recorded (the
+tests' set-up records it before any test: conftest `_fill_caches`), and says nothing of it on
+the job's output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+# A session as every zkcdc job starts one; the driver JVM's memory map, read from inside.
+PROBE = """
+import json, sys
+from zkcdc.streaming.job.spark_session import local_driver, session
+spark = session("local[1]", "class-archive-probe")
+try:
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    maps = open(f"/proc/{pid}/maps").read()
+    archive = local_driver()[1]
+    print(json.dumps({"archive": str(archive), "mapped": str(archive) in maps}))
+finally:
+    spark.stop()
+"""
+
+
+def test_a_local_driver_maps_the_recorded_class_archive_quietly() -> None:
+    run = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    found = json.loads(line)
+    assert found["archive"] != "None", "no archive recorded: " + run.stderr[-2000:]
+    assert found["mapped"], found
+    assert "cds" not in run.stdout + run.stderr and "recording" not in run.stderr

@@ -1,0 +1,147 @@
+"""The driver's class archive: recorded once by a training run, renamed into place only after
+that run ends well, never tried again after a failure, named after the Java, pyspark and class
+path it was made on. The training command is a stand-in here (the real one starts Spark: the
+integration test `test_spark_class_archive.py` covers it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zkcdc.streaming.job import class_archive
+from zkcdc.streaming.job.class_archive import (
+    SWITCH_ENV,
+    archive_path,
+    driver_options,
+    ready_archive,
+)
+from zkcdc.streaming.job.spark_jars import pyspark_home
+
+# A stand-in for the training run: counts its runs in RUNS, then writes the archive where the
+# JVM's -XX:ArchiveClassesAtExit would (or fails, or writes nothing, as FAKE_MODE says).
+FAKE = """
+import os, re, sys
+with open(os.environ["RUNS"], "a") as runs:
+    runs.write("run\\n")
+mode = os.environ.get("FAKE_MODE", "ok")
+if mode == "fail":
+    sys.exit("Spark did not start: boom")
+if mode == "ok":
+    target = re.search(r"-XX:ArchiveClassesAtExit=(\\S+)", os.environ["SPARK_SUBMIT_OPTS"])[1]
+    open(target, "wb").write(b"archive")
+"""
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Path]:
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("RUNS", str(runs))
+    monkeypatch.delenv(SWITCH_ENV, raising=False)
+    monkeypatch.delenv(class_archive.TRAINING_ENV, raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    return [sys.executable, "-c", FAKE], runs
+
+
+def _runs(runs: Path) -> int:
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+def test_the_archive_is_recorded_once_and_then_reused(
+    tmp_path: Path, fake: tuple[list[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    command, runs = fake
+    archive = ready_archive(tmp_path / "cache", [], command)
+    assert archive is not None and archive.read_bytes() == b"archive"
+    assert "recording Spark's classes" in capsys.readouterr().err
+    assert ready_archive(tmp_path / "cache", [], command) == archive
+    assert _runs(runs) == 1
+    # Nothing half-written left beside it.
+    assert sorted(p.name for p in archive.parent.iterdir() if not p.name.endswith(".lock")) == [
+        archive.name
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"), [("fail", "Spark did not start: boom"), ("none", "wrote no archive")]
+)
+def test_a_failed_training_leaves_no_archive_and_is_not_run_again(
+    tmp_path: Path, fake: tuple[list[str], Path], monkeypatch: pytest.MonkeyPatch, mode: str,
+    reason: str,
+) -> None:  # fmt: skip
+    command, runs = fake
+    monkeypatch.setenv("FAKE_MODE", mode)
+    assert ready_archive(tmp_path / "cache", [], command) is None
+    failed = list((tmp_path / "cache" / "_build").glob("*.failed"))
+    assert len(failed) == 1 and reason in failed[0].read_text()
+    assert not list((tmp_path / "cache" / "_build").glob("*.jsa*"))
+    assert not list((tmp_path / "cache" / "_build").glob(".*.jsa.*"))
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    assert ready_archive(tmp_path / "cache", [], command) is None
+    assert _runs(runs) == 1
+
+
+def test_switched_off_nothing_is_recorded_or_used(
+    tmp_path: Path, fake: tuple[list[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command, runs = fake
+    assert ready_archive(tmp_path / "cache", [], command) is not None
+    monkeypatch.setenv(SWITCH_ENV, "off")
+    assert ready_archive(tmp_path / "cache", [], command) is None
+    assert ready_archive(tmp_path / "other-cache", [], command) is None
+    assert _runs(runs) == 1
+
+
+def test_a_spark_conf_folder_holding_files_means_no_archive(
+    tmp_path: Path, fake: tuple[list[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark puts that folder on the driver's class path, where Java cannot archive with it."""
+    command, runs = fake
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    assert ready_archive(tmp_path / "cache", [], command) is not None  # empty: fine
+    (conf / "spark-defaults.conf").write_text("spark.ui.enabled false\n")
+    assert ready_archive(tmp_path / "other-cache", [], command) is None
+    assert _runs(runs) == 1
+
+
+def test_another_class_path_names_another_archive(tmp_path: Path) -> None:
+    jar = tmp_path / "extra.jar"
+    jar.write_bytes(b"1")
+    first = archive_path(tmp_path, [jar])
+    assert archive_path(tmp_path, [jar]) == first
+    jar.write_bytes(b"12")  # another build of the jar
+    assert archive_path(tmp_path, [jar]) != first
+    assert archive_path(tmp_path, []) != first
+
+
+def test_a_jvm_that_cannot_use_an_archive_says_nothing_of_it(tmp_path: Path) -> None:
+    """An archive made on another class path is refused in silence (the JVM would otherwise
+    print a warning on a command's own output), and the JVM runs on."""
+    archive = tmp_path / "other.jsa"
+    launcher = next((pyspark_home() / "jars").glob("spark-launcher_*.jar"))
+    subprocess.run(
+        [
+            "java",
+            f"-XX:ArchiveClassesAtExit={archive}",
+            "-cp",
+            str(launcher),
+            "org.apache.spark.launcher.Main",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip  (it fails for want of arguments, and archives)
+    assert archive.exists()
+    loud = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-version"],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert "Unable to use shared archive" in loud.stdout + loud.stderr  # the case is real
+    options = driver_options(archive).split()
+    run = subprocess.run(["java", *options, "-version"], capture_output=True, text=True,
+                         timeout=60, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "archive" not in (run.stdout + run.stderr).lower(), run.stdout + run.stderr
+    assert driver_options(None) == ""
