@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,29 @@ def test_a_migration_phase_that_is_not_kafka_s_is_refused(tmp_path: Path) -> Non
                                        "--until", "halfway"])  # fmt: skip
     assert result.exit_code == 2
     assert "'halfway' is not one of 'controllers', 'dual-write'" in result.output
+
+
+# What each command may leave out: the modules of the commands it is not.
+OTHERS = {
+    "capture": ("zkcdc.stack.", "zkcdc.streaming.job.", "zkcdc.view.", "zkcdc.replay."),
+    "simulate": ("zkcdc.stack.", "zkcdc.streaming.job.", "zkcdc.view.", "zkcdc.replay."),
+    # (the stack fetches Spark's jars too: spark_jars)
+    "stack": ("zkcdc.capture.cli", "zkcdc.streaming.job.alert", "zkcdc.view.", "zkcdc.replay."),
+}
+
+
+@pytest.mark.parametrize("command", sorted(OTHERS))
+def test_a_command_imports_only_what_it_runs(command: str) -> None:
+    """A command's start is its own modules' imports: `zkcdc capture` (started hundreds of
+    times by a test run, and by every supervisor restart) does not import the Spark job's."""
+    probe = (
+        "import sys; from zkcdc.cli import main\n"
+        f"try: main([{command!r}, '--help'])\n"
+        "except SystemExit: pass\n"
+        "print('\\n'.join(m for m in sys.modules if m.startswith('zkcdc.')))"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True)  # fmt: skip
+    loaded = set(run.stdout.split())
+    assert f"zkcdc.{command}.cli" in loaded, sorted(loaded)
+    assert not [m for m in loaded if m.startswith(OTHERS[command])], sorted(loaded)
