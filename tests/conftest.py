@@ -572,7 +572,9 @@ def _fill_caches(items: list[pytest.Item]) -> None:
         from zkcdc.streaming.job.spark_session import local_driver
 
         kafka_libs()
-        local_driver()  # Spark's jars, and the driver's class archive (~70 s, once a machine)
+        # Spark's jars, and the driver's class archive (~60 s, once a venv): recorded by the
+        # first worker here while the others start on their tests without it.
+        local_driver()
     took = time.monotonic() - started
     if took > 5:
         print(f"\ncaches filled in {took:.0f} s (set-up, before any test)", file=sys.stderr)

@@ -90,13 +90,16 @@ def session(
     return _started(builder, master)
 
 
-def local_driver(jar_files: list[Path] | None = None) -> tuple[Path | None, Path | None]:
+def local_driver(
+    jar_files: list[Path] | None = None, wait: bool = False
+) -> tuple[Path | None, Path | None]:
     """What a local master's driver gets, built the first time: the java.nio file system's
-    jar, and the archive of Spark's classes (class_archive.py) made on that class path."""
+    jar, and the archive of Spark's classes (class_archive.py) made on that class path (None
+    while another process records it, unless `wait`)."""
     cache = default_cache_dir()
     jar = local_fs_jar(cache, pyspark_home() / "jars")
     class_path = [*(spark_jars() if jar_files is None else jar_files), *([jar] if jar else [])]
-    return jar, ready_archive(cache, class_path)
+    return jar, ready_archive(cache, class_path, wait=wait)
 
 
 def _started(builder: Any, master: str) -> Any:

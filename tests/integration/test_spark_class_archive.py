@@ -1,6 +1,6 @@
-"""A job's Spark driver on a local master maps the class archive its set-up recorded (the
-tests' set-up records it before any test: conftest `_fill_caches`), and says nothing of it on
-the job's output."""
+"""A job's Spark driver on a local master maps the class archive recorded for its class path
+(the tests' set-up records it: conftest `_fill_caches`), and says nothing of it on the job's
+output."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from zkcdc.streaming.job.spark_session import local_driver
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +30,8 @@ finally:
 
 
 def test_a_local_driver_maps_the_recorded_class_archive_quietly() -> None:
+    # Recorded by a worker's set-up, maybe still under way (a job would not wait; this does).
+    assert local_driver(wait=True)[1] is not None, "no class archive could be recorded"
     run = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                          timeout=300, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]

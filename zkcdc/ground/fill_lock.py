@@ -21,3 +21,20 @@ def filling(folder: Path, name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def filling_unless_taken(folder: Path, name: str) -> Iterator[bool]:
+    """The same lock, not waited for: True when this process holds it, False when another is
+    filling the cache already (the caller goes on without what is being filled)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f".{name}.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

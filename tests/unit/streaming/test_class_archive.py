@@ -83,6 +83,29 @@ def test_a_failed_training_leaves_no_archive_and_is_not_run_again(
     assert _runs(runs) == 1
 
 
+def test_a_job_does_not_wait_while_another_process_records_it(
+    tmp_path: Path, fake: tuple[list[str], Path]
+) -> None:
+    """A job that starts while another records the archive starts at once, without it (the
+    recording takes a minute); the next one after it maps it."""
+    command, runs = fake
+    path = archive_path(tmp_path / "cache", [])
+    holder = subprocess.Popen(  # another process, recording: holds the lock
+        [sys.executable, "-c", "import sys, pathlib; from zkcdc.ground.fill_lock import filling\n"
+         f"with filling(pathlib.Path({str(path.parent)!r}), {path.stem!r}):\n"
+         "    print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert ready_archive(tmp_path / "cache", [], command) is None
+        assert _runs(runs) == 0
+    finally:
+        holder.communicate("", timeout=30)
+    assert ready_archive(tmp_path / "cache", [], command) == path
+    assert _runs(runs) == 1
+
+
 def test_switched_off_nothing_is_recorded_or_used(
     tmp_path: Path, fake: tuple[list[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
