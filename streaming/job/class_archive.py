@@ -34,6 +34,9 @@ SWITCH_ENV = "ZKCDC_SPARK_CLASS_ARCHIVE"  # "off": neither record nor use one
 TRAINING_ENV = "ZKCDC_SPARK_CLASS_ARCHIVE_TRAINING"  # set in the training run itself
 QUIET = "-Xlog:cds*=off"  # a JVM refusing an archive otherwise says so on stdout
 TRAINING_TIMEOUT_S = 600.0
+# Archives kept (each ~170 MB, one a venv: a fresh clone's venv records its own); the oldest
+# go. A JVM mapping one that goes keeps it until it ends; its venv records it again once.
+ARCHIVES_KEPT = 3
 # The training run (a replay of a made-up log through the rules) lives with the replays: a
 # module above this package, so named, not imported.
 TRAINING_COMMAND = (sys.executable, "-m", "zkcdc.replay.class_archive_training")
@@ -131,6 +134,7 @@ def _record(path: Path, failed: Path, command: Sequence[str]) -> Path | None:
         reason = str(exc)
     if not reason and partial.exists() and partial.stat().st_size > 0:
         os.replace(partial, path)
+        _prune(path.parent)
         log.info("spark class archive recorded", path=str(path),
                  seconds=round(time.monotonic() - started, 1))  # fmt: skip
         return path
@@ -141,3 +145,17 @@ def _record(path: Path, failed: Path, command: Sequence[str]) -> Path | None:
     with contextlib.suppress(OSError):
         failed.write_text(reason + "\n")  # not tried again for this Java and Spark
     return None
+
+
+def _prune(folder: Path) -> None:
+    archives = sorted(folder.glob("spark-driver-classes-*.jsa"), key=_mtime, reverse=True)
+    for old in archives[ARCHIVES_KEPT:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -5,6 +5,7 @@ integration test `test_spark_class_archive.py` covers it)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,25 @@ def test_a_job_does_not_wait_while_another_process_records_it(
         holder.communicate("", timeout=30)
     assert ready_archive(tmp_path / "cache", [], command) == path
     assert _runs(runs) == 1
+
+
+def test_only_the_newest_archives_are_kept(
+    tmp_path: Path, fake: tuple[list[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh clone's venv records an archive of its own (~170 MB): older ones go."""
+    command, _ = fake
+    build = tmp_path / "cache" / "_build"
+    build.mkdir(parents=True)
+    for age in range(5):
+        old = build / f"spark-driver-classes-old{age}.jsa"
+        old.write_bytes(b"old")
+        os.utime(old, (1_000_000 - age, 1_000_000 - age))
+    recorded = ready_archive(tmp_path / "cache", [], command)
+    kept = sorted(p.name for p in build.glob("*.jsa"))
+    assert recorded is not None and recorded.name in kept
+    assert len(kept) == class_archive.ARCHIVES_KEPT
+    assert kept == sorted([recorded.name, "spark-driver-classes-old0.jsa",
+                           "spark-driver-classes-old1.jsa"])  # fmt: skip
 
 
 def test_switched_off_nothing_is_recorded_or_used(
