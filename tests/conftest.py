@@ -115,10 +115,13 @@ TEST_SPARK_DEFAULTS = (
 )
 os.environ.setdefault("ZKCDC_STACK_JAVA_OPTIONS", json.dumps(list(TEST_JAVA_OPTIONS)))
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(TEST_JAVA_OPTIONS))  # standalone's
-if TEST_JAVA_OPTIONS[0] not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-        [os.environ.get("SPARK_SUBMIT_OPTS", ""), *TEST_JAVA_OPTIONS, *TEST_SPARK_DEFAULTS]
-    ).strip()
+_submit_opts = os.environ.get("SPARK_SUBMIT_OPTS", "").split()
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+    [
+        *_submit_opts,
+        *(o for o in (*TEST_JAVA_OPTIONS, *TEST_SPARK_DEFAULTS) if o not in _submit_opts),
+    ]
+)
 
 # The usual umask, whatever the machine's: zkcdc's own tightening is what the file-mode tests
 # prove, so a strict CI umask must not make them pass for it.

@@ -1,13 +1,13 @@
-"""A class-data-sharing archive of the Spark driver's classes (Java's AppCDS), recorded once per
-machine and Spark, so a job's driver maps Spark's classes instead of loading, parsing and
+"""A class-data-sharing archive of the Spark driver's classes (Java's AppCDS), recorded once for
+each Java, pyspark and driver class path (a venv), so a job's driver maps Spark's classes instead of loading, parsing and
 verifying ~15,000 of them from jars at each start. Measured on this project's 2-core machine
 (2026-11-28, a local[2] session and one small query): 30 CPU-s and 17.5 s before, 18 CPU-s and
 11 s with it; with C1 alone (the tests' JVMs) 18.5 CPU-s and 15 s before, 10 and 7.7 s with it.
 
 The archive is made by a training run of the alert job (`zkcdc.replay.class_archive_training`)
-over a small event log it writes, on a local master, with `-XX:ArchiveClassesAtExit`; a JVM writes it when it
-exits, so it is written to a temporary name and renamed only after a clean exit (a cut-short
-archive crashes the JVM that maps it). A JVM that cannot use the archive (another Java, other
+over a small event log it writes, on a local master, with `-XX:ArchiveClassesAtExit`; a JVM
+writes it when it exits, so it is written to a temporary name and renamed only after a clean
+exit (a cut-short archive crashes the JVM that maps it). A JVM that cannot use the archive (another Java, other
 jars) says nothing and loads its classes as before: its `cds` log is switched off."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zkcdc.ground import logs
-from zkcdc.ground.fill_lock import filling, filling_unless_taken
+from zkcdc.ground.fill_lock import filling
 
 log = logs.get("zkcdc.stream")
 
@@ -104,12 +104,7 @@ def ready_archive(
         return None
     if not os.access(path.parent, os.W_OK):  # a read-only cache (an image's): as before
         return None
-    if wait:
-        with filling(path.parent, path.stem):
-            if path.exists() or failed.exists():
-                return path if path.exists() else None
-            return _record(path, failed, command)
-    with filling_unless_taken(path.parent, path.stem) as ours:
+    with filling(path.parent, path.stem, wait=wait) as ours:
         if not ours or path.exists() or failed.exists():
             return path if path.exists() else None
         return _record(path, failed, command)
@@ -120,9 +115,9 @@ def _record(path: Path, failed: Path, command: Sequence[str]) -> Path | None:
           file=sys.stderr, flush=True)  # fmt: skip
     started = time.monotonic()
     partial = path.with_name(f".{path.name}.{os.getpid()}")
-    # The caller's Java options left out (the tests' C1 alone): the archive serves every job.
     env = {**os.environ, TRAINING_ENV: "1"}
-    # C1 alone: the archive holds classes, not compiled code, and the run is ~1/3 cheaper.
+    # The caller's Java options left out (the archive serves every job); C1 alone: an archive
+    # holds classes, not compiled code, and the run is ~1/3 cheaper.
     env["SPARK_SUBMIT_OPTS"] = f"-XX:ArchiveClassesAtExit={partial} -XX:TieredStopAtLevel=1 {QUIET}"
     try:
         run = subprocess.run(

@@ -10,27 +10,16 @@ from pathlib import Path
 
 
 @contextmanager
-def filling(folder: Path, name: str) -> Iterator[None]:
-    """Holds `<folder>/.<name>.lock` exclusively (blocking) while the body fills the cache.
+def filling(folder: Path, name: str, wait: bool = True) -> Iterator[bool]:
+    """Holds `<folder>/.<name>.lock` exclusively while the body fills the cache, and yields True.
     The caller checks the cache again inside: another process may have filled it meanwhile.
-    The kernel drops the lock when its holder dies, so a killed fill never blocks the next."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f".{name}.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextmanager
-def filling_unless_taken(folder: Path, name: str) -> Iterator[bool]:
-    """The same lock, not waited for: True when this process holds it, False when another is
-    filling the cache already (the caller goes on without what is being filled)."""
+    The kernel drops the lock when its holder dies, so a killed fill never blocks the next.
+    `wait=False`: yields False at once when another process holds it (the caller goes on
+    without what is being filled)."""
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / f".{name}.lock").open("a") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
