@@ -157,12 +157,15 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     connect, daemon = captured_simulation(
         cluster, zk_chroot, start_capture, changes_topic, "standalone"
     )
-    run = simulate("run", "controller-failover", "--zookeeper", connect)
+    # --hold: the new controller's znode is an ephemeral of the run's sessions; closed at once,
+    # it can be gone before a loaded capture reads it (CI: the failover recorded as two deletes).
+    run = simulate("run", "controller-failover", "--zookeeper", connect, "--hold", "2")
     assert run.returncode == 0, run.stderr
     changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
-    # The new controller's own znode too: watch mode may record the epoch before it, and a
-    # capture stopped in between would leave the failover without its election.
-    changes_topic.wait_event("CONTROLLER_ELECTED")
+    # The failover's own election, after the run's first one: watch mode may record the epoch
+    # before it, and a capture stopped in between would leave the failover without it.
+    first = changes_topic.wait_event("CONTROLLER_ELECTED")
+    changes_topic.wait_event("CONTROLLER_ELECTED", after_seq=first["_seq"])
     assert daemon.stop() == 0  # both runs below read the same records
 
     port = free_port_block(2)  # in this worker's port range, as the stacks' ports are
