@@ -14,18 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import fastavro
-
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery import log_blocks
 from zkcdc.capture.delivery.log_blocks import Damage as Damage
 from zkcdc.capture.delivery.log_blocks import reason_of
-from zkcdc.capture.encoding.avro_codec import load_schema, schema_json
+from zkcdc.capture.encoding import compiled_schema
+from zkcdc.capture.encoding.avro_codec import schema_json
 from zkcdc.capture.encoding.avro_encoder import compile_encoder, write_long
-from zkcdc.capture.encoding.avro_spans import compile_splitter
 from zkcdc.capture.errors import CaptureError
 from zkcdc.ground.private_files import fsync_directory, safe_name
-from zkcdc.ground.schema_files import current_schema
 
 SUFFIX = ".avro"
 MAGIC = b"Obj\x01"
@@ -115,7 +112,7 @@ class EventLogWriter:
         self.max_age_s = max_age_s
         self.fsync = fsync
         self._now = now
-        self._encode = compile_encoder(load_schema(), sized_arrays=True)
+        self._encode = compiled_schema.sized_encoder(compiled_schema.current_text())
         # The container header's metadata, an Avro map<bytes>: the same for every file.
         self._header_meta = compile_encoder({"type": "map", "values": "bytes"})(
             log_blocks.header_metadata(json.dumps(schema_json()).encode(), CODEC)
@@ -236,8 +233,9 @@ def scan_blocks(path: Path) -> BlockScan:
     split into its records (what replay reads), so one that does not hold what its header
     counts is found here too."""
     records, damaged = 0, list[Damage]()
-    split = compile_splitter(schema_json(), ("seq",))
-    current = json.dumps(schema_json())
+    text = compiled_schema.current_text()
+    split = compiled_schema.splitter(text, ("seq",))
+    current = compiled_schema.normalized(text)
     for file in log_files(path):
         for number, block, metadata in log_blocks.blocks(file, damaged.append):
             if _same_schema(metadata, current):
@@ -252,8 +250,8 @@ def scan_blocks(path: Path) -> BlockScan:
 
 def _same_schema(metadata: dict[str, Any], current: str) -> bool:
     try:
-        return json.dumps(json.loads(metadata["avro.schema"])) == current
-    except (KeyError, ValueError):
+        return compiled_schema.normalized(metadata["avro.schema"]) == current
+    except (KeyError, ValueError, TypeError):
         return False
 
 
@@ -271,7 +269,7 @@ def read_records(
 
     # Read into today's schema: a file of an older (or newer, compatible) release gets the
     # fields it lacks at their defaults (avro/README.md).
-    reader = fastavro.parse_schema(current_schema("ChangeRecord"), named_schemas={})
+    reader = compiled_schema.parsed(compiled_schema.current_text())
     for file in log_files(path):
         for number, block, _ in log_blocks.blocks(file, damaged, reader):
             try:
@@ -302,10 +300,10 @@ def read_spans(path: Path, on_damage: Callable[[Damage], None]) -> Iterator[list
     schema are split off the block as they are (the splitter jumps over events written as
     sized blocks, and walks those of older files); a file of another schema version is decoded
     into the current one and encoded again."""
-    schema, parsed = schema_json(), load_schema()
-    current = json.dumps(schema)
-    split = compile_splitter(schema, _SPAN_FIELDS)
-    encode = compile_encoder(parsed, sized_arrays=True)
+    text = compiled_schema.current_text()
+    parsed, current = compiled_schema.parsed(text), compiled_schema.normalized(text)
+    split = compiled_schema.splitter(text, _SPAN_FIELDS)
+    encode = compiled_schema.sized_encoder(text)
     for file in log_files(path):
         for number, block, metadata in log_blocks.blocks(file, on_damage, parsed):
             try:

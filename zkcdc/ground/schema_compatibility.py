@@ -8,7 +8,9 @@ may miss a case (a union branch, a new symbol); the rules do not."""
 
 from __future__ import annotations
 
+import functools
 import io
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -37,22 +39,33 @@ def read_problems(
     """Records of `writer`'s schema that a reader holding `reader` cannot read."""
     written = fastavro.parse_schema(writer, named_schemas={})
     read = fastavro.parse_schema(reader, named_schemas={})
-    state = random.getstate()
-    random.seed(seed)  # the same sample records every run: a failure reproduces
-    try:
-        records = list(generate_many(written, samples))
-    finally:
-        random.setstate(state)
-    for record in records:
-        buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, written, record)
-        buffer.seek(0)
+    for data in _sample_records(json.dumps(writer, sort_keys=True), samples, seed):
         try:
-            fastavro.schemaless_reader(buffer, written, read)
+            fastavro.schemaless_reader(io.BytesIO(data), written, read)
         except Exception as exc:  # fastavro's resolution errors have no common base
             return [f"a reader of the {names[1]} version cannot read a record written with the "
                     f"{names[0]} one: {exc}"]  # fmt: skip
     return []
+
+
+@functools.lru_cache(maxsize=32)
+def _sample_records(writer_text: str, samples: int, seed: int) -> tuple[bytes, ...]:
+    """`samples` random records of a schema, encoded: the same ones every run (a failure
+    reproduces), and made once a process for each schema. Making them is most of a check's
+    time (~7 s for 300 change records), and each version is the writer against every other."""
+    written = fastavro.parse_schema(json.loads(writer_text), named_schemas={})
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        records = list(generate_many(written, samples))
+    finally:
+        random.setstate(state)
+    out = []
+    for record in records:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, written, record)
+        out.append(buffer.getvalue())
+    return tuple(out)
 
 
 def contract_problems(older: Any, newer: Any) -> list[str]:

@@ -117,15 +117,22 @@ def test_a_torn_or_garbled_tail_keeps_every_whole_block_before_it(
         assert damage
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
-@given(position=st.integers(min_value=0), value=st.integers(min_value=0, max_value=255))
-def test_an_older_null_codec_log_with_any_byte_changed_never_stops_a_reader(
-    tmp_path: Path, position: int, value: int
-) -> None:
+@pytest.fixture(scope="module")
+def older_log() -> tuple[bytes, list[dict[str, Any]]]:
+    """A log as releases before the checksummed blocks wrote it: codec null, no digest."""
     buffer = io.BytesIO()
     written = [_record(seq) for seq in range(1, 21)]
     fastavro.writer(buffer, load_schema(), written, codec="null", sync_interval=200)
-    data = bytearray(buffer.getvalue())
+    return buffer.getvalue(), written
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(position=st.integers(min_value=0), value=st.integers(min_value=0, max_value=255))
+def test_an_older_null_codec_log_with_any_byte_changed_never_stops_a_reader(
+    older_log: Any, tmp_path: Path, position: int, value: int
+) -> None:
+    pristine_data, written = older_log
+    data = bytearray(pristine_data)
     data[position % len(data)] = value  # a union index, a length, a sync byte: anything
     records, damage = _read(bytes(data), tmp_path / f"n{position}-{value}")
     assert len(records) <= len(written)
