@@ -17,6 +17,7 @@ from typing import Any
 
 import fastavro
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "avro" / "ChangeRecord.avsc"
@@ -80,6 +81,8 @@ class TopicReader:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
+        self._bootstrap = bootstrap
+        self._admin: AdminClient | None = None  # for the topic's ends, made when first asked
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -110,7 +113,14 @@ class TopicReader:
                 [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions]
             )
             self._assigned = True
-        for message in self._consumer.consume(max_messages, 0.5):
+        # Up to half a second for the first message, then 50 ms for the rest of its burst:
+        # consume(n, 0.5) alone waits out the half second unless n messages come, and the
+        # suite polls thousands of times (50 ms, not 0: a caller's loop over a steady stream
+        # rescans what it holds at most ~20 times a second).
+        first = self._consumer.poll(0.5)
+        if first is None:
+            return
+        for message in [first, *self._consumer.consume(max_messages - 1, 0.05)]:
             error = message.error()
             if error is None:
                 self.take(message)
@@ -118,12 +128,18 @@ class TopicReader:
                 self._eof[message.partition() or 0] = message.offset() or 0
 
     def ends(self) -> dict[int, int]:
-        """Each partition's high watermark now (the offset the next message will get)."""
+        """Each partition's high watermark now (the offset the next message will get), in one
+        admin request: the consumer's get_watermark_offsets waits behind its long-polling
+        fetch (fetch.wait.max.ms, 500 ms) partition by partition, ~2.5 s for six."""
         metadata = self._consumer.list_topics(self.topic, timeout=10)
-        return {
-            p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+        wanted = {
+            TopicPartition(self.topic, p): OffsetSpec.latest()
             for p in metadata.topics[self.topic].partitions
         }
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self._bootstrap, "log_level": 2})
+        futures = self._admin.list_offsets(wanted, request_timeout=10)
+        return {tp.partition: future.result().offset for tp, future in futures.items()}
 
     def read_to_end(self, timeout_s: float = 60) -> None:
         """Everything the topic holds now, up to each partition's high watermark: once its
@@ -131,11 +147,11 @@ class TopicReader:
         deadline = time.monotonic() + timeout_s
         self.poll()
         while self._assigned:
+            ends = self.ends()
             behind = []
             for p in self._consumer.assignment():
-                end = self._consumer.get_watermark_offsets(p, timeout=10)[1]
                 (at,) = self._consumer.position([TopicPartition(self.topic, p.partition)])
-                if end > max(at.offset, self._eof.get(p.partition, 0), 0):
+                if ends[p.partition] > max(at.offset, self._eof.get(p.partition, 0), 0):
                     behind.append(p.partition)
             if not behind:
                 return

@@ -90,14 +90,14 @@ def test_alerts_tail_and_a_webhook_down_through_an_incident_see_every_alert_of_i
 
     raised = _ids(alerts.alerts)
     everything = _ids(_tail(cluster.bootstrap_servers, alerts.topic))
-    alerts.poll(1000)
+    alerts.read_to_end()
     assert len(set(everything)) == len(everything)
     assert set(raised) <= set(everything) <= set(_ids(alerts.alerts))
     resolved = _tail(cluster.bootstrap_servers, alerts.topic, "--rule", "under_replicated",
                      "--status", "RESOLVED", "--cluster", "consumers")  # fmt: skip
     assert resolved and all(a["rule"] == "under_replicated" and a["status"] == "RESOLVED"
                             for a in resolved)  # fmt: skip
-    alerts.poll(1000)
+    alerts.read_to_end()
     urp_resolved = {
         i for i in _ids(alerts.alerts) if i[1] == "RESOLVED" and ":under_replicated:" in i[0]
     }

@@ -254,7 +254,7 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
     wait_until(lambda: job_read_to(Path(checkpoint), changes_topic.topic, ends), 300,
                what="the restarted job to read the topic to its end")  # fmt: skip
     assert second.stop() == 0, second.tail()
-    alerts.poll()
+    alerts.read_to_end()
     written = state_store_writes(Path(checkpoint))  # the killed layout's two tasks' stores
     assert sorted(written) == ["0", "1"] and all(written.values()), written
     # The dead letter went through the sharded stage once (not once per shard), kill or not
