@@ -7,7 +7,6 @@ power loss leaves at most a torn last block, which readers report and skip."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from zkcdc.capture.delivery import log_blocks
 from zkcdc.capture.delivery.log_blocks import Damage as Damage
 from zkcdc.capture.delivery.log_blocks import reason_of
 from zkcdc.capture.encoding import compiled_schema
-from zkcdc.capture.encoding.avro_codec import schema_json
 from zkcdc.capture.encoding.avro_encoder import compile_encoder, write_long
 from zkcdc.capture.errors import CaptureError
 from zkcdc.ground.private_files import fsync_directory, safe_name
@@ -112,10 +110,11 @@ class EventLogWriter:
         self.max_age_s = max_age_s
         self.fsync = fsync
         self._now = now
-        self._encode = compiled_schema.sized_encoder(compiled_schema.current_text())
+        text = compiled_schema.current_text()
+        self._encode = compiled_schema.sized_encoder(text)
         # The container header's metadata, an Avro map<bytes>: the same for every file.
         self._header_meta = compile_encoder({"type": "map", "values": "bytes"})(
-            log_blocks.header_metadata(json.dumps(schema_json()).encode(), CODEC)
+            log_blocks.header_metadata(compiled_schema.normalized(text).encode(), CODEC)
         )
         self._fd: int | None = None
         self._path: Path | None = None

@@ -19,11 +19,12 @@ import fastavro
 
 from zkcdc.capture.encoding.avro_encoder import compile_encoder
 from zkcdc.capture.encoding.avro_spans import Split, compile_splitter
-from zkcdc.ground.schema_files import schema_dir
+from zkcdc.ground import schema_files
 
 
-def current_text(name: str = "ChangeRecord") -> str:
-    return (schema_dir() / f"{name}.avsc").read_text()
+def current_text() -> str:
+    """The current ChangeRecord schema's text: what the functions below are keyed by."""
+    return schema_files.current_text("ChangeRecord")
 
 
 @functools.lru_cache(maxsize=8)
@@ -46,6 +47,6 @@ def sized_encoder(text: str) -> Callable[[Any], bytes]:
 
 @functools.lru_cache(maxsize=64)
 def normalized(schema_text: str) -> str:
-    """A schema's text as `json.dumps` writes it: a log block's header against the current
-    schema (every block of a file carries the same header text)."""
+    """A schema's text as `json.dumps` writes it: what a log file's header holds, and a
+    block's header compared with the current schema (a file's blocks share one text)."""
     return json.dumps(json.loads(schema_text))

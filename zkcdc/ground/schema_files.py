@@ -32,5 +32,10 @@ def released_versions(name: str) -> list[tuple[int, dict[str, Any]]]:
     return sorted(found, key=lambda version: version[0])
 
 
+def current_text(name: str) -> str:
+    """`avro/<name>.avsc` as the file holds it."""
+    return (schema_dir() / f"{name}.avsc").read_text()
+
+
 def current_schema(name: str) -> Any:
-    return json.loads((schema_dir() / f"{name}.avsc").read_text())
+    return json.loads(current_text(name))
