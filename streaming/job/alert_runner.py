@@ -43,6 +43,15 @@ log = structlog.get_logger("zkcdc.stream")
 # 813 ms, warm) than at 100 ms. An idle look is one offsets request to Kafka (~10 ms).
 TRIGGER_MS = 100
 
+# Spark gives a Python worker that it starts itself (not through its daemon) 10 s to connect
+# back, a figure fixed in its code (PythonWorkerFactory.createSimpleWorker). With --shards,
+# transformWithStateInPandas starts one on the driver as each run of the query plans its first
+# micro-batch, and on a machine under load it can take longer (CI, 2026-11-28: the job ended
+# though nothing was wrong). The query then starts again from its checkpoint, which loses and
+# doubles nothing (the sink ledger), a few times before the job gives up.
+WORKER_START_FAILURE = "Python worker failed to connect back"
+WORKER_START_RESTARTS = 3
+
 
 @dataclass(frozen=True)
 class AlertJobOptions:
@@ -123,7 +132,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         )
         queries.append((writer.start(), call))
         metrics.started(True)
-        watch(queries, options.available_now, stop)
+        keep_running(writer, queries, options.available_now, stop)
         if options.state_out is not None:
             write_state(options.state_out, delivery.final_state)
     finally:
@@ -145,19 +154,49 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             raise_query_error(query, call)
 
 
-def watch(queries: list[tuple[Any, BatchCall]], available_now: bool, stop: threading.Event) -> None:
-    """Until stopped (or a bounded run's end): progress logged, a failed query raised."""
+def keep_running(
+    writer: Any, queries: list[tuple[Any, BatchCall]], available_now: bool, stop: threading.Event
+) -> None:
+    """Watches the query; starts it again where only a Python worker's start failed it."""
+    restarts = 0
+    while (failed := watch(queries, available_now, stop)) is not None:
+        query, call = failed
+        if (
+            stop.is_set() or restarts == WORKER_START_RESTARTS
+            or not worker_start_failed(query, call)
+        ):  # fmt: skip
+            raise_query_error(query, call)
+        restarts += 1
+        log.warning(
+            "streaming query restarted from its checkpoint",
+            reason="a Python worker did not connect back within Spark's 10 s",
+            restart=restarts, of=WORKER_START_RESTARTS,
+        )  # fmt: skip
+        queries[0] = (writer.start(), call)
+
+
+def watch(
+    queries: list[tuple[Any, BatchCall]], available_now: bool, stop: threading.Event
+) -> tuple[Any, BatchCall] | None:
+    """Until stopped, a query failed (returned) or a bounded run's end: progress logged."""
     reported = -1
     first = queries[0][0]
-    while not stop.is_set():
-        if available_now and not first.isActive:
-            break
-        for query, call in queries:
-            if query.exception() is not None:
-                raise_query_error(query, call)
+    while not stop.is_set() and not (available_now and not first.isActive):
+        if (failed := failed_query(queries)) is not None:
+            return failed
         reported = report_progress(first, reported)
         stop.wait(0.5)
     report_progress(first, reported)
+    return failed_query(queries)
+
+
+def failed_query(queries: list[tuple[Any, BatchCall]]) -> tuple[Any, BatchCall] | None:
+    return next(((q, c) for q, c in queries if q.exception() is not None), None)
+
+
+def worker_start_failed(query: Any, call: BatchCall) -> bool:
+    """Whether the query ended only because a Python worker was slow to start (above)."""
+    return call.error is None and WORKER_START_FAILURE in str(query.exception())
 
 
 def write_state(path: Path, state: dict[str, str | None]) -> None:
