@@ -149,9 +149,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         if server is not None:
             server.shutdown()
             server.server_close()
-    for query, call in queries:
-        if query.exception() is not None:
-            raise_query_error(query, call)
+    if (failed := failed_query(queries)) is not None:
+        raise_query_error(*failed)
 
 
 def keep_running(

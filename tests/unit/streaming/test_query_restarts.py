@@ -43,11 +43,14 @@ class Writer:
         return EndedQuery(self.failures[self.started])
 
 
-def run(writer: Writer, error: Exception | None = None) -> None:
+def run(writer: Writer, error: Exception | None = None, stopped: bool = False) -> None:
     call = BatchCall(None, (), lambda batch, batch_id: None)  # type: ignore[arg-type]
     call.error = error
     queries: list[tuple[Any, BatchCall]] = [(EndedQuery(writer.failures[0]), call)]
-    keep_running(writer, queries, True, threading.Event())
+    stop = threading.Event()
+    if stopped:
+        stop.set()
+    keep_running(writer, queries, not stopped, stop)
 
 
 def test_a_query_a_slow_worker_ended_starts_again_until_it_runs() -> None:
@@ -76,9 +79,6 @@ def test_any_other_failure_ends_the_job_without_a_restart() -> None:
 
 def test_a_job_being_stopped_does_not_start_its_query_again() -> None:
     writer = Writer([SLOW_WORKER, None])
-    stop = threading.Event()
-    stop.set()
-    call = BatchCall(None, (), lambda batch, batch_id: None)  # type: ignore[arg-type]
     with pytest.raises(StreamingError, match="Python worker failed to connect back"):
-        keep_running(writer, [(EndedQuery(SLOW_WORKER), call)], False, stop)
+        run(writer, stopped=True)
     assert writer.started == 0
