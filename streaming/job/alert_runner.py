@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
@@ -35,7 +34,7 @@ from zkcdc.streaming.sinks.dead_letter_topic import DeadLetterTopic
 from zkcdc.streaming.sinks.ledger import BatchLedger
 from zkcdc.streaming.state.state_topic import StateTopicSink
 
-log = structlog.get_logger("zkcdc.stream")
+log = logs.get("zkcdc.stream")
 
 
 # How often the job looks for new records. A record waits for the next look, then for the
