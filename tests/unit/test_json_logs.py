@@ -3,6 +3,7 @@ libraries' records, whatever the values; and a command's start does not pay for 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import json
@@ -21,10 +22,9 @@ from pydantic import SecretStr
 from zkcdc.ground import logs
 
 
-@pytest.fixture
-def written() -> Iterator[tuple[str, io.StringIO]]:
-    """A logger name of this test's own whose records go, formatted, to a buffer."""
-    name = f"zkcdc.test.{uuid.uuid4().hex[:8]}"
+@contextlib.contextmanager
+def formatted_to_buffer(name: str) -> Iterator[io.StringIO]:
+    """The records of logger `name`, at INFO and up, formatted into a buffer (and not passed on)."""
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(logs.JsonLines())
@@ -32,8 +32,18 @@ def written() -> Iterator[tuple[str, io.StringIO]]:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    yield name, out
-    logger.removeHandler(handler)
+    try:
+        yield out
+    finally:
+        logger.removeHandler(handler)
+
+
+@pytest.fixture
+def written() -> Iterator[tuple[str, io.StringIO]]:
+    """A logger name of this test's own whose records go, formatted, to a buffer."""
+    name = f"zkcdc.test.{uuid.uuid4().hex[:8]}"
+    with formatted_to_buffer(name) as out:
+        yield name, out
 
 
 def lines(out: io.StringIO) -> list[dict[str, object]]:
@@ -109,18 +119,9 @@ values = scalars | st.lists(scalars, max_size=3) | st.dictionaries(st.text(), sc
 
 @given(event=st.text(), fields=st.dictionaries(st.text(), values, max_size=3))
 def test_any_event_and_fields_make_exactly_one_line_that_reads_back(event, fields):
-    name = "zkcdc.test.fuzz"
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logs.JsonLines())
-    logger = logging.getLogger(name)
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    try:
+    name = "zkcdc.test.fuzz"  # hypothesis runs the examples in one call: no per-test fixture
+    with formatted_to_buffer(name) as out:
         logs.get(name).info(event, **fields)
-    finally:
-        logger.removeHandler(handler)
     (line,) = lines(out)
     assert line["event"] == event and line["logger"] == name
 

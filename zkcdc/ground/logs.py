@@ -61,8 +61,6 @@ class JsonLines(logging.Formatter):
         line["timestamp"] = stamp.isoformat().replace("+00:00", "Z")
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        elif record.exc_text:
-            line["exception"] = record.exc_text
         # A value JSON has no form for (a path, a secret) goes as its repr: SecretStr's is masked.
         return json.dumps(line, default=repr)
 
