@@ -255,7 +255,12 @@ class CaptureRunner:
         stopped while Kafka did not answer."""
 
         def make() -> None:
-            self._outlet = RecordOutlet(self.settings, cluster, self.metrics, self._now)
+            try:
+                self._outlet = RecordOutlet(self.settings, cluster, self.metrics, self._now)
+            except TransactionsNotReady as exc:
+                # Said each time: a term can wait minutes here while the brokers come back.
+                log.warning("the term's producer is not ready yet: trying again", reason=str(exc))
+                raise
 
         try:
             retried(make, TransactionsNotReady, None, self._pause, self._stop.is_set)

@@ -75,6 +75,29 @@ class CaptureProcess:
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
+    def report(self, lines: int = 80) -> str:
+        """The log's end for a failure's report, with each run of librdkafka's lines cut to its
+        first and a count: while brokers are down it writes thousands of "connect failed", and
+        the last 80 lines of stop 48's CI failure held none of the daemon's own."""
+        return "\n".join(collapsed_library_runs(self.log_file.read_text(errors="replace"))[-lines:])
+
+
+def collapsed_library_runs(text: str, library: str = '"logger": "zkcdc.librdkafka') -> list[str]:
+    out: list[str] = []
+    run = 0
+    for line in [*text.splitlines(), ""]:
+        if library in line:
+            if run == 0:
+                out.append(line)
+            run += 1
+            continue
+        if run > 1:
+            out.append(f"[... {run - 1} more librdkafka lines]")
+        run = 0
+        if line:
+            out.append(line)
+    return out
+
 
 class TopicReader:
     """A topic read from the beginning by a consumer of its own; `take` keeps each message."""

@@ -286,7 +286,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # First: the daemons' own logs say what went wrong; a long report is cut in its middle.
         item.stash[SHOWN_KEY] = True
         for n, process in enumerate(captures):
-            report.sections.insert(n, (f"capture log {process.log_file.name}", process.tail(80)))
+            report.sections.insert(n, (f"capture log {process.log_file.name}", process.report()))
     backend = getattr(item, "funcargs", {}).get("cluster") or item.config.stash.get(
         BACKEND_KEY, None
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -37,6 +38,10 @@ from zkcdc.ground.kafka_connection import KafkaConnection
 log = logs.get("zkcdc.capture")
 
 SEQ_HEADER = "zkcdc.seq"
+# What produce() says of a topic a restarted broker does not know yet (see `_hand_over`).
+NOT_KNOWN_YET = frozenset(
+    {KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
 # A commit goes through in a second or two once the brokers answer; this long, it is stuck.
 STALLED_S = 15.0
 CLUSTER_HEADER = "zkcdc.cluster"
@@ -81,6 +86,13 @@ def headers_for(cluster: str, seq: int) -> list[tuple[str, str | bytes | None]]:
     return [(SEQ_HEADER, str(seq).encode()), (CLUSTER_HEADER, cluster.encode())]
 
 
+def _close(producer: Any) -> None:
+    with warnings.catch_warnings(), contextlib.suppress(KafkaException, RuntimeError):
+        # "abort_transaction failed during close": there was none to abort.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        producer.close()
+
+
 def _ack_note(record: dict[str, Any]) -> dict[str, Any]:
     # Held until the ack (by librdkafka, up to its queue's 100,000 messages): a few fields,
     # not the record with its images.
@@ -113,7 +125,13 @@ class Publisher:
         self.client = self._producer  # for metadata: a producer never auto-creates a topic
         self._txn: Transaction | None = None
         if transactional_id is not None:
-            transactions.start(self._producer, transactional_id, start_timeout_s)
+            try:
+                transactions.start(self._producer, transactional_id, start_timeout_s)
+            except DeliveryError:
+                # Closed, not left to the collector: a producer whose init timed out goes on
+                # asking for the id's epoch, and once it gets it fences the one tried next.
+                _close(self._producer)
+                raise
             self._txn = Transaction(self._producer, transactional_id, now=now)
         self._now = now
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
@@ -179,8 +197,19 @@ class Publisher:
             except BufferError:
                 return  # librdkafka's queue is full: the rest waits for acks
             except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() in NOT_KNOWN_YET:
+                    # Every broker restarted: the first to answer says the topic has no
+                    # partitions until its metadata comes, and librdkafka refuses records for
+                    # it meanwhile. They wait here; the topic guard says if it is really gone.
+                    self._waiting[0] = (record, value)
+                    return
+                if error.code() == KafkaError._FATAL:
+                    # The producer failed before this record (fenced, say): poll raises that
+                    # error, as its kind, so the term ends as it should, not the daemon.
+                    self._serve(0)
+                    raise self._fatal(exc) from exc
                 if txn is not None:
-                    error: KafkaError = exc.args[0]
                     if error.txn_requires_abort() or error.code() == KafkaError._STATE:
                         # The transaction failed before its delivery reports came (a record
                         # refused, say): it aborts, then everything goes again, in order.

@@ -182,7 +182,7 @@ class TopicGuard:
     def _ask(self) -> str | None:
         """What one answer shows: the topic gone or resized, else None (also for no answer:
         the brokers being away is no topic change)."""
-        self._asking_since = self._now()
+        asked = self._asking_since = self._now()
         try:
             count, led = topic_answer(self._client, self.topic, self._timeout_s)
         except Exception:
@@ -190,10 +190,13 @@ class TopicGuard:
             return None
         finally:
             self._asking_since = None
+        answered = self._now()
         if not led or count != self.partitions:
             self.answering_since = None
-        elif self.answering_since is None:
-            self.answering_since = self._now()
+        elif self.answering_since is None or answered - asked > SLOW_ANSWER_S:
+            # A late answer: the brokers were away while it waited (every one stopped, the
+            # first back answered at last), so they have answered since now, not since before.
+            self.answering_since = answered
         if count is None:
             return (
                 f"changes topic {self.topic} is gone (deleted under capture; it had "

@@ -161,3 +161,30 @@ def test_a_metadata_request_left_unanswered_means_the_brokers_do_not_answer() ->
     release.set()
     asking.join(10)
     assert guard.answering_for() == 0.0
+
+
+def test_an_answer_that_came_late_starts_the_count_again() -> None:
+    """Stop 48's CI run: every broker stopped, the guard's request waited, and the first broker
+    back answered it 15 s later. The answers before the outage must not count with it, or a
+    commit that waited out the outage is called stuck the moment that answer comes."""
+    clock = [0.0]
+
+    class Late(Client):
+        late = False
+
+        def list_topics(self, topic: str, timeout: float) -> Any:
+            if self.late:
+                clock[0] += 15  # waited while every broker was away; then one answered
+            return super().list_topics(topic, timeout)
+
+    client = Late(6)
+    guard = TopicGuard(client, "t", 6, 20.0, background=False, now=lambda: clock[0])
+    guard.check(force=True)
+    clock[0] += 100
+    client.late = True
+    guard.check(force=True)
+    assert guard.answering_for() == 0.0
+    client.late = False
+    clock[0] += 4
+    guard.check(force=True)
+    assert guard.answering_for() == 4.0
