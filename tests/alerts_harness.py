@@ -126,6 +126,15 @@ class DeadLetters(TopicReader):
         return letter
 
 
+def receiver_port() -> int:
+    """A port for a receiver that a test stops and starts again: below the kernel's ephemeral
+    range, so no client's or JVM's port taken meanwhile lands on it (run 65: py4j's callback
+    server took a stopped receiver's port and answered the webhook's POST)."""
+    from zkcdc.stack.probes import free_port_block
+
+    return free_port_block(1)
+
+
 class Receiver:
     """A webhook receiver on 127.0.0.1:`port`: keeps every JSON body POSTed, answers 204."""
 

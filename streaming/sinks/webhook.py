@@ -16,6 +16,7 @@ Webhook URLs often carry their secret (Slack's do): only the scheme and host are
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import threading
 import time
@@ -151,8 +152,10 @@ class WebhookNotifier:
             try:
                 status = self._post(self.url, body_of(first["text"], self.payload))
                 problem = None if 200 <= status < 300 else f"HTTP {status}"
-            except (OSError, ValueError) as exc:
-                status, problem = 0, str(exc)
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                # HTTPException: something not HTTP answered (a port reused by another
+                # server): unreachable, retried, never the end of the sender's thread.
+                status, problem = 0, f"{type(exc).__name__}: {exc}"[:300]
             if problem is not None and (status == 0 or status >= 500 or status in _RETRIED):
                 return self._failed(problem)
             if problem is not None:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
 import pytest
-from alerts_harness import Receiver
+from alerts_harness import Receiver, receiver_port
 from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 
@@ -48,9 +47,7 @@ def test_alerts_tail_and_a_webhook_down_through_an_incident_see_every_alert_of_i
     daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, "--cluster", "consumers",
                            publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = receiver_port()
     receiver = Receiver(port)
     job, alerts = start_alert_job(
         changes_topic, "--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms=1000",

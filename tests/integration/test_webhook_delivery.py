@@ -6,12 +6,11 @@ no fakes)."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 
 import pytest
-from alerts_harness import Receiver
+from alerts_harness import Receiver, receiver_port
 from conftest import wait_until
 
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
@@ -34,9 +33,7 @@ def _alert(n: int, status: str) -> AlertText:
 def test_a_receiver_down_past_the_backoff_cap_loses_no_alert_and_gets_them_in_order(
     tmp_path: Path,
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = receiver_port()
     url = f"http://127.0.0.1:{port}/hooks/SECRET-PART"
     receiver = Receiver(port)
     options = SinkOptions(webhooks=(url,), delivery_max_backoff_s=MAX_BACKOFF_S)
