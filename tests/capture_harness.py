@@ -60,9 +60,9 @@ class CaptureProcess:
         deadline = time.monotonic() + timeout_s
         while not self.logged(event):
             if self.process.poll() is not None:
-                raise AssertionError(f"capture exited {self.process.returncode}:\n{self.tail()}")
+                raise AssertionError(f"capture exited {self.process.returncode}:\n{self.report()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"capture never logged {event!r}:\n{self.tail()}")
+                raise AssertionError(f"capture never logged {event!r}:\n{self.report()}")
             time.sleep(0.1)
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60) -> int:
