@@ -93,6 +93,10 @@ def _close(producer: Any) -> None:
         producer.close()
 
 
+def _no_ack(note: dict[str, Any]) -> None:
+    pass
+
+
 def _ack_note(record: dict[str, Any]) -> dict[str, Any]:
     # Held until the ack (by librdkafka, up to its queue's 100,000 messages): a few fields,
     # not the record with its images.
@@ -142,7 +146,7 @@ class Publisher:
         self.acked_count = 0
         self._error: str | None = None
         self._fenced: str | None = None
-        self.on_ack: Callable[[dict[str, Any]], None] = lambda record: None
+        self.on_ack: Callable[[dict[str, Any]], None] = _no_ack
 
     @property
     def transactional(self) -> bool:
@@ -338,7 +342,19 @@ class Publisher:
             self._txn.abort_soon("stepping down")
             with contextlib.suppress(DeliveryError):  # fenced already, say
                 self._txn.end()
+        self._let_go()
         return dropped + len(self._unacked)
+
+    def _let_go(self) -> None:
+        """Nothing of this publisher is left in librdkafka: every record still in flight is
+        purged and its report served, so no callback (which holds the publisher, which holds
+        the producer) stays in the C library, out of the cycle collector's sight. The lost
+        term's producer is then freed, its threads and connections with it, as soon as the
+        term lets go of it (its topic guard's last request, say), not kept for good."""
+        with contextlib.suppress(KafkaException):
+            self._producer.purge(in_queue=True, in_flight=True)
+            self._producer.poll(0)
+        self.on_ack = _no_ack
 
     def flush(self, timeout: float) -> bool:
         """Delivers (and commits) everything it can within `timeout`; True when nothing is

@@ -225,10 +225,13 @@ class RecordOutlet:
             start_timeout_s=max(s.connect_timeout_s, 10.0),
         )  # fmt: skip
 
+        # Not a closure over the outlet: outlet -> publisher -> on_ack -> outlet would be a
+        # cycle, and a lost term's producer would wait for the cycle collector to be let go.
+        now, lag = self._now, self.metrics.lag
+
         def on_ack(record: dict[str, Any]) -> None:
             if record["op"] in ("CREATE", "UPDATE", "DELETE"):
-                lag_ms = int(self._now() * 1000) - record["ts_ms"]
-                self.metrics.lag.observe(max(0, lag_ms) / 1000)
+                lag.observe(max(0, int(now() * 1000) - record["ts_ms"]) / 1000)
 
         publisher.on_ack = on_ack
         return publisher

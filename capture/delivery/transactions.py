@@ -189,7 +189,10 @@ class Transaction:
                 # Not fenced, not refused: this producer's transaction is beyond saving (B6:
                 # an abort after its coordinator restarted, INVALID_TXN_STATE).
                 raise TransactionLost(str(failed)) from exc
-            raise failed from exc
+            try:
+                raise failed from exc
+            finally:
+                del failed  # else this frame and the error's traceback hold each other
         outcome = "committed" if self.ending == "commit" else "aborted"
         self.open, self.ending, self.ending_since = False, None, None
         return outcome

@@ -6,6 +6,9 @@ one error of their own kind. The real broker's side is the integration tier's
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -58,6 +61,7 @@ class TransactionalProducer:
         self.committed: list[int] = []
         self.aborted: list[int] = []
         self.fatal: KafkaException | None = None  # raised by poll, as librdkafka's fatal error
+        self.purged: list[Any] = []  # reports of purged records, not served yet
 
     def init_transactions(self, timeout: float) -> None:
         self.state = "ready"
@@ -76,6 +80,9 @@ class TransactionalProducer:
     def poll(self, timeout: float) -> int:
         if self.fatal is not None:
             raise self.fatal
+        purged, self.purged = self.purged, []
+        for callback in purged:
+            callback(KafkaError(KafkaError._PURGE_INFLIGHT), None)
         for _, callback in self.open:
             callback(None, None)  # delivered: not yet committed
         return 0
@@ -103,7 +110,9 @@ class TransactionalProducer:
         self.open, self.state = [], "ready"
 
     def purge(self, in_queue: bool = True, in_flight: bool = True) -> None:
-        self.open = []
+        if in_flight:  # as librdkafka: their reports come at the next poll, then let go
+            self.purged += [callback for _, callback in self.open]
+            self.open = []
 
     def close(self) -> bool:
         self.state = "closed"
@@ -315,6 +324,36 @@ def test_a_record_refused_by_a_producer_failed_fatally_ends_the_term_as_the_fata
     with pytest.raises(kind):
         publisher.publish(_records(1, 2))
     assert publisher.give_up() == 2
+
+
+@pytest.mark.parametrize(
+    ("ends", "polled"),
+    [(["wait"] * 3, True), (["fenced"], True), ([], False)],
+    ids=["commit-under-way", "fenced", "not-yet-committing"],
+)
+def test_a_lost_terms_producer_is_freed_by_reference_counting_alone(
+    ends: list[str], polled: bool
+) -> None:
+    """Each record in librdkafka holds its delivery callback, which holds the publisher, which
+    holds the producer: a cycle through C the cycle collector cannot see. A lost term's
+    producer (its threads, its connections retried for good) was never freed while a record
+    of it was in flight; given up, nothing of it is left in the library."""
+    publisher, producer = _publisher(list(ends))
+    owner: list[Any] = [publisher]
+    publisher.on_ack = owner.append  # a hook that holds its owner, as the outlet's did
+    publisher.publish(_records(1, 3))
+    if polled:
+        with contextlib.suppress(Fenced):
+            publisher.poll(0)
+    assert producer.open, "records in flight when the term is lost"
+    freed = weakref.ref(producer)
+    gc.disable()  # reference counting alone, as for a term lost under CollectorPacing
+    try:
+        assert publisher.give_up() == 3
+        del publisher, producer, owner
+        assert freed() is None, "the lost term's producer outlived the term"
+    finally:
+        gc.enable()
 
 
 def test_a_commit_stuck_while_the_brokers_answer_ends_the_term_but_an_outage_never_does() -> None:
