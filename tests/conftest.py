@@ -25,6 +25,7 @@ from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend, LocalBackend, make_backend
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from cpu_accounting import CpuPerTest
 from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
 from memory_peak import MemoryPeak
@@ -279,7 +280,18 @@ def new_topic(
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    cpu = item.config.stash.get(CPU_KEY, None)
+    if cpu is not None:
+        item.stash[CPU_START_KEY] = cpu.mark()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    cpu, start = item.config.stash.get(CPU_KEY, None), item.stash.get(CPU_START_KEY, None)
+    if call.when == "teardown" and cpu is not None and start is not None:
+        item.user_properties.append(("cpu_s", f"{cpu.since(start):.1f}"))
     report = yield
     captures = item.stash.get(CAPTURES_KEY, [])
     if report.failed and captures and not item.stash.get(SHOWN_KEY, False):
@@ -513,9 +525,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 SETUP_S_KEY = pytest.StashKey[float]()
 MEMORY_KEY = pytest.StashKey[MemoryPeak]()
+CPU_KEY = pytest.StashKey[CpuPerTest]()
+CPU_START_KEY = pytest.StashKey[Any]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(CpuPerTest.ENV, "1") != "0" and (
+        hasattr(config, "workerinput") or config.getvalue("numprocesses") in (None, 0)
+    ):
+        config.stash[CPU_KEY] = CpuPerTest()  # each worker accounts for its own tests
     if not hasattr(config, "workerinput"):
         config.stash[MEMORY_KEY] = MemoryPeak()
         # Where the workers say which tests share a worker (before they are started).
@@ -531,6 +549,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    cpu = config.stash.get(CPU_KEY, None)
+    if cpu is not None:
+        cpu.stop()
     peak = config.stash.get(MEMORY_KEY, None)
     if peak is not None:
         peak.stop()
