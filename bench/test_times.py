@@ -4,7 +4,9 @@
 
 A test's time in the XML is its setup, call and teardown together, so a session or module
 fixture's start-up counts in the first test that used it. With workers, the files' times add up
-to more than the run's wall time: they ran side by side.
+to more than the run's wall time: they ran side by side. On two cores the suite is bound by CPU,
+so where the XML has each test's CPU seconds (its `cpu_s` property, tests/cpu_accounting.py)
+the table is sorted by them: that is what a cheaper test gives back to the run.
 
 Run: `make test-times` (after `make test`), or
 `.venv/bin/python bench/test_times.py [JUNIT_XML] [--top N] [--print]`.
@@ -28,9 +30,11 @@ BEGIN, END = "<!-- test-times:begin -->", "<!-- test-times:end -->"
 class FileTimes:
     tests: int = 0
     seconds: float = 0.0
+    cpu_s: float = 0.0
     failed: int = 0
     skipped: int = 0
     slowest: list[tuple[float, str]] = field(default_factory=list)
+    costliest: list[tuple[float, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Run:
     tests: int
     failures: int
     skipped: int
+    has_cpu: bool = False
 
 
 def _file_of(case: ElementTree.Element) -> str:
@@ -59,6 +64,7 @@ def read(junit: Path) -> Run:
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     files: dict[str, FileTimes] = defaultdict(FileTimes)
     wall = 0.0
+    has_cpu = False
     for suite in suites:
         wall += float(suite.get("time", 0) or 0)
         for case in suite.iter("testcase"):
@@ -67,6 +73,11 @@ def read(junit: Path) -> Run:
             times.tests += 1
             times.seconds += seconds
             times.slowest.append((seconds, case.get("name", "")))
+            cpu = _cpu_of(case)
+            if cpu is not None:
+                has_cpu = True
+                times.cpu_s += cpu
+                times.costliest.append((cpu, case.get("name", "")))
             if case.find("failure") is not None or case.find("error") is not None:
                 times.failed += 1
             if case.find("skipped") is not None:
@@ -77,16 +88,27 @@ def read(junit: Path) -> Run:
         sum(t.tests for t in files.values()),
         sum(t.failed for t in files.values()),
         sum(t.skipped for t in files.values()),
+        has_cpu,
     )
 
 
+def _cpu_of(case: ElementTree.Element) -> float | None:
+    for prop in case.iter("property"):
+        if prop.get("name") == "cpu_s":
+            try:
+                return float(prop.get("value", ""))
+            except ValueError:
+                return None
+    return None
+
+
 def table(run: Run, top: int) -> str:
+    if run.has_cpu:
+        return _cpu_table(run, top)
     total = sum(t.seconds for t in run.files.values()) or 1.0
     rows = sorted(run.files.items(), key=lambda item: -item[1].seconds)
     lines = [
-        f"Run of {run.tests} tests ({run.failures} failed, {run.skipped} skipped): "
-        f"{run.wall_s / 60:.1f} min of wall time; the files' times add up to "
-        f"{total / 60:.1f} min (tests run side by side).",
+        _headline(run, total),
         "",
         "| s | share | tests | file | slowest test (s) |",
         "|---:|---:|---:|---|---|",
@@ -104,6 +126,40 @@ def table(run: Run, top: int) -> str:
         lines.append(f"| {seconds:.0f} | {100 * seconds / total:.0f}% | {count} | "
                      f"{len(rest)} other files | |")  # fmt: skip
     return "\n".join(lines)
+
+
+def _cpu_table(run: Run, top: int) -> str:
+    cpu = sum(t.cpu_s for t in run.files.values()) or 1.0
+    rows = sorted(run.files.items(), key=lambda item: -item[1].cpu_s)
+    lines = [
+        _headline(run, sum(t.seconds for t in run.files.values())),
+        f"The tests used {cpu / 60:.1f} CPU-minutes (the shared stack's own work not counted).",
+        "",
+        "| CPU s | share | wall s | tests | file | costliest test (CPU s) |",
+        "|---:|---:|---:|---:|---|---|",
+    ]
+    for name, times in rows[:top]:
+        seconds, costliest = max(times.costliest) if times.costliest else (0.0, "")
+        lines.append(
+            f"| {times.cpu_s:.0f} | {100 * times.cpu_s / cpu:.0f}% | {times.seconds:.0f} | "
+            f"{times.tests} | `{name}` | {_short(costliest)} ({seconds:.0f}) |"
+        )
+    rest = rows[top:]
+    if rest:
+        used = sum(t.cpu_s for _, t in rest)
+        seconds = sum(t.seconds for _, t in rest)
+        count = sum(t.tests for _, t in rest)
+        lines.append(f"| {used:.0f} | {100 * used / cpu:.0f}% | {seconds:.0f} | {count} | "
+                     f"{len(rest)} other files | |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _headline(run: Run, total_s: float) -> str:
+    return (
+        f"Run of {run.tests} tests ({run.failures} failed, {run.skipped} skipped): "
+        f"{run.wall_s / 60:.1f} min of wall time; the files' times add up to "
+        f"{total_s / 60:.1f} min (tests run side by side)."
+    )
 
 
 def _short(name: str, width: int = 70) -> str:

@@ -1,0 +1,67 @@
+"""Each test's CPU seconds (tests/cpu_accounting.py) count what its commands and the processes
+under them used, and `make test-times` ranks the files by them."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from cpu_accounting import CpuPerTest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+test_times = importlib.import_module("test_times")
+
+SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def test_a_command_the_worker_reaps_counts_in_full():
+    cpu = CpuPerTest(interval_s=0.1)
+    try:
+        start = cpu.mark()
+        subprocess.run([sys.executable, "-c", SPIN.format(s=0.6)], check=True)
+        assert cpu.since(start) >= 0.6
+    finally:
+        cpu.stop()
+
+
+def test_a_process_below_a_command_counts_though_the_command_never_reaps_it():
+    """As a Spark driver a `zkcdc` command leaves to exit on its own: its CPU is sampled while it
+    is under the worker, and counts nowhere else (init reaps it)."""
+    leaves = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        spin = subprocess.Popen([sys.executable, "-c", {SPIN.format(s=0.8)!r}])
+        stat = f"/proc/{{spin.pid}}/stat"
+        while open(stat).read().rsplit(")", 1)[1].split()[0] != "Z":  # ended, not reaped
+            time.sleep(0.05)
+        time.sleep(0.3)  # sampled after it ended
+        os._exit(0)  # never reaped here: init does it
+        """)  # fmt: skip
+    cpu = CpuPerTest(interval_s=0.1)
+    try:
+        start = cpu.mark()
+        subprocess.run([sys.executable, "-c", leaves], check=True)
+        used = cpu.since(start)
+        assert used >= 0.8, used
+    finally:
+        cpu.stop()
+
+
+def test_the_time_table_ranks_files_by_cpu_when_the_xml_has_it(tmp_path):
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite time="60">'
+        '<testcase classname="tests.unit.test_a" name="cheap_and_slow" time="50">'
+        '<properties><property name="cpu_s" value="1.0"/></properties></testcase>'
+        '<testcase classname="tests.integration.test_b" name="costly" time="20">'
+        '<properties><property name="cpu_s" value="30.0"/></properties></testcase>'
+        "</testsuite></testsuites>"
+    )
+    text = test_times.table(test_times.read(junit), top=5)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`" in line]
+    assert rows[0].startswith("| 30 | 97% | 20 | 1 | `integration/test_b.py` | costly (30)")
+    assert rows[1].startswith("| 1 | 3% | 50 | 1 | `unit/test_a.py`")
+    assert "0.5 CPU-minutes" in text
