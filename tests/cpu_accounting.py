@@ -6,7 +6,10 @@ the ones the worker reaps (its commands, with what they reaped) through `RUSAGE_
 the deeper ones (a Spark driver a command leaves to exit on its own, a stack's JVMs) sampled
 from /proc each second, so a process that is never reaped in the worker's line still counts
 (up to its last second). Written as the `cpu_s` property of each test in the JUnit XML, which
-`make test-times` sums per file."""
+`make test-times` sums per file.
+
+Two known blurs: a process the worker reaps counts in full in the test it is reaped in (maybe a
+later one than started it); one below a command that the command reaps counts twice."""
 
 from __future__ import annotations
 
