@@ -19,9 +19,18 @@ from zkcdc.streaming.job.spark_jars import pyspark_home
 
 class SparkStandalone:
     def __init__(
-        self, work: Path, port: int, webui_port: int, cores: int = 2, workers: int = 1
+        self,
+        work: Path,
+        port: int,
+        webui_port: int,
+        cores: int = 2,
+        workers: int = 1,
+        start_timeout_s: float = 180,
     ) -> None:
-        """`workers` workers of `cores` cores each; a second one works in `worker-2`, ..."""
+        """`workers` workers of `cores` cores each; a second one works in `worker-2`, ...
+        `start_timeout_s` for each daemon: on two loaded cores a master took more than 60 s to
+        be ALIVE (run 69: its web UI bound 27 s after launch, still no election at 60 s)."""
+        self._start_timeout_s = start_timeout_s
         self.master_url = f"spark://127.0.0.1:{port}"
         self._ui = f"http://127.0.0.1:{webui_port}/json/"
         work.mkdir(parents=True, exist_ok=True)
@@ -60,8 +69,8 @@ class SparkStandalone:
             subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
         )
 
-    def _wait(self, ready: object, what: str, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _wait(self, ready: object, what: str) -> None:
+        deadline = time.monotonic() + self._start_timeout_s
         while True:
             try:
                 with urllib.request.urlopen(self._ui, timeout=2) as response:
