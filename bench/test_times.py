@@ -44,7 +44,6 @@ class Run:
     tests: int
     failures: int
     skipped: int
-    has_cpu: bool = False
 
 
 def _file_of(case: ElementTree.Element) -> str:
@@ -64,7 +63,6 @@ def read(junit: Path) -> Run:
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     files: dict[str, FileTimes] = defaultdict(FileTimes)
     wall = 0.0
-    has_cpu = False
     for suite in suites:
         wall += float(suite.get("time", 0) or 0)
         for case in suite.iter("testcase"):
@@ -75,7 +73,6 @@ def read(junit: Path) -> Run:
             times.slowest.append((seconds, case.get("name", "")))
             cpu = _cpu_of(case)
             if cpu is not None:
-                has_cpu = True
                 times.cpu_s += cpu
                 times.costliest.append((cpu, case.get("name", "")))
             if case.find("failure") is not None or case.find("error") is not None:
@@ -88,7 +85,6 @@ def read(junit: Path) -> Run:
         sum(t.tests for t in files.values()),
         sum(t.failed for t in files.values()),
         sum(t.skipped for t in files.values()),
-        has_cpu,
     )
 
 
@@ -103,63 +99,43 @@ def _cpu_of(case: ElementTree.Element) -> float | None:
 
 
 def table(run: Run, top: int) -> str:
-    if run.has_cpu:
-        return _cpu_table(run, top)
-    total = sum(t.seconds for t in run.files.values()) or 1.0
-    rows = sorted(run.files.items(), key=lambda item: -item[1].seconds)
+    """The files ranked by the CPU their tests used where the XML has it, else by time."""
+    by_cpu = any(t.costliest for t in run.files.values())
+
+    def weight(times: FileTimes) -> float:
+        return times.cpu_s if by_cpu else times.seconds
+
+    total = sum(weight(t) for t in run.files.values()) or 1.0
+    rows = sorted(run.files.items(), key=lambda item: -weight(item[1]))
     lines = [
-        _headline(run, total),
-        "",
-        "| s | share | tests | file | slowest test (s) |",
-        "|---:|---:|---:|---|---|",
-    ]
-    for name, times in rows[:top]:
-        seconds, slowest = max(times.slowest)
-        lines.append(
-            f"| {times.seconds:.0f} | {100 * times.seconds / total:.0f}% | {times.tests} | "
-            f"`{name}` | {_short(slowest)} ({seconds:.0f}) |"
-        )
-    rest = rows[top:]
-    if rest:
-        seconds = sum(t.seconds for _, t in rest)
-        count = sum(t.tests for _, t in rest)
-        lines.append(f"| {seconds:.0f} | {100 * seconds / total:.0f}% | {count} | "
-                     f"{len(rest)} other files | |")  # fmt: skip
-    return "\n".join(lines)
-
-
-def _cpu_table(run: Run, top: int) -> str:
-    cpu = sum(t.cpu_s for t in run.files.values()) or 1.0
-    rows = sorted(run.files.items(), key=lambda item: -item[1].cpu_s)
-    lines = [
-        _headline(run, sum(t.seconds for t in run.files.values())),
-        f"The tests used {cpu / 60:.1f} CPU-minutes (the shared stack's own work not counted).",
-        "",
-        "| CPU s | share | wall s | tests | file | costliest test (CPU s) |",
-        "|---:|---:|---:|---:|---|---|",
-    ]
-    for name, times in rows[:top]:
-        seconds, costliest = max(times.costliest) if times.costliest else (0.0, "")
-        lines.append(
-            f"| {times.cpu_s:.0f} | {100 * times.cpu_s / cpu:.0f}% | {times.seconds:.0f} | "
-            f"{times.tests} | `{name}` | {_short(costliest)} ({seconds:.0f}) |"
-        )
-    rest = rows[top:]
-    if rest:
-        used = sum(t.cpu_s for _, t in rest)
-        seconds = sum(t.seconds for _, t in rest)
-        count = sum(t.tests for _, t in rest)
-        lines.append(f"| {used:.0f} | {100 * used / cpu:.0f}% | {seconds:.0f} | {count} | "
-                     f"{len(rest)} other files | |")  # fmt: skip
-    return "\n".join(lines)
-
-
-def _headline(run: Run, total_s: float) -> str:
-    return (
         f"Run of {run.tests} tests ({run.failures} failed, {run.skipped} skipped): "
         f"{run.wall_s / 60:.1f} min of wall time; the files' times add up to "
-        f"{total_s / 60:.1f} min (tests run side by side)."
-    )
+        f"{sum(t.seconds for t in run.files.values()) / 60:.1f} min (tests run side by side).",
+    ]
+    if by_cpu:
+        lines += [
+            f"The tests used {total / 60:.1f} CPU-minutes (the shared stack's own work not "
+            "counted).",
+            "",
+            "| CPU s | share | wall s | tests | file | costliest test (CPU s) |",
+            "|---:|---:|---:|---:|---|---|",
+        ]
+    else:
+        lines += ["", "| s | share | tests | file | slowest test (s) |", "|---:|---:|---:|---|---|"]
+
+    def row(used: float, seconds: float, tests: int, what: str) -> str:
+        wall = f" {seconds:.0f} |" if by_cpu else ""
+        return f"| {used:.0f} | {100 * used / total:.0f}% |{wall} {tests} | {what} |"
+
+    for name, times in rows[:top]:
+        worst, test = max((times.costliest if by_cpu else times.slowest) or [(0.0, "")])
+        lines.append(row(weight(times), times.seconds, times.tests,
+                         f"`{name}` | {_short(test)} ({worst:.0f})"))  # fmt: skip
+    rest = [times for _, times in rows[top:]]
+    if rest:
+        lines.append(row(sum(weight(t) for t in rest), sum(t.seconds for t in rest),
+                         sum(t.tests for t in rest), f"{len(rest)} other files |"))  # fmt: skip
+    return "\n".join(lines)
 
 
 def _short(name: str, width: int = 70) -> str:
