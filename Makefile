@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BUILT := pyproject.toml setup.py capture/kraft/_batch_walk.c
 STAMP := $(VENV)/.installed-$(shell cat $(BUILT) | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo demo-secure test test-times lint fuzz up status down bench bench-quick clean
+.PHONY: setup demo demo-secure test test-times test-census lint fuzz up status down bench bench-quick clean
 
 $(STAMP): $(BUILT)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ test: setup lint
 ## TESTING.md (bench/test_times.py).
 test-times: setup
 	$(BIN)/python bench/test_times.py
+
+## `make test` with the CPU of every process it ran counted by role (Kafka, ZooKeeper, Spark's
+## JVMs and Python workers, capture...): test-artifacts/census.json (bench/suite_census.py).
+test-census: setup
+	$(BIN)/python bench/suite_census.py --out test-artifacts/census.json -- $(MAKE) test
 
 ## The fuzzing properties (decoders, event-log reader) with 20,000 examples each instead of
 ## the few hundred `make test` runs.

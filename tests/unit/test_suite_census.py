@@ -1,0 +1,61 @@
+"""`make test-census` (bench/suite_census.py) counts the CPU of every process that ran while its
+command did, those its command started included, by role."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+suite_census = importlib.import_module("suite_census")
+
+SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def test_a_grandchild_that_spins_counts_in_its_role_and_the_command_status_is_kept(tmp_path):
+    # A child named as a zkcdc capture would be, started by the command and left running past
+    # one sample: its CPU is counted under its role, not under the command that started it.
+    script = tmp_path / "capture"
+    script.write_text(SPIN.format(s=0.8))
+    parent = textwrap.dedent(f"""
+        import subprocess, sys
+        child = subprocess.Popen([sys.executable, {str(script)!r}, "capture", "--zookeeper", "z"])
+        child.wait()
+        sys.exit(3)
+    """)
+    out = tmp_path / "census.json"
+    status = suite_census.main(["--out", str(out), "--interval", "0.1", "--",
+                                sys.executable, "-c", parent])  # fmt: skip
+    assert status == 3
+    result = json.loads(out.read_text())
+    assert result["by_role"]["zkcdc capture"]["cpu_s"] >= 0.6, result
+    assert result["machine_busy_cpu_s"] >= result["by_role"]["zkcdc capture"]["cpu_s"] - 0.2
+
+
+def test_roles_name_the_stack_and_spark_processes():
+    role = suite_census.role_of
+    assert role("java -Xmx384m -cp /c/kafka-3.9.2/* kafka.Kafka /s/server.properties") == (
+        "Kafka broker or KRaft controller"
+    )
+    assert role("java -cp x org.apache.zookeeper.server.quorum.QuorumPeerMain z.cfg") == "ZooKeeper"
+    assert (
+        role("java -cp x org.apache.spark.deploy.SparkSubmit pyspark-shell") == "Spark driver JVM"
+    )
+    executor = "java -cp x org.apache.spark.executor.CoarseGrainedExecutorBackend --driver-url u"
+    assert role(executor) == "Spark executor JVM"
+    assert role("/v/bin/python3 -m zkcdc capture --zookeeper z") == "zkcdc capture"
+    assert role("/usr/bin/sleep 1") == "other"
+
+
+def test_no_command_is_one_clear_error(capsys):
+    try:
+        suite_census.main([])
+    except SystemExit as exit:
+        assert exit.code == 2
+    else:
+        raise AssertionError("no error")
+    assert "no command given" in capsys.readouterr().err
