@@ -63,6 +63,7 @@ class Seen:
     command: str
     cpu_at_start: float  # what it had used when first seen, if it ran before the census
     cpu_s: float
+    name: str = ""  # the kernel's name for it, which an exec changes (spark-submit's script)
 
 
 def machine_busy_s() -> float:
@@ -78,18 +79,23 @@ def sample(seen: dict[tuple[int, str], Seen], first: bool) -> None:
             continue
         try:
             with open(f"/proc/{name}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+                text = stat.read()
+            comm, rest = text[text.index("(") + 1 :].rsplit(")", 1)
+            fields = rest.split()
             cpu = (int(fields[11]) + int(fields[12])) / TICKS
             key = (int(name), fields[19])
-            if key in seen:
-                seen[key].cpu_s = cpu
+            known = seen.get(key)
+            if known is not None and known.name == comm:
+                known.cpu_s = cpu
                 continue
             with open(f"/proc/{name}/cmdline", "rb") as cmdline:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, IndexError, ValueError):  # gone meanwhile
             continue
-        if command:  # kernel threads have none
-            seen[key] = Seen(command[:2000], cpu if first else 0.0, cpu)
+        if known is not None:  # it exec'd another program: all of its CPU is that one's
+            known.command, known.name, known.cpu_s = command[:2000] or known.command, comm, cpu
+        elif command:  # kernel threads have none
+            seen[key] = Seen(command[:2000], cpu if first else 0.0, cpu, comm)
 
 
 def tally(seen: dict[tuple[int, str], Seen]) -> dict[str, tuple[float, int]]:

@@ -59,3 +59,18 @@ def test_no_command_is_one_clear_error(capsys):
     else:
         raise AssertionError("no error")
     assert "no command given" in capsys.readouterr().err
+
+
+def test_a_script_that_execs_its_program_counts_as_that_program(tmp_path):
+    # As spark-submit's bash script becomes the driver's JVM: same pid, another program. The
+    # script's own command line names no role but pytest's (its folder).
+    spin = tmp_path / "spin.py"
+    spin.write_text(SPIN.format(s=0.8))
+    launcher = tmp_path / "launch.sh"
+    launcher.write_text(f"sleep 0.4\nexec {sys.executable} {spin} capture --zookeeper z\n")
+    out = tmp_path / "census.json"
+    command = ["--out", str(out), "--interval", "0.1", "--", "bash", str(launcher)]
+    assert suite_census.main(command) == 0
+    by_role = json.loads(out.read_text())["by_role"]
+    assert by_role["zkcdc capture"]["cpu_s"] >= 0.6, by_role
+    assert by_role.get("pytest and its workers", {"cpu_s": 0.0})["cpu_s"] < 0.3, by_role
