@@ -90,7 +90,9 @@ def test_capture_without_a_zookeeper_says_which_setting_is_missing():
         ("[capture]\nheartbeat-s = 'soon'\n", "heartbeat_s"),
     ],
 )
-def test_a_bad_config_file_is_one_clear_error(tmp_path, text, message):
+def test_a_bad_config_file_is_one_clear_error(tmp_path, monkeypatch, text, message):
+    # The suite sets ZKCDC_HEARTBEAT_S (conftest), and the environment wins over the file.
+    monkeypatch.delenv("ZKCDC_HEARTBEAT_S", raising=False)
     config = tmp_path / "capture.toml"
     if text is not None:
         config.write_text(text)
