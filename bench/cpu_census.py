@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 from harness import runqueue_seconds
+from suite_census import role_in
 
 # (role, words its command line holds), the first match wins.
 ROLES = [
@@ -27,11 +28,7 @@ ROLES = [
 
 
 def role_of(command: str) -> str:
-    padded = f" {command} "
-    for role, words in ROLES:
-        if any(word in padded for word in words):
-            return role
-    return "other"
+    return role_in(ROLES, command)
 
 
 def _wait_s(pid: int) -> float:

@@ -50,12 +50,17 @@ ROLES = (
 )
 
 
-def role_of(command: str) -> str:
+def role_in(roles: Sequence[tuple[str, tuple[str, ...]]], command: str) -> str:
+    """The first of `roles` whose words `command` holds (bench/cpu_census.py's roles too)."""
     padded = f" {command} "
-    for role, words in ROLES:
+    for role, words in roles:
         if any(word in padded for word in words):
             return role
     return "other"
+
+
+def role_of(command: str) -> str:
+    return role_in(ROLES, command)
 
 
 @dataclass
