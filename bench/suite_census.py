@@ -69,6 +69,8 @@ class Seen:
     cpu_at_start: float  # what it had used when first seen, if it ran before the census
     cpu_s: float
     name: str = ""  # the kernel's name for it, which an exec changes (spark-submit's script)
+    first_s: float = 0.0  # seconds into the census it was first and last seen
+    last_s: float = 0.0
 
 
 def machine_busy_s() -> float:
@@ -77,7 +79,7 @@ def machine_busy_s() -> float:
     return (sum(values) - values[3] - values[4]) / TICKS  # all but idle and iowait
 
 
-def sample(seen: dict[tuple[int, str], Seen], first: bool) -> None:
+def sample(seen: dict[tuple[int, str], Seen], first: bool, at_s: float = 0.0) -> None:
     """One look at every process: its CPU so far, keyed by pid and start time (pids recur)."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -91,7 +93,7 @@ def sample(seen: dict[tuple[int, str], Seen], first: bool) -> None:
             key = (int(name), fields[19])
             known = seen.get(key)
             if known is not None and known.name == comm:
-                known.cpu_s = cpu
+                known.cpu_s, known.last_s = cpu, at_s
                 continue
             with open(f"/proc/{name}/cmdline", "rb") as cmdline:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
@@ -99,8 +101,9 @@ def sample(seen: dict[tuple[int, str], Seen], first: bool) -> None:
             continue
         if known is not None:  # it exec'd another program: all of its CPU is that one's
             known.command, known.name, known.cpu_s = command[:2000] or known.command, comm, cpu
+            known.last_s = at_s
         elif command:  # kernel threads have none
-            seen[key] = Seen(command[:2000], cpu if first else 0.0, cpu, comm)
+            seen[key] = Seen(command[:2000], cpu if first else 0.0, cpu, comm, at_s, at_s)
 
 
 def tally(seen: dict[tuple[int, str], Seen]) -> dict[str, tuple[float, int]]:
@@ -126,7 +129,7 @@ def census(
     process = subprocess.Popen(list(command))
     while process.poll() is None:
         sleep(interval_s)
-        sample(seen, first=False)
+        sample(seen, first=False, at_s=time.monotonic() - started)
     by_role = tally(seen)
     return process.returncode, {
         "command": list(command),
@@ -135,7 +138,23 @@ def census(
         "by_role": {
             role: {"cpu_s": round(c, 1), "processes": n} for role, (c, n) in by_role.items()
         },
+        "costliest": costliest(seen),
     }
+
+
+def costliest(seen: dict[tuple[int, str], Seen], count: int = 60) -> list[dict[str, object]]:
+    """The processes that used most CPU during the census: which broker, which test's driver."""
+    ranked = sorted(seen.values(), key=lambda p: p.cpu_at_start - p.cpu_s)[:count]
+    return [
+        {
+            "cpu_s": round(p.cpu_s - p.cpu_at_start, 1),
+            "role": role_of(p.command),
+            "seen_s": [round(p.first_s), round(p.last_s)],
+            "command": p.command[-400:],
+        }
+        for p in ranked
+        if p.cpu_s > p.cpu_at_start
+    ]
 
 
 def render(result: dict[str, object]) -> str:

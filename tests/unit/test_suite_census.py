@@ -34,6 +34,11 @@ def test_a_grandchild_that_spins_counts_in_its_role_and_the_command_status_is_ke
                                 sys.executable, "-c", parent])  # fmt: skip
     assert status == 3
     result = json.loads(out.read_text())
+    # This very child, named with its CPU and role (another test's capture under the suite
+    # could fill the role's total, not this row).
+    mine = [p for p in result["costliest"] if f"{script} capture" in p["command"]]
+    assert len(mine) == 1 and mine[0]["role"] == "zkcdc capture", result["costliest"]
+    assert mine[0]["cpu_s"] >= 0.6 and mine[0]["seen_s"][1] >= mine[0]["seen_s"][0], mine
     assert result["by_role"]["zkcdc capture"]["cpu_s"] >= 0.6, result
     assert result["machine_busy_cpu_s"] >= result["by_role"]["zkcdc capture"]["cpu_s"] - 0.2
 
