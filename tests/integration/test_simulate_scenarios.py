@@ -46,6 +46,9 @@ RULES = [
     if f.endswith("_for_ms") and f != "offline_partition_for_ms"
 ] + ["--rule=leader_election_storm_changes=5"]
 HOLD_S = 6.0
+# The scenarios' captures beat this often (not the tests' default): HOLD_S outlasts the
+# for-durations (2 s) and the heartbeat that marks their end.
+HEARTBEAT_S = 2.0
 EXTRA = {
     "consumer-leaves": ["--no-rebalance"],
     # 40 changes in 4 s: a storm for the rules (5 elections make one), slow enough that a
@@ -146,7 +149,7 @@ def run_scenario_once(
         daemon = CaptureProcess(
             ["--zookeeper", connect, "--cluster", name, "--state-dir", str(work / "state"),
              "--ha-path", f"{chroot}-ha", "--bootstrap-servers", cluster.bootstrap_servers,
-             "--topic", shared.topic],
+             "--topic", shared.topic, "--heartbeat-s", str(HEARTBEAT_S)],
             work / "capture.log",
         )  # fmt: skip
         daemon.wait_logged("in sync")
