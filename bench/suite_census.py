@@ -45,7 +45,10 @@ ROLES = (
     ("zkcdc ui", (" ui ",)),
     ("zkcdc, other commands", ("-m zkcdc", "/zkcdc ")),
     ("pytest and its workers", ("pytest", "exec(eval(sys.stdin.readline()))")),
-    ("pip", ("bin/pip ", "pip-runner", "pip/_vendor")),
+    (
+        "the venv (pip, uv)",
+        ("bin/pip ", "pip-runner", "pip/_vendor", "bin/uv ", "pip_compileall.py"),
+    ),
     ("lint (mypy, ruff)", ("bin/mypy", "bin/ruff")),
 )
 

@@ -55,6 +55,10 @@ def test_roles_name_the_stack_and_spark_processes():
     executor = "java -cp x org.apache.spark.executor.CoarseGrainedExecutorBackend --driver-url u"
     assert role(executor) == "Spark executor JVM"
     assert role("/v/bin/python3 -m zkcdc capture --zookeeper z") == "zkcdc capture"
+    assert role("/c/.venv/bin/uv pip install --editable .[dev]") == "the venv (pip, uv)"
+    assert (
+        role("/c/.venv/bin/python /root/.cache/uv/.tmpX/pip_compileall.py") == "the venv (pip, uv)"
+    )
     assert role("/usr/bin/sleep 1") == "other"
 
 
