@@ -55,7 +55,10 @@ def archive_path(cache_dir: Path, class_path: Sequence[Path]) -> Path:
             stat = file.stat()
         except OSError:
             continue
-        digest.update(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}\n".encode())
+        # The whole path: a JVM checks the archive's jars where they were when it was recorded.
+        # Venvs filled by uv link one cache's files (same sizes and times): another venv's
+        # archive would be used until that venv went, then refused in silence.
+        digest.update(f"{file}:{stat.st_size}:{int(stat.st_mtime)}\n".encode())
     digest.update(importlib.metadata.version("pyspark").encode())
     digest.update(os.environ.get("SPARK_CONF_DIR", "").encode())  # on the class path too
     return cache_dir / "_build" / f"spark-driver-classes-{digest.hexdigest()[:16]}.jsa"

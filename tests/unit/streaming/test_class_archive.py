@@ -161,6 +161,18 @@ def test_another_class_path_names_another_archive(tmp_path: Path) -> None:
     assert archive_path(tmp_path, []) != first
 
 
+def test_the_same_jars_in_another_folder_name_another_archive(tmp_path: Path) -> None:
+    # Two venvs filled by uv hold links to one cached file: same name, size and time. A JVM
+    # refuses an archive once the folder it was recorded from is gone (2026-11-29, by hand).
+    (tmp_path / "venv-a").mkdir()
+    (tmp_path / "venv-b").mkdir()
+    jar = tmp_path / "venv-a" / "spark-core.jar"
+    jar.write_bytes(b"1")
+    linked = tmp_path / "venv-b" / "spark-core.jar"
+    os.link(jar, linked)
+    assert archive_path(tmp_path, [jar]) != archive_path(tmp_path, [linked])
+
+
 def test_a_jvm_that_cannot_use_an_archive_says_nothing_of_it(tmp_path: Path) -> None:
     """An archive made on another class path is refused in silence (the JVM would otherwise
     print a warning on a command's own output), and the JVM runs on."""
