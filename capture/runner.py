@@ -39,7 +39,7 @@ from zkcdc.capture.watch.source import WatchSource
 from zkcdc.capture.watch.zookeeper import ZooKeeperUnavailable
 from zkcdc.ground import logs, systemd_notify
 from zkcdc.ground.backoff import retried
-from zkcdc.ground.kafka_connection import KafkaConnectionError
+from zkcdc.ground.kafka_connection import KafkaConnectionError, KafkaUnreachable
 from zkcdc.ground.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
@@ -201,13 +201,30 @@ class CaptureRunner:
                 self._sleep,
                 interrupt=self._stop.is_set,
             )
-            prepare_topic(s)
+            # A cluster that answers metadata may still be too slow to make the topic in time
+            # (TLS, a loaded machine): under --wait that is asked again, like the brokers.
+            retried(
+                lambda: self._topic_prepared(s),
+                KafkaUnreachable,
+                s.connect_tries(),
+                self._sleep,
+                interrupt=self._stop.is_set,
+            )
         if s.metrics_port is None:
             return None
         return serve(
             self.metrics.registry, s.metrics_host, s.metrics_port, self._health,
             s.metrics_web_config, alive=self._alive,
         )  # fmt: skip
+
+    def _topic_prepared(self, s: CaptureSettings) -> None:
+        try:
+            prepare_topic(s)
+        except KafkaUnreachable as exc:
+            if s.connect_tries() is None:
+                log.warning("the changes topic is not there yet", reason=str(exc),
+                            then="asking again")  # fmt: skip
+            raise
 
     def _elected(self, cluster: str) -> TrackerState | None:
         """The state to go on from: the topic's (as a standby followed it) once elected, an

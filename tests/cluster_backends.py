@@ -12,6 +12,8 @@ import signal
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
+
 from zkcdc.stack import LocalStack, StackSettings
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.processes import tail
@@ -56,6 +58,10 @@ class LocalBackend:
         self.broker_ids = tuple(b.broker_id for b in self.stack.layout.brokers)
 
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None:
+        if sig in (signal.SIGSTOP, signal.SIGCONT):  # frozen or thawed: the process stays
+            name = self.stack.layout.broker(broker_id).name
+            psutil.Process(self.stack.records()[name].pid).send_signal(sig)
+            return
         self.stack.stop_broker(broker_id, sig)
 
     def start_broker(self, broker_id: int) -> None:

@@ -195,3 +195,32 @@ def test_changes_made_while_every_broker_is_down_reach_the_topic_in_per_path_ord
         assert versions == sorted(set(versions)), f"{path} out of order: {versions}"
         assert versions[-1] == 20 and len(versions) + skipped == 21
     assert daemon.stop() == 0
+
+
+@pytest.mark.stops_brokers
+def test_under_wait_a_controller_too_slow_to_make_the_topic_is_asked_again_not_the_end(
+    cluster, kafka_zk, zk_chroot, start_capture, changes_topic
+):
+    """`--wait`, as deploy/ runs capture: the brokers answer metadata, but the controller,
+    frozen, never answers the topic's creation. The daemon says so and asks again; the
+    controller thawed, the topic is made and the snapshot reaches it. (CI of stop 52: the
+    secured stack, loaded, answered no creation within the 15 s capture gave it once.)"""
+    zk_chroot.create("/brokers/topics/t/partitions/0/state", b"before", makepath=True)
+    controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
+    cluster.stop_broker(controller, signal.SIGSTOP)
+    try:
+        daemon = start_capture(
+            cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "slow", "--wait",
+            publish_to=changes_topic, env={"ZKCDC_CONNECT_TIMEOUT_S": "3"},
+        )  # fmt: skip
+        daemon.wait_logged("the changes topic is not there yet")
+    finally:
+        cluster.stop_broker(controller, signal.SIGCONT)
+    daemon.wait_logged("in sync")
+    changes_topic.wait_for(lambda r: r["path"].endswith("0/state"), "the snapshot's record")
+    assert daemon.stop() == 0
+    # The thawed broker may have lost its session: the next test gets every broker back.
+    wait_until(
+        lambda: registered_brokers(kafka_zk) == set(cluster.broker_ids) and controller_id(kafka_zk),
+        what="all brokers registered and a controller",
+    )

@@ -143,7 +143,7 @@ def test_the_demo_incident_goes_through_capture_alerts_alertmanager_state_and_re
                      "--kafka-config-file", kafka_file, "--zookeeper-config-file", zk_file,
                      "--topic", changes, "--cluster", "sec", "--event-log",
                      str(tmp_path / "events"), "--state-dir", str(tmp_path / "state"),
-                     "--metrics-port", str(free_port_block(1)))  # fmt: skip
+                     "--metrics-port", str(free_port_block(1)), "--wait")  # fmt: skip
     job = _spawn(logs["alerts"], "stream", "alerts", "--kafka-config-file", kafka_file,
                  "--topic", changes, "--alerts-topic", alerts_topic, "--state-topic", state_topic,
                  "--alertmanager", alertmanager.url, "--alertmanager-resend-s", "2",

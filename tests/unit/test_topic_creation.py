@@ -80,8 +80,9 @@ def test_a_dropped_broker_and_a_moving_controller_are_asked_again_with_a_new_cli
 
 def test_an_existing_topic_counts_as_made_after_a_lost_answer_but_not_on_the_first_ask() -> None:
     _create({"a": [KafkaError._TIMED_OUT, KafkaError.TOPIC_ALREADY_EXISTS]})
-    with pytest.raises(TopicCreationError, match=r"cannot create topic a: .*already exists"):
+    with pytest.raises(TopicCreationError, match=r"cannot create topic a: .*already exists") as e:
         _create({"a": [KafkaError.TOPIC_ALREADY_EXISTS]})
+    assert not e.value.transient  # asking again would meet the same topic
     _create({"a": [KafkaError.TOPIC_ALREADY_EXISTS]}, exist_ok=True)
 
 
@@ -89,16 +90,21 @@ def test_a_refusal_that_does_not_pass_is_one_clear_error_at_once() -> None:
     with pytest.raises(TopicCreationError, match=r"cannot create topic bad: ") as caught:
         _create({"bad": [KafkaError.INVALID_REPLICATION_FACTOR, None]})
     assert isinstance(caught.value.__cause__, KafkaException)
+    assert not caught.value.transient  # --wait does not ask again for what will not pass
 
 
-def test_refusals_past_the_deadline_end_in_an_error_not_a_loop() -> None:
-    with pytest.raises(TopicCreationError, match="cannot create topic a"):
+def test_refusals_past_the_deadline_end_in_an_error_not_a_loop_that_a_later_try_may_pass() -> None:
+    with pytest.raises(TopicCreationError, match="cannot create topic a") as caught:
         _create({"a": [KafkaError._DESTROY_BROKER] * 100}, timeout_s=10)
+    assert caught.value.transient
 
 
-def test_a_request_never_answered_is_one_clear_error_at_the_deadline() -> None:
-    with pytest.raises(TopicCreationError, match="cannot create topic a: no answer within 1s"):
+def test_a_request_never_answered_is_one_clear_error_that_a_later_try_may_pass() -> None:
+    with pytest.raises(
+        TopicCreationError, match="cannot create topic a: no answer within 1s"
+    ) as caught:
         _create({"a": [NO_ANSWER]}, timeout_s=1)
+    assert caught.value.transient  # a slow cluster (TLS, a loaded machine): --wait asks again
 
 
 def test_a_broker_gone_between_the_count_and_the_creation_has_the_brokers_counted_again() -> None:
@@ -129,7 +135,8 @@ def test_an_existing_topic_is_left_as_it_is() -> None:
 def test_too_few_brokers_for_good_is_one_clear_error_at_the_deadline() -> None:
     outcomes: dict[str, list[int | None]] = {"t": [KafkaError.INVALID_REPLICATION_FACTOR] * 100}
     clock = Clock()
-    with pytest.raises(TopicCreationError, match="cannot create topic t"):
+    with pytest.raises(TopicCreationError, match="cannot create topic t") as caught:
         ensure_topic(lambda: RefusingAdmin(outcomes, []),
                      lambda: SimpleNamespace(topics={}, brokers={1: 0, 2: 0, 3: 0}),
                      "t", 1, 10, now=clock.now, sleep=clock.sleep)  # fmt: skip
+    assert caught.value.transient  # brokers may come back: --wait asks again

@@ -40,6 +40,10 @@ class NoSuchTopic(KafkaConnectionError):
     pass
 
 
+class KafkaUnreachable(KafkaConnectionError):
+    """No answer in time, or an answer saying "later": another try may succeed."""
+
+
 def is_secret_property(name: str) -> bool:
     return bool(_SECRET_PROPERTY.search(name)) and not name.endswith(("ca.pem", "certificate.pem"))
 
@@ -175,7 +179,7 @@ class KafkaConnection(BaseModel):
         try:
             return (admin or self.admin()).list_topics(timeout=timeout)
         except KafkaException as exc:
-            raise KafkaConnectionError(
+            raise KafkaUnreachable(
                 f"Kafka at {self.describe()} is unreachable: {exc.args[0].str()}"
             ) from exc
 
@@ -195,7 +199,7 @@ class KafkaConnection(BaseModel):
                 self.admin, lambda: self.list_topics(timeout), topic, partitions, timeout, config
             )
         except TopicCreationError as exc:
-            raise KafkaConnectionError(str(exc)) from exc
+            raise (KafkaUnreachable if exc.transient else KafkaConnectionError)(str(exc)) from exc
 
     def read_to_end(
         self,

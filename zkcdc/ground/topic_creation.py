@@ -20,9 +20,10 @@ from zkcdc.ground.errors import ZkcdcError
 class TopicCreationError(ZkcdcError):
     """Kafka refused a topic for good, or kept refusing it past the deadline."""
 
-    def __init__(self, message: str, code: int | None = None) -> None:
+    def __init__(self, message: str, code: int | None = None, transient: bool = False) -> None:
         super().__init__(message)
         self.code = code  # Kafka's error code; None when no answer came
+        self.transient = transient  # no answer, or a refusal that passes: a later try may do
 
 
 def _passing_codes() -> frozenset[int]:
@@ -69,7 +70,8 @@ def create_topics(
                 future.result(max(1.0, deadline - now()))
             except NoAnswer as exc:
                 raise TopicCreationError(
-                    f"cannot create topic {name}: no answer within {timeout_s:.0f}s"
+                    f"cannot create topic {name}: no answer within {timeout_s:.0f}s",
+                    transient=True,
                 ) from exc
             except KafkaException as exc:
                 error = exc.args[0]
@@ -78,7 +80,9 @@ def create_topics(
                     del pending[name]
                 elif exists or not passes(error) or now() > deadline:
                     raise TopicCreationError(
-                        f"cannot create topic {name}: {error.str()}", error.code()
+                        f"cannot create topic {name}: {error.str()}",
+                        error.code(),
+                        transient=not exists and passes(error),
                     ) from exc
             else:
                 del pending[name]
@@ -120,6 +124,9 @@ def ensure_topic(
             )
             return
         except TopicCreationError as exc:
-            if exc.code != KafkaError.INVALID_REPLICATION_FACTOR or now() > deadline:
+            if exc.code != KafkaError.INVALID_REPLICATION_FACTOR:
+                raise
+            if now() > deadline:
+                exc.transient = True  # brokers still coming and going: later may do
                 raise
         sleep(0.5)
