@@ -17,6 +17,9 @@ STAMP := $(VENV)/.installed-$(shell cat $(BUILT) | cksum | cut -d' ' -f1)
 UV := uv==0.13.9
 WHEELS := $(or $(ZKCDC_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/zkcdc)/wheels
 PYSPARK := $(shell grep -o '"pyspark==[^"]*' pyproject.toml | tr -d '"')
+ifeq ($(PYSPARK),)
+$(error pyproject.toml pins no pyspark (a "pyspark==X.Y.Z" dependency): its wheel is built once from that pin)
+endif
 
 $(STAMP): $(BUILT)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -75,6 +75,11 @@ class Seen:
     first_s: float = 0.0  # seconds into the census it was first and last seen
     last_s: float = 0.0
 
+    @property
+    def used_s(self) -> float:
+        """CPU seconds used while the census looked."""
+        return self.cpu_s - self.cpu_at_start
+
 
 def machine_busy_s() -> float:
     with open("/proc/stat") as stat:
@@ -113,7 +118,7 @@ def tally(seen: dict[tuple[int, str], Seen]) -> dict[str, tuple[float, int]]:
     """CPU seconds used during the census and processes, by role, the costliest first."""
     by_role: dict[str, tuple[float, int]] = {}
     for process in seen.values():
-        used = process.cpu_s - process.cpu_at_start
+        used = process.used_s
         if used <= 0:
             continue
         role = role_of(process.command)
@@ -147,16 +152,16 @@ def census(
 
 def costliest(seen: dict[tuple[int, str], Seen], count: int = 60) -> list[dict[str, object]]:
     """The processes that used most CPU during the census: which broker, which test's driver."""
-    ranked = sorted(seen.values(), key=lambda p: p.cpu_at_start - p.cpu_s)[:count]
+    ranked = sorted(seen.values(), key=lambda p: -p.used_s)[:count]
     return [
         {
-            "cpu_s": round(p.cpu_s - p.cpu_at_start, 1),
+            "cpu_s": round(p.used_s, 1),
             "role": role_of(p.command),
             "seen_s": [round(p.first_s), round(p.last_s)],
             "command": p.command[-400:],
         }
         for p in ranked
-        if p.cpu_s > p.cpu_at_start
+        if p.used_s > 0
     ]
 
 

@@ -29,6 +29,7 @@ class ClusterBackend(Protocol):
 
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None: ...
     def start_broker(self, broker_id: int) -> None: ...
+    def signal_zookeeper(self, sig: int) -> None: ...
     def zookeeper_txnlog_dir(self) -> Path: ...
     def log_tails(self, lines: int = 40) -> dict[str, str]: ...
     def kafka_tool(self, main_class: str, *args: str) -> str: ...
@@ -58,14 +59,15 @@ class LocalBackend:
         self.broker_ids = tuple(b.broker_id for b in self.stack.layout.brokers)
 
     def stop_broker(self, broker_id: int, sig: int = signal.SIGTERM) -> None:
-        if sig in (signal.SIGSTOP, signal.SIGCONT):  # frozen or thawed: the process stays
-            name = self.stack.layout.broker(broker_id).name
-            psutil.Process(self.stack.records()[name].pid).send_signal(sig)
-            return
         self.stack.stop_broker(broker_id, sig)
 
     def start_broker(self, broker_id: int) -> None:
         self.stack.start_broker(broker_id)
+
+    def signal_zookeeper(self, sig: int) -> None:
+        """SIGSTOP or SIGCONT to every ZooKeeper server of the stack (a stalled ensemble)."""
+        for node in self.stack.layout.zookeepers:
+            psutil.Process(self.stack.records()[node.name].pid).send_signal(sig)
 
     def zookeeper_txnlog_dir(self) -> Path:
         """Where the (first) ZooKeeper server writes its transaction log and snapshots."""
@@ -125,6 +127,11 @@ class ExternalBackend:
 
     start_broker = stop_broker
     kafka_tool = stop_broker
+
+    def signal_zookeeper(self, sig: int) -> None:
+        import pytest
+
+        pytest.skip("ZKCDC_TEST_BACKEND=external: its ZooKeeper is not this machine's to freeze")
 
     def zookeeper_txnlog_dir(self) -> Path:
         import pytest
@@ -199,6 +206,12 @@ class DockerBackend:
 
     def start_broker(self, broker_id: int) -> None:
         self._brokers[broker_id].get_wrapped_container().start()
+
+    def signal_zookeeper(self, sig: int) -> None:
+        import pytest
+
+        # One cluster serves every test here: frozen, it would stall the capture under test too.
+        pytest.skip("ZKCDC_TEST_BACKEND=docker: one ZooKeeper for the whole run")
 
     def zookeeper_txnlog_dir(self) -> Path:
         import pytest

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import uuid
 
 import pytest
 from confluent_kafka import KafkaError
@@ -18,6 +19,7 @@ from kafka_tree import (
     registered_brokers,
     restart_broker,
 )
+from kazoo.client import KazooClient
 
 pytestmark = pytest.mark.integration
 
@@ -198,28 +200,37 @@ def test_changes_made_while_every_broker_is_down_reach_the_topic_in_per_path_ord
 
 
 @pytest.mark.stops_brokers
-def test_under_wait_a_controller_too_slow_to_make_the_topic_is_asked_again_not_the_end(
-    cluster, kafka_zk, zk_chroot, start_capture, changes_topic
+def test_under_wait_a_kafka_too_slow_to_make_the_topic_is_asked_again_not_the_end(
+    cluster, shared_cluster, kafka_zk, start_capture, changes_topic
 ):
-    """`--wait`, as deploy/ runs capture: the brokers answer metadata, but the controller,
-    frozen, never answers the topic's creation. The daemon says so and asks again; the
-    controller thawed, the topic is made and the snapshot reaches it. (CI of stop 52: the
-    secured stack, loaded, answered no creation within the 15 s capture gave it once.)"""
-    zk_chroot.create("/brokers/topics/t/partitions/0/state", b"before", makepath=True)
-    controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
-    cluster.stop_broker(controller, signal.SIGSTOP)
+    """`--wait`, as deploy/ runs capture: Kafka answers metadata, but its ZooKeeper, frozen,
+    keeps the controller from writing the new topic, so its creation gets no answer. The daemon
+    says so and asks again; ZooKeeper thawed, the topic is made and the snapshot reaches it.
+    (CI of stop 52: the loaded secured stack made no topic within the 15 s capture gave it
+    once, and capture exited.) Capture watches a chroot on the shared stack's ZooKeeper, so
+    only the Kafka it publishes to is stalled, for as long as the test needs."""
+    chroot = f"/zkcdc-tests/slow-topic-{uuid.uuid4().hex[:8]}"
+    watched = KazooClient(hosts=shared_cluster.zookeeper_hosts)
+    watched.start(15)
+    watched.create(f"{chroot}/brokers/topics/t/partitions/0/state", b"before", makepath=True)
     try:
-        daemon = start_capture(
-            cluster.zookeeper_hosts + zk_chroot.chroot, "--cluster", "slow", "--wait",
-            publish_to=changes_topic, env={"ZKCDC_CONNECT_TIMEOUT_S": "3"},
-        )  # fmt: skip
-        daemon.wait_logged("the changes topic is not there yet")
+        cluster.signal_zookeeper(signal.SIGSTOP)
+        try:
+            daemon = start_capture(
+                shared_cluster.zookeeper_hosts + chroot, "--cluster", "slow", "--wait",
+                publish_to=changes_topic, env={"ZKCDC_CONNECT_TIMEOUT_S": "3"},
+            )  # fmt: skip
+            daemon.wait_logged("the changes topic is not there yet", timeout_s=120)
+        finally:
+            cluster.signal_zookeeper(signal.SIGCONT)
+        daemon.wait_logged("in sync", timeout_s=120)
+        changes_topic.wait_for(lambda r: r["path"].endswith("0/state"), "the snapshot's record")
+        assert daemon.stop() == 0
     finally:
-        cluster.stop_broker(controller, signal.SIGCONT)
-    daemon.wait_logged("in sync")
-    changes_topic.wait_for(lambda r: r["path"].endswith("0/state"), "the snapshot's record")
-    assert daemon.stop() == 0
-    # The thawed broker may have lost its session: the next test gets every broker back.
+        watched.delete(chroot, recursive=True)
+        watched.stop()
+        watched.close()
+    # Resumed, ZooKeeper may expire the brokers' sessions: the next test gets them all back.
     wait_until(
         lambda: registered_brokers(kafka_zk) == set(cluster.broker_ids) and controller_id(kafka_zk),
         what="all brokers registered and a controller",
