@@ -3,10 +3,13 @@ step's events read back from Kafka with a plain fastavro reader."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import signal
 import time
 import uuid
+from collections import Counter
 
 import pytest
 from confluent_kafka import KafkaError
@@ -20,6 +23,8 @@ from kafka_tree import (
     restart_broker,
 )
 from kazoo.client import KazooClient
+
+from zkcdc.ground import logs
 
 pytestmark = pytest.mark.integration
 
@@ -197,6 +202,16 @@ def test_changes_made_while_every_broker_is_down_reach_the_topic_in_per_path_ord
         assert versions == sorted(set(versions)), f"{path} out of order: {versions}"
         assert versions[-1] == 20 and len(versions) + skipped == 21
     assert daemon.stop() == 0
+    # librdkafka's complaint about each broker down, ~6 a second each, written once a minute.
+    lines = [line for line in daemon.log_lines() if "timestamp" in line]
+    stamps = [datetime.datetime.fromisoformat(line["timestamp"]) for line in lines]
+    minutes = (max(stamps) - min(stamps)).total_seconds() / 60
+    complaints = Counter(
+        (line["level"], logs.repeat_of(line["event"]))
+        for line in lines
+        if line["logger"] == logs.LIBRDKAFKA_LOGGER
+    )
+    assert complaints and max(complaints.values()) <= 1 + math.ceil(minutes), complaints
 
 
 @pytest.mark.stops_brokers

@@ -26,7 +26,7 @@ from zkcdc.ground.errors import ZkcdcError
 from zkcdc.ground.secret_files import check_secret_file
 
 ENV_PREFIX = "ZKCDC_KAFKA_"
-LIBRDKAFKA_LOGGER = "zkcdc.librdkafka"
+LIBRDKAFKA_LOGGER = logs.LIBRDKAFKA_LOGGER
 
 # librdkafka properties whose values are secrets: never accepted on a command line.
 _SECRET_PROPERTY = re.compile(r"password|secret|jaas|\.key\.pem$|ssl_key\.pem$|\.pem$", re.I)

@@ -10,10 +10,15 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import re
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 _FIELDS = "zkcdc_fields"  # the LogRecord attribute that carries an event's fields
+LIBRDKAFKA_LOGGER = "zkcdc.librdkafka"  # where the Kafka clients' own lines go
 
 
 class EventLog:
@@ -65,12 +70,55 @@ class JsonLines(logging.Formatter):
         return json.dumps(line, default=repr)
 
 
+# What differs between repeats of one complaint: librdkafka's timings and its own counts.
+_TIMING = re.compile(r"\d+ ?ms\b")
+_SUPPRESSED = re.compile(r", \d+ identical error\(s\) suppressed")
+
+
+def repeat_of(message: str) -> str:
+    """What a repeat of `message` has in common with it."""
+    return _SUPPRESSED.sub("", _TIMING.sub("#", message))
+
+
+class RepeatLimit(logging.Filter):
+    """Each message once a window: its repeats within the window are counted, not written, and
+    the next one written after it says how many there were (`repeated`). librdkafka reports
+    every failed connection to every broker, ~6 lines a second a broker while a cluster is
+    down: a daemon outliving an outage would write hundreds of thousands of them."""
+
+    def __init__(
+        self, window_s: float = 60.0, now: Callable[[], float] = time.monotonic, most: int = 1000
+    ) -> None:
+        super().__init__()
+        self._window_s, self._now, self._most = window_s, now, most
+        self._shown: dict[str, tuple[float, int]] = {}  # message -> (written at, held since)
+        self._lock = threading.Lock()  # librdkafka logs from whichever thread polls
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = f"{record.levelno} {repeat_of(record.getMessage())}"
+        at = self._now()
+        with self._lock:
+            last = self._shown.pop(key, None)
+            if last is not None and at - last[0] < self._window_s:
+                self._shown[key] = (last[0], last[1] + 1)
+                return False
+            self._shown[key] = (at, 0)  # the newest last: the oldest go first
+            while len(self._shown) > self._most:
+                del self._shown[next(iter(self._shown))]
+        if last is not None and last[1]:
+            fields = dict(getattr(record, _FIELDS, None) or {})
+            fields["repeated"] = last[1]
+            setattr(record, _FIELDS, fields)
+        return True
+
+
 def configure(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.getLogger(LIBRDKAFKA_LOGGER).filters[:] = [RepeatLimit()]
     # kazoo warns on every dropped connection; zkcdc logs its own session state changes.
     logging.getLogger("kazoo").setLevel("ERROR")
     # The schema registry client's HTTP library logs every request at INFO.
