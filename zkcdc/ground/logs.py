@@ -91,7 +91,8 @@ class RepeatLimit(logging.Filter):
     ) -> None:
         super().__init__()
         self._window_s, self._now, self._most = window_s, now, most
-        self._shown: dict[str, tuple[float, int]] = {}  # message -> (written at, repeats held back since)
+        # message -> (when last written, how many repeats were held back since)
+        self._shown: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()  # librdkafka logs from whichever thread polls
 
     def filter(self, record: logging.LogRecord) -> bool:
