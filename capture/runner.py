@@ -39,7 +39,7 @@ from zkcdc.capture.watch.source import WatchSource
 from zkcdc.capture.watch.zookeeper import ZooKeeperUnavailable
 from zkcdc.ground import logs, systemd_notify
 from zkcdc.ground.backoff import retried
-from zkcdc.ground.kafka_connection import KafkaConnectionError, KafkaUnreachable
+from zkcdc.ground.kafka_connection import KafkaUnreachable
 from zkcdc.ground.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
@@ -192,17 +192,10 @@ class CaptureRunner:
     def _prepare_outputs(self) -> ThreadingHTTPServer | None:
         """Kafka reachable and its topic there (if publishing); the metrics port served."""
         s = self.settings
-        kafka = s.kafka()
-        if kafka is not None:
-            retried(
-                lambda: kafka.brokers_answering(s.connect_timeout_s),
-                KafkaConnectionError,
-                s.connect_tries(),
-                self._sleep,
-                interrupt=self._stop.is_set,
-            )
-            # A cluster that answers metadata may still be too slow to make the topic in time
-            # (TLS, a loaded machine): under --wait that is asked again, like the brokers.
+        if s.kafka() is not None:
+            # The topic's creation reads the cluster's metadata first, so one attempt covers
+            # a Kafka unreachable and one too slow to make the topic (TLS, a loaded machine):
+            # under --wait both are asked again.
             retried(
                 lambda: self._topic_prepared(s),
                 KafkaUnreachable,

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
-from conftest import _admin_call, wait_until
+from conftest import _admin_call, _client, wait_until
 from kafka_tree import (
     controller_epoch,
     controller_id,
@@ -22,7 +22,6 @@ from kafka_tree import (
     registered_brokers,
     restart_broker,
 )
-from kazoo.client import KazooClient
 
 from zkcdc.ground import logs
 
@@ -225,8 +224,7 @@ def test_under_wait_a_kafka_too_slow_to_make_the_topic_is_asked_again_not_the_en
     once, and capture exited.) Capture watches a chroot on the shared stack's ZooKeeper, so
     only the Kafka it publishes to is stalled, for as long as the test needs."""
     chroot = f"/zkcdc-tests/slow-topic-{uuid.uuid4().hex[:8]}"
-    watched = KazooClient(hosts=shared_cluster.zookeeper_hosts)
-    watched.start(15)
+    watched = _client(shared_cluster.zookeeper_hosts)
     watched.create(f"{chroot}/brokers/topics/t/partitions/0/state", b"before", makepath=True)
     try:
         cluster.signal_zookeeper(signal.SIGSTOP)
