@@ -33,6 +33,21 @@ class AlertJob:
     def option(self, name: str) -> str:
         return self.args[self.args.index(name) + 1]
 
+    def wait_started(self, timeout_s: float = 300) -> None:
+        """Until the job has committed its first micro-batch. A test that then waits for an
+        incident's alert times the job's work, not Spark's start: under the suite's load a
+        driver took 84 s to start and its first stage a minute more (run 80)."""
+        commits = Path(self.option("--checkpoint")) / "alerts" / "commits"
+        deadline = time.monotonic() + timeout_s
+        while not (commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())):
+            if self.process.poll() is not None:
+                raise AssertionError(f"alert job exited {self.process.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no micro-batch committed in {timeout_s:.0f}s:\n{self.tail()}"
+                )
+            time.sleep(0.5)  # fixed wait: the poll's interval between looks at the checkpoint
+
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 120) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)

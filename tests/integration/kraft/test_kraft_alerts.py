@@ -46,6 +46,7 @@ def test_a_stopped_follower_fires_broker_down_and_under_replicated_then_resolves
     try:
         capture.wait_logged("in sync")
         state = changes.wait_event("PARTITION_STATE_CREATED", topic=topic, partition=0)
+        job.wait_started()  # the 180 s below are the incident's, not Spark's start under load
         follower = next(b for b in state["isr"] if b != state["leader"])
         kraft_stack.stop_broker(follower, signal.SIGTERM)
         try:
