@@ -154,7 +154,10 @@ def plot(result: dict[str, Any], quick: bool) -> None:
                 title="alert latency against cluster size")  # fmt: skip
         lat.legend(fontsize=8)
         t = result["throughput"]
-        rate.bar([x["master"] for x in t], [x["records_per_s"] or 0 for x in t])
+        # "standalone, 2 workers x 1 core" on one line ran into its neighbour's label
+        rate.bar(
+            [x["master"].replace(", ", ",\n") for x in t], [x["records_per_s"] or 0 for x in t]
+        )
         rate.set(ylabel="records/s (micro-batches after the first)",
                  title=f"stateful stage, --shards {result['shards']}")  # fmt: skip
 
