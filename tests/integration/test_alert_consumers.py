@@ -54,9 +54,9 @@ def test_alerts_tail_and_a_webhook_down_through_an_incident_see_every_alert_of_i
         "--webhook", f"http://127.0.0.1:{port}/hook",
         "--delivery-max-backoff-s", str(MAX_BACKOFF_S),
     )  # fmt: skip
-    job.wait_started()  # the 180 s below are the incident's, not Spark's start under load
-    receiver.stop()  # down through the incident's FIRINGs and beyond
+    receiver.stop()  # down from the job's first micro-batch, through the incident's and beyond
     down_since = time.monotonic()
+    job.wait_started()  # the 180 s below are the incident's, not Spark's start under load
     follower = next(b for b in cluster.broker_ids if b != controller_id(kafka_zk))
     cluster.stop_broker(follower, signal.SIGTERM)
     try:
