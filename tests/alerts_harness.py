@@ -12,10 +12,12 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from capture_harness import TopicReader
 from confluent_kafka import Producer
+
+T = TypeVar("T")
 
 
 class AlertJob:
@@ -37,16 +39,23 @@ class AlertJob:
         """Until the job has committed its first micro-batch. A test that then waits for an
         incident's alert times the job's work, not Spark's start: under the suite's load a
         driver took 84 s to start and its first stage a minute more (run 80)."""
-        commits = Path(self.option("--checkpoint")) / "alerts" / "commits"
+        checkpoint = Path(self.option("--checkpoint"))
+        self.wait_until(lambda: committed(checkpoint) or None, "no micro-batch committed",
+                        timeout_s, interval_s=0.5)  # fmt: skip
+
+    def wait_until(
+        self, found: Callable[[], T | None], failure: str, timeout_s: float, interval_s: float = 0
+    ) -> T:
+        """The first value `found` gives that is not None; fails with the job's log when the
+        job exits or the time is up, so a slow or broken job is told apart from a lost result."""
         deadline = time.monotonic() + timeout_s
-        while not (commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())):
+        while (value := found()) is None:
             if self.process.poll() is not None:
                 raise AssertionError(f"alert job exited {self.process.returncode}:\n{self.tail()}")
             if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"no micro-batch committed in {timeout_s:.0f}s:\n{self.tail()}"
-                )
-            time.sleep(0.5)  # fixed wait: the poll's interval between looks at the checkpoint
+                raise AssertionError(f"{failure} in {timeout_s:.0f}s:\n{self.tail()}")
+            time.sleep(interval_s)  # fixed wait: the poll's interval between looks, if any
+        return value
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 120) -> int:
         if self.process.poll() is None:
@@ -82,16 +91,11 @@ class AlertsTopic(TopicReader):
         timeout_s: float,
         job: AlertJob,
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def found() -> dict[str, Any] | None:
             self.poll(1000)
-            found = [a for a in self.alerts if predicate(a)]
-            if found:
-                return found[0]
-            if job.process.poll() is not None:
-                raise AssertionError(f"alert job exited {job.process.returncode}:\n{job.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no alert {what} in {timeout_s:.0f}s:\n{job.tail()}")
+            return next((a for a in self.alerts if predicate(a)), None)
+
+        return job.wait_until(found, f"no alert {what}", timeout_s)
 
 
 class ChangesProducer:
@@ -130,15 +134,7 @@ class DeadLetters(TopicReader):
             self.poll()
             return next((d for d in self.letters if predicate(d)), None)
 
-        deadline = time.monotonic() + timeout_s
-        while (letter := found()) is None:
-            if job.process.poll() is not None:
-                raise AssertionError(f"alert job exited {job.process.returncode}:\n{job.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"no {what} on {self.topic} in {timeout_s:.0f}s:\n{job.tail()}"
-                )
-        return letter
+        return job.wait_until(found, f"no {what} on {self.topic}", timeout_s)
 
 
 def receiver_port() -> int:
@@ -176,15 +172,20 @@ class Receiver:
         self.server.server_close()
 
 
+def committed(checkpoint: Path) -> list[int]:
+    """The micro-batches the alert job whose `--checkpoint` is `checkpoint` has committed."""
+    commits = checkpoint / "alerts" / "commits"
+    return [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+
+
 def job_read_to(checkpoint: Path, topic: str, ends: dict[int, int]) -> bool:
     """Whether the alert job whose `--checkpoint` is `checkpoint` finished a micro-batch (its
     sinks written, the batch committed) that read `topic` up to `ends` (next offsets): the job
     has drained what the topic held, no clock needed."""
-    commits, offsets = checkpoint / "alerts" / "commits", checkpoint / "alerts" / "offsets"
-    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    done = committed(checkpoint)
     if not done:
         return False
-    for line in (offsets / str(max(done))).read_text().splitlines()[1:]:
+    for line in (checkpoint / "alerts" / "offsets" / str(max(done))).read_text().splitlines()[1:]:
         try:
             read = json.loads(line)
         except ValueError:

@@ -26,7 +26,6 @@ from zkcdc.ground.errors import ZkcdcError
 from zkcdc.ground.secret_files import check_secret_file
 
 ENV_PREFIX = "ZKCDC_KAFKA_"
-LIBRDKAFKA_LOGGER = logs.LIBRDKAFKA_LOGGER
 
 # librdkafka properties whose values are secrets: never accepted on a command line.
 _SECRET_PROPERTY = re.compile(r"password|secret|jaas|\.key\.pem$|ssl_key\.pem$|\.pem$", re.I)
@@ -318,7 +317,9 @@ def _read(path: Path) -> str:
 
 def _logger(quiet: bool) -> logging.Logger:
     return (
-        logs.quiet(LIBRDKAFKA_LOGGER + ".probe") if quiet else logging.getLogger(LIBRDKAFKA_LOGGER)
+        logs.quiet(logs.LIBRDKAFKA_LOGGER + ".probe")
+        if quiet
+        else logging.getLogger(logs.LIBRDKAFKA_LOGGER)
     )
 
 
