@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
+from spark_stages import event_log_conf, stateful_stages
 
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.unreadable_messages import UnreadableMessages
@@ -113,8 +114,11 @@ def throughput(
     topic = f"zkcdc.bench.changes.{uuid.uuid4().hex[:6]}"
     values = synthetic_records("bench", partitions, records)
     produce(bootstrap, topic, values)
-    spark = session(master, "zkcdc-bench-alerts", shuffle_partitions=max(1, shards))
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-alerts-"))
+    events = work / "event-log"
+    spark = session(
+        master, "zkcdc-bench-alerts", shuffle_partitions=max(1, shards), **event_log_conf(events)
+    )
     counted = [0]
 
     def count(batch: Any, _: int) -> None:
@@ -149,7 +153,10 @@ def throughput(
     steady = progress[1:]
     steady_rows = sum(p["numInputRows"] for p in steady)
     steady_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in steady)
-    spark.stop()
+    spark.stop()  # the event log is complete only now
+    stages = stateful_stages(events)
+    steady_batches = {p["batchId"] for p in steady}
+    stage_ms = sum(s.wall_ms for s in stages if s.batch_id in steady_batches)
     return {
         "records": len(values),
         "rows_processed": rows,
@@ -162,6 +169,13 @@ def throughput(
         "records_per_s_incl_first_batch": round(rows / (busy_ms / 1000)) if busy_ms else None,
         "wall_s_including_spark_start": round(wall, 1),
         "alerts": counted[0],
+        # The stateful stage alone (Spark's event log): its tasks and time in each micro-batch.
+        "stateful_stage": {
+            "tasks": [s.tasks for s in stages],
+            "stage_ms": [s.wall_ms for s in stages],
+            "task_ms": [s.task_ms for s in stages],
+            "records_per_s": round(steady_rows / (stage_ms / 1000)) if stage_ms else None,
+        },
     }
 
 
