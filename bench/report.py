@@ -34,6 +34,7 @@ BENCHMARKS = (
 VARIANTS = {
     "b2_scale_million": "b2_scale",
     "b8_ui_million": "b8_ui",
+    "b9_broker_failure": "b9_broker_failure",  # B9's 1,000,000-partition failure
 }
 
 
