@@ -111,9 +111,9 @@ def peak_rss_mb(pid: int) -> float:
     for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
         try:
             status = Path(f"/proc/{p.pid}/status").read_text()
-        except FileNotFoundError:  # a Python worker ended meanwhile
+        except FileNotFoundError:  # a Python worker ended meanwhile (a zombie has no VmHWM)
             continue
-        total += next(int(line.split()[1]) for line in status.splitlines() if "VmHWM" in line)
+        total += next((int(line.split()[1]) for line in status.splitlines() if "VmHWM" in line), 0)
     return round(total / 1024)
 
 
@@ -170,6 +170,13 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
         batches_before = len(micro_batches(work))
         time.sleep(15)  # the canary's RESOLVED and the job idle again
 
+        gone: list[float] = []  # when the victim's registration went, as ZooKeeper told us
+
+        def registration(_: Any, __: Any, event: Any = None) -> None:
+            if event is not None and event.type == "DELETED":
+                gone.append(time.time())
+
+        zk.DataWatch(f"/brokers/ids/{VICTIM}", registration)  # brought up by the run, then gone
         failed_at = time.time()
         failure = start("failure", "simulate", "run", "broker-failure", "--zookeeper", hosts,
                         "--broker", str(VICTIM), "--hold", "3600")  # fmt: skip
@@ -202,6 +209,8 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             "capture_in_sync_s": round(snapshot_s, 1),
             "job_through_snapshot_s": round(job_read_s, 1),
             "controller_writes_s": round(writes_s, 1),
+            # The run first brings the brokers up (and reads the tree); the failure is this.
+            "broker_gone_s": round(gone[0] - failed_at, 1) if gone else None,
             "complete": complete,
             "under_replicated_alerts": len(under),
             "first_under_replicated_s": round(under[0] - failed_at, 1) if under else None,
@@ -249,6 +258,8 @@ def render(r: dict[str, Any]) -> str:
         ["the alert job through the snapshot (start → an alert after it)",
          f"{fmt(r['job_through_snapshot_s'], digits=1)} s"],
         [f"broker {VICTIM} fails: partitions that held it", f"{r['lost_partitions']:,}"],
+        ["… its registration gone, after the failure's start (`simulate run`, which brings the "
+         "10 brokers up first)", f"{fmt(r.get('broker_gone_s'), digits=1)} s"],
         ["… the controller's state writes done, after the failure's start",
          f"{fmt(r['controller_writes_s'], digits=1)} s"],
         ["… `broker_down` on the alerts topic, after it", f"{fmt(r['broker_down_s'], digits=1)} s"],

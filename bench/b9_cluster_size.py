@@ -3,9 +3,11 @@
 `zkcdc capture` and `zkcdc stream alerts` as users run them, partitions taken offline one at a
 time 0.5 s apart, each `offline_partition` alert on the alerts topic timed against its state
 znode's mtime. Then the stateful stage's records/s on B3's records (the stage alone, from
-Spark's event log, and the whole micro-batch) on local[1] and local[2] and on a standalone cluster (by default a master and two workers of one core each on this
-machine, started and stopped by the run; `--standalone spark://host:port` for a cluster of
-yours, `--standalone none` for neither), and the state store's size per partition.
+Spark's event log, and the whole micro-batch) on local[1] and local[2] and on a standalone
+cluster (by default a master and two workers of one core each on this machine, started and
+stopped by the run; `--standalone spark://host:port` for a cluster of yours, `--standalone
+none` for neither), and the state store's size per partition. A broker failure at 1,000,000
+partitions is `b9_broker_failure.py`.
 
 Run: `.venv/bin/python bench/b9_cluster_size.py [--quick] [--shards 2] [--no-million]`
 (a stack of its own: one broker, ZooKeeper with a 6 GB heap, which 1,000,000 partitions need;
