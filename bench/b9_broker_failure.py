@@ -251,6 +251,10 @@ def main() -> None:
     print(render(save(NAME, result, args.quick)))
 
 
+def since(later: float | None, earlier: float | None) -> str:
+    return "—" if later is None or earlier is None else f"{later - earlier:,.1f} s"
+
+
 def render(r: dict[str, Any]) -> str:
     rows = [
         ["`simulate build` of the tree", f"{fmt(r['build_s'], digits=1)} s"],
@@ -268,6 +272,9 @@ def render(r: dict[str, Any]) -> str:
         ["… the first and the last of them, after the failure's start",
          f"{fmt(r['first_under_replicated_s'], digits=1)} s / "
          f"**{fmt(r['last_under_replicated_s'], digits=1)} s**"],
+        ["… the last of them after the controller's last write / after the registration went",
+         f"**{since(r['last_under_replicated_s'], r['controller_writes_s'])}** / "
+         f"{since(r['last_under_replicated_s'], r.get('broker_gone_s'))}"],
         ["… every FIRING after the failure, by rule",
          ", ".join(f"{k} {v:,}" for k, v in r["firing_by_rule"].items())],
         ["… the job's micro-batches through it: count, p50 / max",
