@@ -7,7 +7,7 @@ controller's writes, and each alert of the failure on the alerts topic, from the
 start; counted: the `under_replicated` alerts against the partitions that lost the broker.
 
 Run: `.venv/bin/python bench/b9_broker_failure.py [--quick]` (a stack of its own: one broker,
-ZooKeeper with a 6 GB heap; removed at the end; ~40 min, most of it capture's snapshot of
+ZooKeeper with a 6 GB heap; removed at the end; ~20 min, most of it capture's snapshot of
 2,000,000 znodes and the job reading it; `--quick`: 10,000 partitions).
 """
 
