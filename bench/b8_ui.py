@@ -33,10 +33,21 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import cpu_census
-from harness import ZKCDC, fmt, percentile, reproduce, run_at_scale, stop, table, vm_hwm_mb
+from harness import (
+    ZKCDC,
+    directory_mb,
+    fmt,
+    percentile,
+    reproduce,
+    run_at_scale,
+    stop,
+    table,
+    vm_hwm_mb,
+    wait_for,
+)
 
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.state.state_values import state_entry
@@ -216,18 +227,6 @@ def topic_size(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def wait_for(what: str, check: Any, timeout_s: float, *processes: subprocess.Popen[Any]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        for process in processes:
-            if process.poll() is not None:
-                command = cast(list[str], process.args)  # started with a list (`start`)
-                raise SystemExit(f"{command[3]} exited while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no {what} in {timeout_s:.0f} s")
-        time.sleep(0.5)
-
-
 def main() -> None:
     run_at_scale(
         NAME, __doc__, measure, render, add_args=flags,
@@ -254,10 +253,6 @@ def timed_state_show(bootstrap: str, state: str) -> tuple[float, int]:
             raise SystemExit(f"state show failed:\n{out.read().decode(errors='replace')}")
     shown.returncode = os.waitstatus_to_exitcode(status)
     return took, usage.ru_maxrss // 1024  # kB on Linux
-
-
-def directory_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
 def flags(p: Any) -> None:

@@ -27,7 +27,18 @@ from typing import Any
 
 import psutil
 from b3_alert_job import batch_stats, micro_batches
-from harness import ZKCDC, fmt, own_stack, parser, reproduce, save, table
+from harness import (
+    ZKCDC,
+    directory_mb,
+    fmt,
+    own_stack,
+    parser,
+    reproduce,
+    save,
+    table,
+    vm_hwm_mb,
+    wait_for,
+)
 
 from zkcdc.view.alerts_tail import alert_of
 
@@ -94,31 +105,15 @@ def lost_partitions(zk: Any, victim: int) -> int:
     return count
 
 
-def wait(what: str, done: Any, timeout_s: float, *processes: subprocess.Popen[Any]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        for process in processes:
-            if process.poll() is not None:
-                raise SystemExit(f"{what}: pid {process.pid} exited {process.returncode}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.5)
-
-
 def peak_rss_mb(pid: int) -> float:
     """A process's and its children's peak resident memory, added (the job: Python and JVM)."""
-    total = 0
+    total = 0.0
     for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
         try:
-            status = Path(f"/proc/{p.pid}/status").read_text()
-        except FileNotFoundError:  # a Python worker ended meanwhile (a zombie has no VmHWM)
+            total += vm_hwm_mb(p.pid) or 0  # a zombie Python worker has no VmHWM
+        except FileNotFoundError:  # a Python worker ended meanwhile
             continue
-        total += next((int(line.split()[1]) for line in status.splitlines() if "VmHWM" in line), 0)
-    return round(total / 1024)
-
-
-def directory_mb(path: Path) -> float:
-    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6, 1)
+    return round(total)
 
 
 def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
@@ -156,13 +151,13 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
         job = start("alerts", "stream", "alerts", "--bootstrap-servers", info.bootstrap_servers,
                     "--topic", changes, "--alerts-topic", alerts_topic,
                     "--checkpoint", str(work / "checkpoint"), *args.job_arg)  # fmt: skip
-        wait("capture in sync", lambda: logged("capture", b'"in sync"'), 3600, capture)
+        wait_for("capture in sync", lambda: logged("capture", b'"in sync"'), 3600, capture)
         snapshot_s = time.monotonic() - began
         print(f"capture in sync after {snapshot_s:.0f} s", file=sys.stderr, flush=True)
         # The job has read the snapshot once a partition taken offline after it gives an alert.
         was = zk.get(CANARY)[0]
         zk.set(CANARY, OFFLINE)
-        wait("the job through the snapshot",
+        wait_for("the job through the snapshot",
              lambda: "sim-0000/0" in listener.firing("offline_partition"), 3600, job)  # fmt: skip
         zk.set(CANARY, was)
         job_read_s = time.monotonic() - began
@@ -180,7 +175,7 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
         failed_at = time.time()
         failure = start("failure", "simulate", "run", "broker-failure", "--zookeeper", hosts,
                         "--broker", str(VICTIM), "--hold", "3600")  # fmt: skip
-        wait("the failure staged", lambda: logged("failure", b"holding"), 1800, failure)
+        wait_for("the failure staged", lambda: logged("failure", b"holding"), 1800, failure)
         writes_s = time.time() - failed_at
         print(f"the controller's writes done after {writes_s:.0f} s", file=sys.stderr, flush=True)
 
@@ -188,7 +183,7 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             return len(listener.firing("under_replicated", failed_at)) >= lost
 
         try:
-            wait("every partition's under_replicated alert", all_alerts, args.timeout_s, job)
+            wait_for("every partition's under_replicated alert", all_alerts, args.timeout_s, job)
             complete = True
         except SystemExit as exc:  # the figures so far say how far it got
             print(exc, file=sys.stderr)
@@ -221,8 +216,8 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             **batch_stats(batches),
             "job_peak_rss_mb": peak_rss_mb(job.pid),
             "capture_peak_rss_mb": peak_rss_mb(capture.pid),
-            "checkpoint_mb": directory_mb(work / "checkpoint"),
-            "state_mb": directory_mb(work / "checkpoint" / "alerts" / "state"),
+            "checkpoint_mb": round(directory_mb(work / "checkpoint"), 1),
+            "state_mb": round(directory_mb(work / "checkpoint" / "alerts" / "state"), 1),
         }
     finally:
         listener.close()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from b3_alert_job import latency, throughput
-from harness import figure, fmt, own_stack, parser, plot_link, reproduce, save, table
+from harness import directory_mb, figure, fmt, own_stack, parser, plot_link, reproduce, save, table
 
 NAME = "b9_cluster_size"
 INCIDENTS = 31  # the first one waits for the job to be up; 30 are timed
@@ -69,10 +69,6 @@ def standalone(how: str) -> Iterator[list[tuple[str, str]]]:
             yield [(cluster.master_url, "standalone, 2 workers x 1 core")]
         finally:
             cluster.stop()
-
-
-def directory_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
 def main() -> None:

@@ -20,9 +20,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 
@@ -170,6 +171,25 @@ def pin(pids: list[int], cpus: set[int]) -> None:
         for task in tasks:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(task, cpus)
+
+
+def directory_mb(path: Path) -> float:
+    """What the files under `path` take, in MB (a checkpoint, a state store)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def wait_for(what: str, check: Any, timeout_s: float, *processes: subprocess.Popen[Any]) -> None:
+    """Until `check()`; ends the run with one line if the time is up or one of `processes`
+    (each started as `ZKCDC` and its subcommand) exits first."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        for process in processes:
+            if process.poll() is not None:
+                command = cast(list[str], process.args)  # started with a list
+                raise SystemExit(f"{command[3]} exited while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no {what} in {timeout_s:.0f} s")
+        time.sleep(0.5)
 
 
 def vm_hwm_mb(pid: int) -> float | None:

@@ -131,10 +131,7 @@ def skipped_at(records: list[dict[str, Any]], missing: list[str]) -> bool:
     paths = {r["path"] for r in records if r["versions_skipped"] > 0}
     for line in missing:
         want = json.loads(line)
-        captured = any(
-            r["op"] != "READ" and r["path"] == want["path"] and any(_matches(e, want) for e in r["events"])
-            for r in records
-        )  # fmt: skip
+        captured = any(_captures(r, want) for r in records)
         if not (want["path"] in paths if not captured else paths):
             return False
     return True
@@ -238,6 +235,15 @@ def _matches(event: dict[str, Any], expected: dict[str, Any]) -> bool:
     return all(event.get(k) == v for k, v in expected.items() if k not in ("path", "together"))
 
 
+def _captures(record: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """Whether a live record (not the snapshot's) carries the expected event at its path."""
+    return (
+        record["op"] != "READ"
+        and record["path"] == expected["path"]
+        and any(_matches(e, expected) for e in record["events"])
+    )
+
+
 def find_in_order(records: list[dict[str, Any]], expected: list[dict[str, Any]]) -> list[str]:
     """The expected events not found: each must come in a live record at its path, no earlier
     than the one before it (events of one record share a seq), except that events marked
@@ -245,17 +251,7 @@ def find_in_order(records: list[dict[str, Any]], expected: list[dict[str, Any]])
     missing, floor, after = [], 0, 0
     for want in expected:
         lower = floor if want.get("together") else after
-        hit = next(
-            (
-                r["seq"]
-                for r in records
-                if r["op"] != "READ"
-                and r["seq"] >= lower
-                and r["path"] == want["path"]
-                and any(_matches(e, want) for e in r["events"])
-            ),
-            None,
-        )
+        hit = next((r["seq"] for r in records if r["seq"] >= lower and _captures(r, want)), None)
         if hit is None:
             missing.append(json.dumps(want))
         else:
