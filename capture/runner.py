@@ -360,7 +360,9 @@ class CaptureRunner:
                 collector.settle()  # the tree just read: long-lived, walked once
             now = self._now()
             if now >= next_heartbeat and turn.caught_up:
-                records.append(source.heartbeat())
+                # One to each partition of the changes topic: the alert job waits on each
+                # partition's newest seq before it passes a missing one (seq_order.py).
+                records += [source.heartbeat() for _ in range(outlet.heartbeat_round)]
                 next_heartbeat = now + s.heartbeat_s
             if records:
                 if self._election is not None and time.monotonic() - last_out > (

@@ -81,6 +81,18 @@ def key_for(cluster: str, path: str) -> bytes:
     return f"{cluster}{path}".encode()
 
 
+PARTITIONER = -1  # produce()'s partition for "the partitioner's choice" (by key)
+
+
+def heartbeat_partition(seq: int, partitions: int) -> int | None:
+    """The partition a heartbeat goes to: seq mod the topic's partitions, so a round of as many
+    heartbeats as there are partitions (consecutive seqs: `runner`) reaches every one. The
+    alert job's order waits on every partition's newest seq (streaming/rules/seq_order.py):
+    a heartbeat keeps a quiet partition's moving. None: the partitioner's choice (count
+    unknown)."""
+    return seq % partitions if partitions > 0 else None
+
+
 def headers_for(cluster: str, seq: int) -> list[tuple[str, str | bytes | None]]:
     """What a consumer reads without decoding: the record's seq and cluster."""
     return [(SEQ_HEADER, str(seq).encode()), (CLUSTER_HEADER, cluster.encode())]
@@ -146,6 +158,9 @@ class Publisher:
         self.acked_count = 0
         self._error: str | None = None
         self._fenced: str | None = None
+        # The topic's partitions, once known (the topic guard's count): heartbeats go to
+        # each in turn (`heartbeat_partition`).
+        self.partitions = 0
         self.on_ack: Callable[[dict[str, Any]], None] = _no_ack
 
     @property
@@ -189,6 +204,8 @@ class Publisher:
             if len(value) > self.max_value_bytes:
                 sent, omitted = fitted(record, self._serialize, self.max_value_bytes)
                 headers.append((OMITTED_HEADER, omitted))
+            beat = record["op"] == "HEARTBEAT"
+            partition = heartbeat_partition(record["seq"], self.partitions) if beat else None
             try:
                 self._producer.produce(
                     self.topic,
@@ -197,6 +214,7 @@ class Publisher:
                     timestamp=record["captured_ms"],
                     headers=headers,
                     on_delivery=self._delivered(record),
+                    partition=PARTITIONER if partition is None else partition,
                 )
             except BufferError:
                 return  # librdkafka's queue is full: the rest waits for acks

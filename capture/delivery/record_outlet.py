@@ -54,6 +54,8 @@ class RecordOutlet:
         kafka = settings.kafka()
         self.publisher = None if kafka is None else self._publisher(kafka)
         self.topic_guard = None if self.publisher is None else self._topic_guard()
+        if self.publisher is not None and self.topic_guard is not None:
+            self.publisher.partitions = self.topic_guard.partitions
         self.feed = (
             None
             if self.publisher is None
@@ -108,6 +110,12 @@ class RecordOutlet:
                 header = self._single_object_header
                 self.feed.give(values, [header + body for body in bodies])
         self.metrics.given_out(records)
+
+    @property
+    def heartbeat_round(self) -> int:
+        """How many heartbeats make one round: one for each partition of the changes topic
+        (`publisher.heartbeat_partition`), one without Kafka."""
+        return max(1, self.publisher.partitions) if self.publisher is not None else 1
 
     @property
     def in_flight(self) -> bool:

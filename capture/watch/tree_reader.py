@@ -15,6 +15,7 @@ answered."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -124,8 +125,7 @@ class TreeReader:
         if self._excluded(path):
             return
         if self.recursive:
-            # Children are listed once the data's stat says there are any: most of Kafka's
-            # tree is leaves, and a child created after the read is announced by the watch.
+            # Children are listed (with a child watch) after the data's stat: see _on_data.
             self._read_data(path, generation, list_children=True)
         else:
             self._read_data(path, generation)
@@ -153,7 +153,10 @@ class TreeReader:
         if self._closed:
             return
         self._count(generation, +1)
-        watch = None if self.recursive else self._on_child_watch
+        # A persistent recursive watch says nothing of a child capture may not read
+        # (ZooKeeper 3.8.4+, CVE-2024-23944); a child watch on its parent does: the parent's
+        # listing, read again, shows the new name, and its refused read records it.
+        watch = self._on_child_watch if not self.recursive or child_watched(path) else None
         self._pipeline.request(
             GetChildren(self._full(path), watch),
             lambda value, error: self._on_children(path, value, error, generation),
@@ -187,7 +190,10 @@ class TreeReader:
         if error is None:
             data, stat = value
             self._emit(Read(path, znode(data, stat), self._now_ms()))
-            if list_children and stat.numChildren > 0:
+            # Listed where there are children, and where a child may come that only a child
+            # watch would tell of (child_watched). An ephemeral znode never has children.
+            may_get = stat.ephemeralOwner == 0 and child_watched(path)
+            if list_children and (stat.numChildren > 0 or may_get):
                 self._read_children(path, generation)  # counted before this read's -1
         elif isinstance(error, NoNodeError):
             # Announced as created, gone before its read: a znode nobody saw (a request
@@ -249,6 +255,19 @@ class TreeReader:
             done = delta < 0 and self._outstanding == 0
         if done:
             self._emit(Synced(generation))
+
+
+# Kafka's bulk: a partition's folder and state znode, a topic's config. Watched, they would
+# cost ZooKeeper a watch each (millions, on a large cluster); a child of theirs that capture
+# may not read is recorded at the next walk.
+_UNWATCHED = re.compile(r"/brokers/topics/[^/]+/partitions/[^/]+(/state)?|/config/topics/[^/]+")
+
+
+def child_watched(path: str) -> bool:
+    """Whether capture keeps a child watch on `path` under a recursive watch: a child created
+    there that capture may not read is then recorded as ZNODE_UNREADABLE as soon as ZooKeeper
+    tells the watch (within one round trip of the create)."""
+    return _UNWATCHED.fullmatch(path) is None
 
 
 def _refusal(error: Exception) -> str:

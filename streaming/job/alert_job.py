@@ -2,9 +2,10 @@
 kept in Spark's state store between micro-batches.
 
 Records of one cluster arrive over several Kafka partitions (the key is cluster + path), so a
-micro-batch can hold a later `seq` before an earlier one. Records wait in the state, in `seq`
-order, until they are next in line; a gap (a seq that never comes, as after a capture restart
-that skipped some) is passed once the waiting records span `reorder_ms` of event time.
+micro-batch can hold a later `seq` before an earlier one, and a backlog's partitions are read
+unevenly. Records wait in the state until their place in `seq` order has come
+(`streaming/rules/seq_order.py`: a watermark over the source's partitions), so the engine
+sees the same sequence however the input was batched.
 
 pyspark and pandas are imported inside the functions that run on Spark: every `zkcdc` command
 loads this module, and their imports alone take about a second."""
@@ -23,39 +24,26 @@ from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.engine_scope import leaders_of
 from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.rules.seq_order import OrderReport, SeqOrder
 from zkcdc.streaming.rules.state_records import StateUpsert
 
 # kind "alert": key = alert_id, with its status and event time (the sinks need no parsing);
-# kind "state": key = state_records.state_key, json null = gone; kind "dead": a dead letter.
+# kind "state": key = state_records.state_key, json null = gone; kind "dead": a dead letter;
+# kind "order": key = the cluster, json = its turn's placing figures (order_row).
 OUTPUT_SCHEMA = "kind string, key string, json string, status string, at_ms long"
 STATE_SCHEMA = "engine binary"
-REORDER_MS = 5_000
-
-Pending = dict[int, tuple[int, str, str, str]]  # seq -> (ts_ms, op, path, events json)
 
 
-def drain(engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS) -> list[Alert]:
-    """Feeds the engine every waiting record that is next in line (or past a stale gap)."""
-    return [alert for _, alert in drain_ordered(engine, pending, reorder_ms)]
+def drain(engine: AlertEngine, order: SeqOrder) -> list[Alert]:
+    """Feeds the engine every waiting record whose place has come (seq_order.py)."""
+    return [alert for _, alert in drain_ordered(engine, order)]
 
 
-def drain_ordered(
-    engine: AlertEngine, pending: Pending, reorder_ms: int = REORDER_MS
-) -> list[tuple[Order, Alert]]:
+def drain_ordered(engine: AlertEngine, order: SeqOrder) -> list[tuple[Order, Alert]]:
     """`drain`, each alert with its place in the single engine's order (shard_stage.py)."""
     out: list[tuple[Order, Alert]] = []
-    for seq in [s for s in pending if s <= engine.last_seq]:
-        del pending[seq]  # seen before a restart: the engine has them
-    if not pending:
-        return out
-    newest_ts = max(ts for ts, _, _, _ in pending.values())
     due = engine.next_due()
-    for seq in sorted(pending):
-        ts, op, path, events = pending[seq]
-        in_line = engine.last_seq < 0 or seq == engine.last_seq + 1
-        if not in_line and newest_ts - ts < reorder_ms:
-            break  # an earlier record may still come
-        del pending[seq]
+    for seq, (ts, op, path, events) in order.ready(engine.last_seq):
         if events == "[]" and engine.last_seq < seq:
             # A record with no events only moves time on (most of a shard's records are such
             # ticks): what process() would do, without its work.
@@ -74,6 +62,44 @@ def drain_ordered(
         out += engine.process_ordered(record)
         due = engine.next_due()
     return out
+
+
+def add_rows(order: SeqOrder, placed_through: int, batches: Iterator[Any]) -> None:
+    """A micro-batch's rows of one group into its order (columns as RECORD_COLUMNS)."""
+    for batch in batches:
+        # Columns as Python lists: iterating pandas Series element by element costs more.
+        for seq, partition, ts, op, path, events in zip(
+            batch["seq"].tolist(), batch["partition"].tolist(), batch["ts_ms"].tolist(),
+            batch["op"].tolist(), batch["path"].tolist(), batch["events"].tolist(), strict=True,
+        ):  # fmt: skip
+            order.add(
+                int(seq), int(partition), (int(ts), str(op), str(path or ""), events or "[]"),
+                placed_through,
+            )  # fmt: skip
+
+
+def restored_order(stored: Any, partitions: int) -> SeqOrder:
+    """The order kept in the state, or one made of a checkpoint's older form (its waiting
+    records alone, by seq): a job resumes an older checkpoint and loses none of them."""
+    if isinstance(stored, SeqOrder):
+        stored.partitions = max(stored.partitions, partitions)
+        return stored
+    order = SeqOrder(partitions)
+    for seq, waiting in dict(stored).items():
+        order.add(int(seq), 0, waiting, -1)
+    order.heads.clear()  # its partitions are not known: they prove nothing
+    order.take_report()
+    return order
+
+
+def order_row(cluster: str, report: OrderReport) -> dict[str, list[Any]]:
+    """A turn's placing figures as an output row of kind "order" (key = the cluster)."""
+    figures = {
+        "gaps": report.gaps, "unproven": report.unproven, "unplaced": report.unplaced,
+        "duplicates": report.duplicates, "waiting": report.waiting,
+    }  # fmt: skip
+    return {"kind": ["order"], "key": [cluster], "json": [orjson.dumps(figures).decode()],
+            "status": [None], "at_ms": [None]}  # fmt: skip
 
 
 def output_rows(alerts: list[Alert], states: list[StateUpsert]) -> dict[str, list[Any]]:
@@ -104,11 +130,10 @@ def dead_letter_rows(batches: Iterator[Any]) -> dict[str, list[Any]]:
     }
 
 
-def stateful_alerts(
-    settings: RuleSettings, reorder_ms: int = REORDER_MS, with_state: bool = True
-) -> Any:
+def stateful_alerts(settings: RuleSettings, partitions: int = 1, with_state: bool = True) -> Any:
     """The function for `applyInPandasWithState`, grouped by cluster: alerts, and with
-    `with_state` the state upserts of what each micro-batch changed."""
+    `with_state` the state upserts of what each micro-batch changed. `partitions`: the
+    source's (seq_order.py waits for each)."""
 
     def run(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:
         keep_zip_directories()  # for the worker's next tasks
@@ -123,31 +148,29 @@ def stateful_alerts(
             return
         cluster = str(key[0])
         if state.exists:
-            engine, pending = pickle.loads(state.get[0])
+            engine, stored = pickle.loads(state.get[0])
+            order = restored_order(stored, partitions)
         else:
-            engine, pending = AlertEngine(cluster, settings), {}
-        for batch in batches:
-            # Columns as Python lists: iterating pandas Series element by element costs more.
-            for seq, ts, op, path, events in zip(
-                batch["seq"].tolist(), batch["ts_ms"].tolist(), batch["op"].tolist(),
-                batch["path"].tolist(), batch["events"].tolist(), strict=True,
-            ):  # fmt: skip
-                pending[int(seq)] = (int(ts), str(op), str(path), events or "[]")
-        alerts = drain(engine, pending, reorder_ms)
+            engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
+        add_rows(order, engine.last_seq, batches)
+        alerts = drain(engine, order)
         states = engine.take_state() if with_state else []
-        state.update((pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL),))
-        yield pd.DataFrame(output_rows(alerts, states), dtype=object)
+        state.update((pickle.dumps((engine, order), protocol=pickle.HIGHEST_PROTOCOL),))
+        rows = output_rows(alerts, states)
+        for column, values in order_row(cluster, order.take_report()).items():
+            rows[column] += values
+        yield pd.DataFrame(rows, dtype=object)
 
     return run
 
 
 def alerts_stream(
-    records: Any, settings: RuleSettings, reorder_ms: int = REORDER_MS, with_state: bool = True
+    records: Any, settings: RuleSettings, partitions: int = 1, with_state: bool = True
 ) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     return records.groupBy("cluster").applyInPandasWithState(
-        stateful_alerts(settings, reorder_ms, with_state),
+        stateful_alerts(settings, partitions, with_state),
         OUTPUT_SCHEMA,
         STATE_SCHEMA,
         "append",

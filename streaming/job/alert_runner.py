@@ -15,12 +15,13 @@ from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.alert_job import REORDER_MS, alerts_stream
+from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
     changes_with_dead_letters,
+    source_partitions,
 )
 from zkcdc.streaming.job.checkpoint_layout import check_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
@@ -66,7 +67,6 @@ class AlertJobOptions:
     trigger_ms: int = TRIGGER_MS
     available_now: bool = False  # process what is there, then stop (replays, tests)
     dead_letter_topic: str | None = None
-    reorder_ms: int = REORDER_MS
     state_kafka: KafkaConnection | None = None  # publish state upserts to this Kafka ...
     state_topic: str = "zkcdc.state"  # ... on this compacted topic
     state_out: Path | None = None  # write the final state here (JSON lines, one per entity)
@@ -114,12 +114,13 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
     try:
         records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
+        partitions = source_partitions(options.source)
         if options.partition_shards:
             alerts = sharded_alerts_stream(
-                records, options.rules, options.reorder_ms, with_state, options.partition_shards
+                records, options.rules, partitions, with_state, options.partition_shards
             )
         else:
-            alerts = alerts_stream(records, options.rules, options.reorder_ms, with_state)
+            alerts = alerts_stream(records, options.rules, partitions, with_state)
         writer, call = foreach_batch(alerts, delivery)
         writer = writer.option("checkpointLocation", str(options.checkpoint / "alerts")).outputMode(
             "append"

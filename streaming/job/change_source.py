@@ -20,7 +20,7 @@ from zkcdc.ground.change_values import (
     registry_fetcher,
     released_by_fingerprint,
 )
-from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError
 from zkcdc.ground.schema_files import schema_dir
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.python_worker import keep_zip_directories
@@ -53,17 +53,33 @@ class LogInput:
     folder: Path
 
 
+def source_partitions(source: KafkaInput | LogInput, timeout_s: float = 15.0) -> int:
+    """How many partitions the source has, each of which the job's order waits for
+    (streaming/rules/seq_order.py): an event log is one; a topic Kafka cannot tell of yet
+    counts those its records come from."""
+    if isinstance(source, LogInput):
+        return 1
+    try:
+        found = source.kafka.list_topics(timeout_s).topics.get(source.topic)
+    except KafkaConnectionError:
+        return 1
+    if found is None or found.error is not None or not found.partitions:
+        return 1
+    return len(found.partitions)
+
+
 def spark_kafka_options(kafka: KafkaConnection) -> dict[str, str]:
     """The connection as Spark's Kafka source and sink take it: Java client names, `kafka.`."""
     return {f"kafka.{name}": value for name, value in kafka.java().items()}
 
 
-def _columns(decoded: Any) -> list[Any]:
+def _columns(decoded: Any, partition: Any) -> list[Any]:
     from pyspark.sql import functions as F
 
     return [
         decoded["cluster"].alias("cluster"),
         decoded["seq"].alias("seq"),
+        partition.alias("partition"),
         decoded["op"].alias("op"),
         decoded["path"].alias("path"),
         decoded["ts_ms"].alias("ts_ms"),
@@ -101,6 +117,7 @@ def changes_with_dead_letters(spark: Any, source: KafkaInput | LogInput) -> Any:
     dead = {
         "cluster": F.lit(None).cast("string"),
         "seq": F.col("offset"),
+        "partition": F.col("partition"),
         "op": F.lit(DEAD_LETTER_OP),
         "path": F.concat_ws("/", "topic", "partition", "offset"),
         "ts_ms": F.lit(0).cast("long"),
@@ -112,7 +129,9 @@ def changes_with_dead_letters(spark: Any, source: KafkaInput | LogInput) -> Any:
     )
 
 
-RECORD_COLUMNS = ("cluster", "seq", "op", "path", "ts_ms", "events")
+# partition: the source's partition the record was read from (an event log is one), which
+# the job's order waits on (streaming/rules/seq_order.py).
+RECORD_COLUMNS = ("cluster", "seq", "partition", "op", "path", "ts_ms", "events")
 DEAD_LETTER_OP = "DEAD"
 
 
@@ -138,7 +157,8 @@ def _log_records(spark: Any, source: LogInput) -> Any:
         .option("pathGlobFilter", "*.avro")
         .load(str(source.folder))
     )
-    return files.select(*_columns(F.struct(*[F.col(c) for c in struct.names])))
+    whole = F.struct(*[F.col(c) for c in struct.names])
+    return files.select(*_columns(whole, F.lit(0)))
 
 
 def _decoded(spark: Any, source: KafkaInput) -> Any:
@@ -193,12 +213,12 @@ def _decoded(spark: Any, source: KafkaInput) -> Any:
         F.coalesce(*by_version).alias("r"),
     )
     # PERMISSIVE gives a struct of nulls for a body that does not decode; cluster is never null.
+    # `partition` is among the record's columns (_columns).
     return decoded.select(
         "topic",
-        "partition",
         "offset",
         "value",
-        *_columns(F.col("r")),
+        *_columns(F.col("r"), F.col("partition")),
         F.when(~F.col("header_ok"), F.lit(NOT_SINGLE_OBJECT))
         .when(F.col("r.cluster").isNull(), F.lit(NOT_DECODED))
         .alias("reason"),
@@ -224,8 +244,9 @@ def _decoded_in_python(raw: Any, registry_url: str) -> Any:
     decode = F.pandas_udf(function, DECODED_SCHEMA)  # type: ignore[attr-defined]
     decoded = raw.select("topic", "partition", "offset", "value", decode("value").alias("r"))
     return decoded.select(
-        "topic", "partition", "offset", "value",
-        *[F.col(f"r.{c}").alias(c) for c in RECORD_COLUMNS], F.col("r.error").alias("reason"),
+        "topic", "offset", "value",
+        *[F.col(c if c == "partition" else f"r.{c}").alias(c) for c in RECORD_COLUMNS],
+        F.col("r.error").alias("reason"),
     )  # fmt: skip
 
 

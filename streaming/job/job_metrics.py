@@ -26,6 +26,23 @@ class JobMetrics:
             registry=r,
         )
         self.running = Gauge("zkcdc_alerts_running", "1 while the Spark query runs", registry=r)
+        # The order the records are placed in (streaming/rules/seq_order.py), per cluster.
+        self.order = Counter(
+            "zkcdc_alerts_order_records",
+            "Change records by what placing them in seq order found: gap (a missing seq known "
+            "never to come, passed), unproven (one passed past a silent partition), unplaced "
+            "(a record come after its place was passed: counted, not fed to the rules), "
+            "duplicate (seen before)",
+            ["cluster", "outcome"],
+            registry=r,
+        )
+        self.waiting = Gauge(
+            "zkcdc_alerts_order_waiting",
+            "Change records waiting for an earlier seq (bounded: a partition silent for "
+            "seq_order.SILENT_MS of event time stops being waited for)",
+            ["cluster"],
+            registry=r,
+        )
         self._lock = threading.Lock()
         self._started = False
 
@@ -34,6 +51,16 @@ class JobMetrics:
             self.alerts.labels(status).inc(n)
         self.batches.inc()
         self.last_batch.set(self._now())
+
+    def placed(self, cluster: str, figures: dict[str, int]) -> None:
+        """A turn's placing figures of one cluster (alert_job.order_row)."""
+        for outcome, name in (
+            ("gap", "gaps"), ("unproven", "unproven"), ("unplaced", "unplaced"),
+            ("duplicate", "duplicates"),
+        ):  # fmt: skip
+            if figures.get(name):
+                self.order.labels(cluster, outcome).inc(figures[name])
+        self.waiting.labels(cluster).set(figures.get("waiting", 0))
 
     def started(self, running: bool) -> None:
         with self._lock:

@@ -16,12 +16,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from zkcdc.ground.gc_pause import gc_paused
-from zkcdc.streaming.job.alert_job import Pending, dead_letter_rows, drain_ordered, output_rows
+from zkcdc.streaming.job.alert_job import (
+    add_rows,
+    dead_letter_rows,
+    drain_ordered,
+    order_row,
+    output_rows,
+    restored_order,
+)
 from zkcdc.streaming.job.bucketed_map import BucketedMap
 from zkcdc.streaming.job.python_worker import keep_zip_directories
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, SHARE, Scope, hash_space
 from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.rules.seq_order import SeqOrder
 
 SHARDED_OUTPUT_SCHEMA = (
     "kind string, key string, json string, status string, at_ms long, place string"
@@ -100,6 +108,7 @@ def routed(records: Any, partition_shards: int) -> Any:
         records.select(
             "cluster",
             "seq",
+            "partition",
             "ts_ms",
             "op",
             "path",
@@ -114,6 +123,7 @@ def routed(records: Any, partition_shards: int) -> Any:
             "cluster",
             slot_of(F.col("cluster"), shard, partition_shards).alias("slot"),
             "seq",
+            "partition",
             "ts_ms",
             # A tick carries seq and time only: its path and op are of no use to the shard.
             F.when(lead, F.lit("LEAD"))
@@ -147,10 +157,10 @@ def _processor_class() -> Any:
 
     class AlertShard(StatefulProcessor):
         def __init__(
-            self, settings: RuleSettings, reorder_ms: int, with_state: bool, partition_shards: int
+            self, settings: RuleSettings, partitions: int, with_state: bool, partition_shards: int
         ) -> None:
             self.settings = settings
-            self.reorder_ms = reorder_ms
+            self.partitions = partitions
             self.with_state = with_state
             self.partition_shards = partition_shards
 
@@ -179,34 +189,36 @@ def _processor_class() -> Any:
             import pandas as pd
 
             engine: AlertEngine
-            pending: Pending
+            order: SeqOrder
             store = self.store
             stored = _read_chunks(store)
             if stored is not None:
-                engine, pending = pickle.loads(stored)
+                engine, kept = pickle.loads(stored)
+                order = restored_order(kept, self.partitions)
             else:
                 scope = Scope(shard, self.partition_shards)
-                engine, pending = AlertEngine(cluster, self.settings, scope=scope), {}
+                engine = AlertEngine(cluster, self.settings, scope=scope)
+                order = SeqOrder(self.partitions)
             spread = hash_space(self.partition_shards) if shard else 1
             partitions = BucketedMap(lambda b: _get(store, PARTITIONS, b), BUCKETS, spread)
             topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS)
             engine.state.partitions = partitions  # type: ignore[assignment]
             engine.state.topics = topics  # type: ignore[assignment]
-            for batch in rows:
-                for seq, ts, op, path, events in zip(
-                    batch["seq"].tolist(), batch["ts_ms"].tolist(), batch["op"].tolist(),
-                    batch["path"].tolist(), batch["events"].tolist(), strict=True,
-                ):  # fmt: skip
-                    pending[int(seq)] = (int(ts), str(op), str(path or ""), events or "[]")
-            placed = drain_ordered(engine, pending, self.reorder_ms)
+            add_rows(order, engine.last_seq, rows)
+            placed = drain_ordered(engine, order)
             states = engine.take_state() if self.with_state else []
             partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
             topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
             engine.state.partitions, engine.state.topics = {}, {}
-            core = pickle.dumps((engine, pending), protocol=pickle.HIGHEST_PROTOCOL)
+            core = pickle.dumps((engine, order), protocol=pickle.HIGHEST_PROTOCOL)
             _write_chunks(store, core)
             out = output_rows([alert for _, alert in placed], states)
-            out["place"] = [place_text(order) for order, _ in placed] + [None] * len(states)
+            out["place"] = [place_text(at) for at, _ in placed] + [None] * len(states)
+            report = order.take_report()
+            if shard == 0:  # every shard sees the same records: one reports for them all
+                for column, values in order_row(cluster, report).items():
+                    out[column] += values
+                out["place"].append(None)
             return pd.DataFrame(out, dtype=object)
 
         def close(self) -> None:
@@ -249,11 +261,11 @@ def _put(store: Any, kind: int, n: int, blob: bytes | None) -> None:
 def sharded_alerts_stream(
     records: Any,
     settings: RuleSettings,
-    reorder_ms: int,
+    partitions: int,
     with_state: bool,
     partition_shards: int,
 ) -> Any:
-    processor = _processor_class()(settings, reorder_ms, with_state, partition_shards)
+    processor = _processor_class()(settings, partitions, with_state, partition_shards)
     return (
         routed(records, partition_shards)
         .groupBy("cluster", "slot")

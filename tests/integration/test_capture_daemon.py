@@ -279,27 +279,36 @@ def test_a_znode_capture_may_not_read_is_recorded_as_unreadable_and_counted(
         zk_chroot.delete("/config/topics/hidden")  # the chroot's removal cannot list it
 
 
-def test_with_one_shot_watches_an_unreadable_znode_made_live_is_recorded_and_so_is_its_delete(
-    cluster, zk_chroot, start_capture, changes_topic
+@pytest.mark.parametrize(
+    ("mode", "parent"),
+    [("recursive", "/admin"), ("recursive", "/config/users"), ("one-shot", "/admin")],
+)
+def test_an_unreadable_znode_made_live_is_recorded_at_once_and_so_is_its_delete(
+    cluster, zk_chroot, start_capture, changes_topic, mode, parent
 ):
     """ZooKeeper 3.8.4+ tells a persistent recursive watch nothing of a znode the watcher may not
-    read (CVE-2024-23944), so recursive watches find one at the next walk; a parent's one-shot
-    child watch does announce it."""
+    read (CVE-2024-23944); the parent's child watch does announce it, in either watch mode, and
+    under a parent that had no children when capture walked the tree (/config/users) too. It
+    is recorded within the round trips of the announcement: nothing here waits for a walk."""
     from kazoo.security import make_digest_acl
 
     locked = [make_digest_acl("somebody-else", "secret", all=True)]
-    zk_chroot.ensure_path("/admin")
-    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic, "--watch-mode", "one-shot")
+    zk_chroot.ensure_path(parent)
+    zk_chroot.ensure_path("/brokers/ids")
+    daemon = _daemon(start_capture, cluster, zk_chroot, changes_topic, "--watch-mode", mode)
     daemon.wait_logged("in sync")
-    zk_chroot.create("/admin/locked", b"x", acl=locked)
+    path = f"{parent}/locked"
+    zk_chroot.create(path, b"x", acl=locked)
     try:
-        made = changes_topic.wait_for(lambda r: r["path"] == "/admin/locked", "the new znode")
+        made = changes_topic.wait_for(lambda r: r["path"] == path, "the new znode")
         assert [(r["op"], r["after"], r["events"][0]["type"]) for r in made] == [
             ("CREATE", None, "ZNODE_UNREADABLE")
         ]
+        # No walk came in between: the daemon synced once, at its start.
+        assert sum(line.get("event") == "in sync" for line in daemon.log_lines()) == 1
     finally:
-        zk_chroot.delete("/admin/locked")
-    changes_topic.wait_for(lambda r: r["path"] == "/admin/locked" and r["op"] == "DELETE",
+        zk_chroot.delete(path)
+    changes_topic.wait_for(lambda r: r["path"] == path and r["op"] == "DELETE",
                            "the unreadable znode's delete")  # fmt: skip
     assert daemon.stop(signal.SIGTERM) == 0
 

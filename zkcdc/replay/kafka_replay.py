@@ -20,7 +20,13 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from zkcdc.capture.delivery.event_log import Damage, Span, cluster_of, log_files, read_spans
-from zkcdc.capture.delivery.publisher import headers_for, key_for, producer_config
+from zkcdc.capture.delivery.publisher import (
+    PARTITIONER,
+    headers_for,
+    heartbeat_partition,
+    key_for,
+    producer_config,
+)
 from zkcdc.capture.delivery.topic_holdings import delivered_seqs
 from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, confluent_header
 from zkcdc.capture.errors import CaptureError
@@ -89,12 +95,16 @@ class ReplayToKafka:
     registry: str | None = None  # Confluent's wire format, the schema registered there
     sent: int = 0
     skipped: int = 0
+    _partitions: int = 0  # the topic's, once run() has asked
 
     def run(self) -> None:
         try:
             self.kafka.ensure_topic(self.topic, 6, connect_timeout_s())
+            found = self.kafka.list_topics(connect_timeout_s()).topics.get(self.topic)
         except KafkaConnectionError as exc:
             raise ReplayError(str(exc)) from exc
+        # Heartbeats to every partition, as capture sends them (publisher.heartbeat_partition).
+        self._partitions = len(found.partitions) if found is not None and found.partitions else 0
         try:
             header = (
                 confluent_header(self.registry, self.topic)
@@ -172,6 +182,8 @@ class ReplayToKafka:
         return remaining == 0
 
     def _produce(self, producer: Producer, header: bytes, span: Span) -> None:
+        # Only a heartbeat has no path.
+        partition = heartbeat_partition(span.seq, self._partitions) if not span.path else None
         while True:
             try:
                 producer.produce(
@@ -180,6 +192,7 @@ class ReplayToKafka:
                     key=key_for(span.cluster, span.path),
                     timestamp=span.captured_ms,
                     headers=headers_for(span.cluster, span.seq),
+                    partition=PARTITIONER if partition is None else partition,
                 )
                 return
             except BufferError:

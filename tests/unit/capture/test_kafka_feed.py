@@ -35,7 +35,7 @@ class FakeProducer:
         self.delivered: list[int] = []
 
     def produce(self, topic: str, key: bytes, value: bytes, timestamp: int, headers: Any,
-                on_delivery: Any) -> None:  # fmt: skip
+                on_delivery: Any, partition: int = -1) -> None:  # fmt: skip
         if not self.up or len(self.queued) >= QUEUE:
             raise BufferError("queue full")
         self.queued.append((int(dict(headers)[SEQ_HEADER]), on_delivery))

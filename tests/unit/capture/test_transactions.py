@@ -71,7 +71,7 @@ class TransactionalProducer:
         self.state = "in"
 
     def produce(self, topic: str, key: bytes, value: bytes, timestamp: int, headers: Any,
-                on_delivery: Any) -> None:  # fmt: skip
+                on_delivery: Any, partition: int = -1) -> None:  # fmt: skip
         assert self.state == "in", "produced outside a transaction"
         if self.unknown and (code := self.unknown.pop(0)):
             raise _fail(code)

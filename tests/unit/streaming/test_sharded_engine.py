@@ -23,6 +23,7 @@ from zkcdc.streaming.rules.engine_scope import (
     partition_shard,
 )
 from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.rules.seq_order import SeqOrder
 from zkcdc.streaming.rules.sharded_alerts import ShardedAlerts, merged, shard_record
 
 # Small for-durations, windows and thresholds: timers and windows come due within a test.
@@ -332,13 +333,13 @@ def test_a_shard_draining_its_ticks_in_bulk_gives_what_it_gives_record_by_record
     for start in range(0, len(records), 7):  # micro-batches of 7 records, in any order inside
         chunk = records[start : start + 7]
         for shard, engine in enumerate(engines):
-            pending = {}
+            order = SeqOrder(partitions=1)
             for r in random.sample(chunk, len(chunk)):
                 r = shard_record(r, shard, partition_shards)
                 lead = r["op"] == "LEAD"
                 events = leaders_text(r["events"]) if lead else orjson.dumps(r["events"]).decode()
-                pending[r["seq"]] = (r["ts_ms"], r["op"], r["path"], events)
-            placed += drain_ordered(engine, pending, reorder_ms=0)
-            assert not pending
+                order.add(r["seq"], 0, (r["ts_ms"], r["op"], r["path"], events), engine.last_seq)
+            placed += drain_ordered(engine, order)
+            assert not order.pending
     assert [a for _, a in merged(placed)] == expected
     assert sorted(u for e in engines for u in e.take_state()) == sorted(reference.take_state())
