@@ -47,6 +47,13 @@ class CaptureMetrics:
             registry=r,
         )
         self.seq = Gauge("zkcdc_capture_seq", "Last seq given out", registry=r)
+        self.queue_bound = Gauge(
+            "zkcdc_capture_queue_bound",
+            "The most each of capture's in-memory queues holds (unit in the queue's name); "
+            "what does not fit waits in the event log or at ZooKeeper",
+            ["queue"],
+            registry=r,
+        )
         self.unreadable = Gauge(
             "zkcdc_capture_unreadable_znodes",
             "Znodes ZooKeeper will not let capture read (no READ in their ACL)",

@@ -21,6 +21,18 @@ from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 
+# The standby reads the whole topic once, then its tail: librdkafka's prefetch defaults (64 MiB
+# and 100,000 messages queued per partition, 50 MiB a fetch) made a standby's memory grow with
+# the topic's backlog, held for good once allocated. These bound it to a few MiB a partition.
+FOLLOWER_QUEUE_KBYTES = 2048  # prefetched per partition, at most
+FOLLOWER_CONSUMER: dict[str, Any] = {
+    "enable.partition.eof": True,
+    "queued.max.messages.kbytes": FOLLOWER_QUEUE_KBYTES,
+    "queued.min.messages": 1000,
+    "fetch.max.bytes": 4 * 2**20,
+}
+FOLLOWER_BATCH = 1000  # messages handed over by one consume() at most
+
 _AWAY = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 
 
@@ -41,7 +53,7 @@ class TopicFollower:
         # read_committed (the connection's): a fenced daemon's aborted records are never
         # taken for the active's. EOF events say where a partition's readable end is: the
         # last offsets of a transactional topic are commit markers no message stands at.
-        self._consumer = kafka.consumer("zkcdc-capture-standby", {"enable.partition.eof": True})
+        self._consumer = kafka.consumer("zkcdc-capture-standby", FOLLOWER_CONSUMER)
         self._topic = topic
         self._cluster = cluster
         self._decoder = decoder
@@ -72,7 +84,7 @@ class TopicFollower:
             self._assign(timeout)
             if not self._assigned:
                 return 0
-            messages = self._consumer.consume(10000, timeout)
+            messages = self._consumer.consume(FOLLOWER_BATCH, timeout)
         except KafkaException as exc:
             if _kafka_away(exc):
                 return 0  # a standby waits the brokers out, as the active does (B6)
