@@ -49,6 +49,10 @@ TRIGGER_MS = 100
 # micro-batch, and on a machine under load it can take longer (CI, 2026-11-28: the job ended
 # though nothing was wrong). The query then starts again from its checkpoint, which loses and
 # doubles nothing (the sink ledger), a few times before the job gives up.
+# How long a stop waits for the micro-batch under way to finish before Spark interrupts it:
+# a supervisor's SIGTERM is answered (exit 0) within 30 s, Spark's own stop included.
+STOP_WAIT_S = 15.0
+
 WORKER_START_FAILURE = "Python worker failed to connect back"
 WORKER_START_RESTARTS = 3
 
@@ -136,7 +140,11 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         if options.state_out is not None:
             write_state(options.state_out, delivery.final_state)
     finally:
-        for query, _ in queries:
+        for query, call in queries:
+            # The micro-batch under way is let finish (its alerts delivered, then committed) for
+            # a while; past that, Spark's stop interrupts it, and it is read again next start.
+            call.stopping.set()
+            call.idle.wait(STOP_WAIT_S)
             with contextlib.suppress(Exception):
                 query.stop()
         sinks.close()

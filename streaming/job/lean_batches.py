@@ -12,6 +12,8 @@ batch that Spark writes as files)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -49,10 +51,29 @@ class LeanBatch:
         return ClassicFrame(self._jdf, session)
 
 
+# What Spark takes for its own stop interrupting a foreachBatch (StreamExecution's
+# isInterruptionException, a regex over py4j's message: "py4j.protocol.Py4JJavaError: An error
+# occurred while calling" ... "java.lang.InterruptedException"). Said in one short line: the
+# regex recurses once per character, and over py4j's usual message (the whole Java stack
+# trace) it overflowed the stream thread's stack.
+INTERRUPTED = (
+    "py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "
+    "java.lang.InterruptedException (the query is stopping)"
+)
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.nio.channels.ClosedByInterruptException")
+
+
+class StopInterrupted(Exception):
+    """The micro-batch under way when the job was asked to stop, abandoned: its records are
+    read again at the next start (nothing of it was committed)."""
+
+
 class BatchCall:
     """The Python side of Spark's `PythonForeachBatchFunction`, as PySpark's own
     (`pyspark.sql.utils.ForeachBatchFunction`) is, less the wrapping. `error` keeps what the
-    function raised: the query's own exception shows only py4j's "raised by the Python Proxy"."""
+    function raised: the query's own exception shows only py4j's "raised by the Python Proxy".
+    `stopping` (set by the job on a stop): an interruption of the batch under way is then
+    Spark's stop, said to Spark as such and to nobody else; `idle`: no batch under way."""
 
     def __init__(
         self,
@@ -64,18 +85,35 @@ class BatchCall:
         self.columns = columns
         self.func = func
         self.error: Exception | None = None
+        self.stopping = threading.Event()
+        self.idle = threading.Event()
+        self.idle.set()
+        # py4j logs a Python function's exception with its traceback, Java's inside: on a stop
+        # asked for, that is no error.
+        logging.getLogger("py4j.clientserver").addFilter(lambda record: not self.stopping.is_set())
 
     def call(self, jdf: Any, batch_id: int) -> None:
+        self.idle.clear()
         try:
             self.func(LeanBatch(jdf, self.spark, self.columns), batch_id)
-        except Exception as e:  # kept, as PySpark keeps it, and raised to the query
-            self.error = e
+        except Exception as e:
+            if self.stopping.is_set() and interrupted(e):
+                raise StopInterrupted(INTERRUPTED) from None
+            self.error = e  # kept, as PySpark keeps it, and raised to the query
             raise
+        finally:
+            self.idle.set()
 
     class Java:
         implements: ClassVar[list[str]] = [
             "org.apache.spark.sql.execution.streaming.sources.PythonForeachBatchFunction"
         ]
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether a py4j error is the JVM's thread interrupted (its Java exception's class)."""
+    head = str(error)[:2000]
+    return any(name in head for name in _INTERRUPTIONS)
 
 
 def foreach_batch(
