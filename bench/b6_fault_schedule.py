@@ -1,0 +1,639 @@
+"""B6s: capture and the alert job through a random schedule of process and network faults,
+then a checker over what they left (Jepsen's way: a seeded schedule, a history, a verdict).
+
+The stack is the benchmark's own: one ZooKeeper, one broker. Every connection capture and the
+job make goes through Toxiproxy (built from the Go module proxy), one proxy a pair, so a
+fault hits one pair in one direction:
+- `zk`: capture <-> ZooKeeper;
+- `kafka-capture`: capture <-> Kafka (the broker advertises this proxy on a listener of its own);
+- `kafka-job`: the alert job <-> Kafka (another listener and proxy).
+
+The faults, drawn by a seeded random generator (the same seed gives the same schedule, printed
+first): on a proxy and a direction, 500 ms of latency with 100 ms of jitter, a 16 KB/s
+bandwidth cap, `reset_peer` (connections reset as they come), a black hole longer than
+capture's ZooKeeper session (`timeout`: nothing passes, nothing is closed); and the active
+capture or the alert job killed (-9) and started again. Meanwhile a writer (straight to
+ZooKeeper, no proxy) keeps partition states changing and takes a broker's registration away
+and back now and then: each such episode must give one `broker_down` FIRING and one RESOLVED.
+
+The checker reads the changes topic (read_committed), the active captures' event logs, the
+alerts topic and the job's alert file, and the writer's own history, then counts:
+- versions written that the topic neither holds nor counts as skipped (unaccounted, goal 0);
+- seqs on the topic twice (duplicates, goal 0) and seqs missing between the first and the last
+  (gaps, goal 0); seqs in an event log that the topic lacks (goal 0);
+- each expected `broker_down` FIRING and RESOLVED exactly once, on the topic and in the file;
+- the alerts (topic and file) against `zkcdc replay LOG --alerts-out` over the event log of
+  the same records: equal as multisets (alert id and status);
+- daemons that exited by themselves (goal 0).
+Exit status 0 when every count is at its goal, 1 otherwise (so `make test` runs `--quick`).
+
+Run: `.venv/bin/python bench/b6_fault_schedule.py [--quick] [--seed N] [--minutes M]`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import ZKCDC, fmt, parser, save, table
+
+NAME = "b6_fault_schedule"
+CLUSTER = "fs"
+CHROOT = "/fs"
+TOXIPROXY = "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0"
+SESSION_S = 4  # capture's ZooKeeper session: a black hole outlasts it
+BROKER_DOWN_FOR_MS = 1_000
+PROXIES = ("zk", "kafka-capture", "kafka-job")
+NETWORK = ("latency", "bandwidth", "reset_peer", "blackhole")
+PROCESS = ("kill-capture", "kill-job")
+
+
+# -- the schedule ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fault:
+    at_s: float  # from the schedule's start
+    kind: str  # one of NETWORK or PROCESS
+    proxy: str = ""  # NETWORK: which pair
+    stream: str = ""  # NETWORK: upstream (to the server) or downstream (to the client)
+    hold_s: float = 0.0  # NETWORK: how long it lasts
+
+    def describe(self) -> str:
+        if self.kind in PROCESS:
+            return f"{self.at_s:6.1f}s {self.kind}"
+        return f"{self.at_s:6.1f}s {self.kind} on {self.proxy} {self.stream} for {self.hold_s:.0f}s"
+
+
+# The quick schedule: one fault of each of these, in an order (and directions, lengths) drawn
+# from the seed: a black hole past capture's session, each other pair faulted, both kills.
+QUICK = (("blackhole", "zk"), ("reset_peer", "kafka-capture"), ("latency", "kafka-job"),
+         ("kill-capture", ""), ("kill-job", ""))  # fmt: skip
+
+
+def schedule(
+    seed: int, minutes: float, episodes: int, quick: bool = False
+) -> tuple[list[Fault], list[float]]:
+    """(the faults, when a broker episode starts), all drawn from `seed`: network faults on each
+    proxy in both directions, process faults among them, none overlapping. `quick`: QUICK's
+    five, in `minutes` at most."""
+    rng = random.Random(seed)
+    end = minutes * 60
+    faults: list[Fault] = []
+    at = 5.0
+    drawn = rng.sample(QUICK, len(QUICK)) if quick else None
+    while (at < end - 10) if drawn is None else drawn:
+        kind, proxy = drawn.pop(0) if drawn is not None else (rng.choice([*NETWORK, *PROCESS]), "")
+        if kind in PROCESS:
+            faults.append(Fault(at, kind))
+            at += rng.uniform(8, 12)
+            continue
+        hold = SESSION_S + rng.uniform(1, 4) if kind == "blackhole" else rng.uniform(3, 8)
+        stream = rng.choice(["upstream", "downstream"])
+        faults.append(Fault(at, kind, proxy or rng.choice(PROXIES), stream, round(hold, 1)))
+        at += hold + rng.uniform(3, 6)
+    starts = sorted(rng.uniform(5, min(end, at) - 15) for _ in range(episodes))
+    return faults, starts
+
+
+# -- Toxiproxy ------------------------------------------------------------------------------
+class Toxiproxy:
+    """A Toxiproxy server of the run's own, driven through its HTTP API."""
+
+    def __init__(self, work: Path) -> None:
+        from zkcdc.stack.go_tools import ensure_go_binary
+        from zkcdc.stack.probes import free_port_block
+
+        self.port = free_port_block(1)
+        binary = ensure_go_binary("server", TOXIPROXY)
+        self.log = (work / "toxiproxy.log").open("wb")
+        self.process = subprocess.Popen(
+            [str(binary), "-host", "127.0.0.1", "-port", str(self.port)],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait(lambda: self._ok("/version"), 30, "Toxiproxy to answer")
+
+    def _ok(self, path: str) -> bool:
+        url = f"http://127.0.0.1:{self.port}{path}"
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2):
+            return True
+        return False
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read()
+        return json.loads(text) if text else None
+
+    def proxy(self, name: str, listen: int, upstream: int) -> None:
+        self.call("POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{listen}",
+                                       "upstream": f"127.0.0.1:{upstream}", "enabled": True})  # fmt: skip
+
+    def toxic(self, fault: Fault) -> str:
+        attributes: dict[str, dict[str, int]] = {
+            "latency": {"latency": 500, "jitter": 100},
+            "bandwidth": {"rate": 16},
+            "reset_peer": {"timeout": 0},
+            "blackhole": {"timeout": 0},
+        }
+        kind = "timeout" if fault.kind == "blackhole" else fault.kind
+        name = f"{fault.kind}-{fault.stream}-{uuid.uuid4().hex[:6]}"
+        self.call("POST", f"/proxies/{fault.proxy}/toxics", {
+            "name": name, "type": kind, "stream": fault.stream, "toxicity": 1.0,
+            "attributes": attributes[fault.kind],
+        })  # fmt: skip
+        return name
+
+    def remove(self, proxy: str, name: str) -> None:
+        self.call("DELETE", f"/proxies/{proxy}/toxics/{name}")
+
+    def close(self) -> None:
+        self.process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+        if self.process.poll() is None:
+            self.process.kill()
+        self.log.close()
+
+
+def wait(check: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.2)  # fixed wait: the poll's interval between looks
+
+
+# -- the stack -------------------------------------------------------------------------------
+@dataclass
+class Ports:
+    zk: int
+    broker: int
+    capture_listener: int
+    job_listener: int
+    zk_proxy: int
+    capture_proxy: int
+    job_proxy: int
+
+
+@contextlib.contextmanager
+def fault_stack(work: Path) -> Iterator[tuple[Any, Ports]]:
+    """One ZooKeeper and one broker with two more listeners, each advertised at its proxy."""
+    from zkcdc.stack import LocalStack, StackSettings
+    from zkcdc.stack.probes import free_port_block
+
+    block = free_port_block(7)
+    ports = Ports(*range(block, block + 7))
+    listeners = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{ports.broker},CAPTURE://127.0.0.1:"
+        f"{ports.capture_listener},JOB://127.0.0.1:{ports.job_listener}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{ports.broker},CAPTURE://127.0.0.1:"
+        f"{ports.capture_proxy},JOB://127.0.0.1:{ports.job_proxy}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CAPTURE:PLAINTEXT,JOB:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+    }
+    settings = StackSettings(state_dir=work / "stack", brokers=1, zookeeper_port=ports.zk,
+                             kafka_port=ports.broker, broker_config=listeners)  # fmt: skip
+    stack = LocalStack(settings)
+    try:
+        yield stack.up(), ports
+    finally:
+        stack.down()
+
+
+# -- the writer ------------------------------------------------------------------------------
+@dataclass
+class Writer:
+    """Keeps a small Kafka tree changing, straight on ZooKeeper, and takes brokers away and
+    back at the scheduled times; its history is what the checker holds capture to."""
+
+    hosts: str
+    episodes: list[float]
+    written: dict[str, set[int]] = field(default_factory=dict)  # path -> versions written
+    downs: list[tuple[int, float, float]] = field(default_factory=list)  # broker, from, to
+    stop: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+    def build(self) -> None:
+        from kazoo.client import KazooClient
+
+        from zkcdc.simulate import formats
+
+        root = KazooClient(hosts=self.hosts)
+        root.start(30)
+        root.ensure_path(CHROOT)
+        root.stop()
+        self.zk = KazooClient(hosts=self.hosts + CHROOT)
+        self.zk.start(30)
+        zk, now = self.zk, int(time.time() * 1000)
+        zk.create("/controller_epoch", formats.controller_epoch(1), makepath=True)
+        zk.create("/controller", formats.controller(1, now), ephemeral=True)
+        for b in (1, 2, 3):
+            self._register(b)
+        replicas = {p: [1 + (p + i) % 3 for i in range(3)] for p in range(6)}
+        zk.create("/brokers/topics/t", formats.topic_assignment(replicas, "AAAAAAAAAAAAAAAAAAAAAA"),
+                  makepath=True)  # fmt: skip
+        for p, r in replicas.items():
+            zk.create(self._state(p), formats.partition_state(r[0], 0, r, 1), makepath=True)
+
+    def _register(self, broker: int) -> None:
+        from zkcdc.simulate import formats
+
+        data = formats.broker_registration(broker, "127.0.0.1", 9000 + broker,
+                                           int(time.time() * 1000))  # fmt: skip
+        self.zk.create(f"/brokers/ids/{broker}", data, ephemeral=True, makepath=True)
+
+    @staticmethod
+    def _state(p: int) -> str:
+        return f"/brokers/topics/t/partitions/{p}/state"
+
+    def run(self, started: float) -> None:
+        from zkcdc.simulate import formats
+
+        try:
+            rng = random.Random(len(self.episodes))
+            pending = list(self.episodes)
+            epoch = 0
+            while not self.stop.is_set():
+                if pending and time.monotonic() - started >= pending[0]:
+                    pending.pop(0)
+                    broker = rng.choice([2, 3])
+                    begun = time.time()
+                    self.zk.delete(f"/brokers/ids/{broker}")
+                    self.stop.wait(BROKER_DOWN_FOR_MS / 1000 + 3)
+                    self._register(broker)
+                    self.downs.append((broker, begun, time.time()))
+                    continue
+                p = rng.randrange(6)
+                epoch += 1
+                isr = [1, 2, 3] if epoch % 2 else [1 + p % 3]
+                stat = self.zk.set(
+                    self._state(p), formats.partition_state(1 + p % 3, epoch, isr, 1)
+                )
+                self.written.setdefault(self._state(p), set()).add(stat.version)
+                self.stop.wait(0.05)  # fixed wait: the writer's pace, 20 writes/s
+        except BaseException as exc:  # said by the checker: the run's history is incomplete
+            self.error = exc
+
+    def close(self) -> None:
+        self.zk.stop()
+        self.zk.close()
+
+
+# -- the daemons -----------------------------------------------------------------------------
+class Daemon:
+    """A zkcdc process the schedule may kill and start again; exits it did not cause count."""
+
+    def __init__(self, name: str, args: list[str], work: Path) -> None:
+        self.name, self.args = name, args
+        self.log = work / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.own_exits = 0
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
+
+    def check(self) -> None:
+        """Counts an exit it found (and starts it again, as a supervisor would)."""
+        if self.process is not None and self.process.poll() is not None:
+            self.own_exits += 1
+            self.start()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+        self.start()
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                return self.process.wait(30)
+        return self.process.returncode
+
+
+# -- the checker -----------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    unaccounted: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+    not_on_topic: int = 0
+    daemon_exits: int = 0
+    expected_alerts: int = 0
+    alerts_once: int = 0  # expected alerts with exactly one FIRING and one RESOLVED, topic and file
+    topic_vs_replay: int = 0  # alert lines in one and not the other (multisets)
+    file_vs_replay: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        counts = (self.unaccounted, self.duplicates, self.gaps, self.not_on_topic,
+                  self.daemon_exits, self.topic_vs_replay, self.file_vs_replay)  # fmt: skip
+        return not any(counts) and self.alerts_once == self.expected_alerts and not self.notes
+
+
+def check_records(
+    records: list[dict[str, Any]], written: dict[str, set[int]], logged: set[int]
+) -> Verdict:
+    """The changes topic's records against what was written and what the event logs hold."""
+    verdict = Verdict()
+    seqs = Counter(r["seq"] for r in records)
+    verdict.duplicates = sum(n - 1 for n in seqs.values() if n > 1)
+    if seqs:
+        verdict.gaps = (max(seqs) - min(seqs) + 1) - len(seqs)
+    verdict.not_on_topic = len(logged - set(seqs))
+    for path, versions in written.items():
+        mine = [r for r in records if r["path"] == path]
+        seen = {r["after"]["version"] for r in mine if r["after"]}
+        skipped = sum(r["versions_skipped"] for r in mine)
+        verdict.unaccounted += max(0, len(versions - seen) - skipped)
+    return verdict
+
+
+def check_alerts(
+    verdict: Verdict,
+    downs: list[tuple[int, float, float]],
+    on_topic: list[dict[str, Any]],
+    in_file: list[dict[str, Any]],
+    replayed: list[dict[str, Any]],
+) -> None:
+    """Each broker episode's broker_down FIRING and RESOLVED once (topic and file), and both
+    sinks' alerts against the replay's."""
+
+    def lines(alerts: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+        return Counter((a["alert_id"], a["status"]) for a in alerts)
+
+    verdict.expected_alerts = len(downs)
+    for broker, began, ended in downs:
+        ok = True
+        for alerts in (on_topic, in_file):
+            mine = [a for a in alerts if a["rule"] == "broker_down"
+                    and a["entity"].endswith(str(broker))
+                    and began * 1000 - 2_000 <= a["started_ms"] <= ended * 1000]  # fmt: skip
+            ok &= sorted(a["status"] for a in mine) == ["FIRING", "RESOLVED"]
+        verdict.alerts_once += ok
+    expected = lines(replayed)
+    verdict.topic_vs_replay = sum(
+        ((lines(on_topic) - expected) + (expected - lines(on_topic))).values()
+    )
+    verdict.file_vs_replay = sum(
+        ((lines(in_file) - expected) + (expected - lines(in_file))).values()
+    )
+
+
+def read_changes(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    from zkcdc.ground.change_values import ChangeValueDecoder
+    from zkcdc.ground.kafka_connection import KafkaConnection
+
+    decoder, out = ChangeValueDecoder(), []
+    KafkaConnection(bootstrap_servers=bootstrap).read_to_end(
+        topic, lambda m: out.append(decoder.decode(m.value())), timeout_s=60
+    )
+    return [r for r in out if r["cluster"] == CLUSTER]
+
+
+def read_alerts(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    from zkcdc.ground.kafka_connection import KafkaConnection
+
+    out: list[dict[str, Any]] = []
+    KafkaConnection(bootstrap_servers=bootstrap).read_to_end(
+        topic, lambda m: out.append(json.loads(m.value())), timeout_s=60
+    )
+    return out
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# -- the run ---------------------------------------------------------------------------------
+def run(
+    seed: int, minutes: float, episodes: int, work: Path, quick: bool
+) -> tuple[Verdict, dict[str, Any]]:
+    from zkcdc.capture.delivery.event_log import log_files, read_records
+    from zkcdc.stack.probes import free_port_block
+
+    faults, starts = schedule(seed, minutes, episodes, quick)
+    if quick:  # as long as its five faults take
+        minutes = (faults[-1].at_s + faults[-1].hold_s + 10) / 60
+    print(f"seed {seed}: {len(faults)} faults, broker episodes at "
+          f"{', '.join(f'{s:.0f}s' for s in starts)}", file=sys.stderr)  # fmt: skip
+    for fault in faults:
+        print("  " + fault.describe(), file=sys.stderr)
+    rules = ["--rule", f"broker_down_for_ms={BROKER_DOWN_FOR_MS}"]
+    with fault_stack(work) as (info, ports):
+        toxiproxy = Toxiproxy(work)
+        try:
+            toxiproxy.proxy("zk", ports.zk_proxy, ports.zk)
+            toxiproxy.proxy("kafka-capture", ports.capture_proxy, ports.capture_listener)
+            toxiproxy.proxy("kafka-job", ports.job_proxy, ports.job_listener)
+            writer = Writer(info.zookeeper_hosts, starts)
+            writer.build()
+            topic, alerts_topic = f"zkcdc.changes.fs-{seed}", f"zkcdc.alerts.fs-{seed}"
+            captures = [
+                Daemon(f"capture-{i}", [
+                    *ZKCDC, "capture", "--zookeeper", f"127.0.0.1:{ports.zk_proxy}{CHROOT}",
+                    "--bootstrap-servers", f"127.0.0.1:{ports.capture_proxy}", "--topic", topic,
+                    "--cluster", CLUSTER, "--event-log", str(work / f"events-{i}"),
+                    "--state-dir", str(work / f"state-{i}"), "--ha-path", "/zkcdc-fs/ha",
+                    "--session-timeout-s", str(SESSION_S), "--wait",
+                    "--metrics-port", str(free_port_block(1)),
+                ], work)
+                for i in range(2)
+            ]  # fmt: skip
+            alerts_out = work / "alerts.jsonl"
+            job = Daemon("alert-job", [
+                *ZKCDC, "stream", "alerts", "--bootstrap-servers",
+                f"127.0.0.1:{ports.job_proxy}", "--topic", topic, "--alerts-topic", alerts_topic,
+                "--no-state", "--alerts-out", str(alerts_out),
+                # A backlog (after a kill, an outage) in several micro-batches, not one: the
+                # job's order across partitions is then at stake too.
+                "--max-records-per-batch", "25",
+                "--checkpoint", str(work / "checkpoint"), *rules,
+            ], work)  # fmt: skip
+            for daemon in (*captures, job):
+                daemon.start()
+            wait(lambda: any(f.stat().st_size for f in work.glob("events-*/**/*.avro")), 120,
+                 "capture's first records")  # fmt: skip
+            started = time.monotonic()
+            worker = threading.Thread(target=writer.run, args=(started,), daemon=True)
+            worker.start()
+            for fault in faults:
+                while time.monotonic() - started < fault.at_s:
+                    for daemon in (*captures, job):
+                        daemon.check()
+                    time.sleep(0.2)  # fixed wait: the schedule's clock
+                inject(fault, toxiproxy, captures, job)
+            while time.monotonic() - started < minutes * 60:
+                for daemon in (*captures, job):
+                    daemon.check()
+                time.sleep(0.2)  # fixed wait: the schedule's clock
+            writer.stop.set()
+            worker.join(60)
+            # Quiet: every toxic gone; the last records and alerts come through.
+            time.sleep(BROKER_DOWN_FOR_MS / 1000 + 8)  # fixed wait: for-durations and heartbeats
+            for daemon in (*captures, job):
+                daemon.check()
+            exits = sum(d.own_exits for d in (*captures, job))
+            for daemon in captures:
+                daemon.stop()
+            changes = read_changes(info.bootstrap_servers, topic)
+            wait(lambda: job_caught_up(work / "checkpoint", info.bootstrap_servers, topic), 180,
+                 "the alert job to read the changes topic to its end")  # fmt: skip
+            job.stop()
+            on_topic = read_alerts(info.bootstrap_servers, alerts_topic)
+            logged: set[int] = set()
+            for i in range(2):
+                if (work / f"events-{i}").exists():
+                    logged |= {r["seq"] for f in log_files(work / f"events-{i}")
+                               for r in read_records(f) if r["cluster"] == CLUSTER}  # fmt: skip
+            verdict = check_records(changes, writer.written, logged)
+            verdict.daemon_exits = exits
+            replay_log = merged_log(work, changes)
+            replay_out = work / "replayed.jsonl"
+            replayed = subprocess.run([*ZKCDC, "replay", str(replay_log), "--alerts-out",
+                                       str(replay_out), *rules],
+                                      capture_output=True, text=True, timeout=600)  # fmt: skip
+            if replayed.returncode != 0:
+                verdict.notes.append(f"replay failed: {replayed.stderr.strip()[-300:]}")
+            check_alerts(verdict, writer.downs, on_topic, json_lines(alerts_out),
+                         json_lines(replay_out) if replay_out.exists() else [])  # fmt: skip
+            if writer.error is not None:
+                verdict.notes.append(f"the writer failed: {writer.error!r}")
+            writer.close()
+        finally:
+            toxiproxy.close()
+    history = {"faults": [f.__dict__ for f in faults], "episodes": writer.downs,
+               "records": len(changes), "writes": sum(len(v) for v in writer.written.values())}  # fmt: skip
+    return verdict, history
+
+
+def inject(fault: Fault, toxiproxy: Toxiproxy, captures: list[Daemon], job: Daemon) -> None:
+    if fault.kind == "kill-job":
+        job.kill()
+        return
+    if fault.kind == "kill-capture":
+        active = next((c for c in captures if role(c) == "active"), captures[0])
+        active.kill()
+        return
+    name = toxiproxy.toxic(fault)
+    timer = threading.Timer(fault.hold_s, toxiproxy.remove, (fault.proxy, name))
+    timer.daemon = True
+    timer.start()
+    timer.join()  # the schedule's faults do not overlap
+
+
+def role(daemon: Daemon) -> str | None:
+    """What a capture's /livez says it is ("active", "standby"), None if it does not answer."""
+    port = daemon.args[daemon.args.index("--metrics-port") + 1]
+    url = f"http://127.0.0.1:{port}/livez"
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as answer:
+        return str(answer.read().decode().strip())
+    return None
+
+
+def job_caught_up(checkpoint: Path, bootstrap: str, topic: str) -> bool:
+    from confluent_kafka import TopicPartition
+
+    from zkcdc.ground.kafka_connection import KafkaConnection
+
+    commits = sorted((checkpoint / "alerts" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    if not commits:
+        return False
+    offsets_file = checkpoint / "alerts" / "offsets" / commits[-1].name
+    if not offsets_file.exists():
+        return False
+    read = json.loads(offsets_file.read_text().splitlines()[-1]).get(topic, {})
+    consumer = KafkaConnection(bootstrap_servers=bootstrap).consumer("fs-check", quiet=True)
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        for p in metadata.partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if int(read.get(str(p), 0)) < high - 1:  # a commit marker stands at the end
+                return False
+        return True
+    finally:
+        consumer.close()
+
+
+def merged_log(work: Path, changes: list[dict[str, Any]]) -> Path:
+    """One event log of the records the topic holds, in seq order, for the replay: each
+    capture's log holds its own terms only."""
+    import fastavro
+
+    from zkcdc.capture.encoding.avro_codec import load_schema
+
+    folder = work / "replay-log"
+    folder.mkdir(exist_ok=True)
+    unique = {r["seq"]: r for r in changes}
+    with (folder / f"{CLUSTER}.00000000000000000001.avro").open("wb") as out:
+        fastavro.writer(out, load_schema(), [unique[s] for s in sorted(unique)], codec="deflate")
+    return folder
+
+
+def main() -> int:
+    p = parser(__doc__)
+    p.add_argument("--seed", type=int, default=None, help="the schedule's seed [random]")
+    p.add_argument("--minutes", type=float, default=None, help="the schedule's length")
+    p.add_argument("--runs", type=int, default=1, help="runs, each with a seed of its own")
+    p.add_argument("--keep", type=Path, default=None, help="keep the run's files here")
+    p.add_argument("--no-save", action="store_true", help="write no result file (the test)")
+    args = p.parse_args()
+    minutes = args.minutes or (1.5 if args.quick else 120.0)
+    episodes = max(2, int(minutes * 2))
+    first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+    results, ok = [], True
+    for n in range(args.runs):
+        seed = first + n
+        work = args.keep or Path(tempfile.mkdtemp(prefix=f"zkcdc-b6s-{seed}-"))
+        work.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        try:
+            verdict, history = run(seed, minutes, episodes, work, args.quick)
+        finally:
+            if args.keep is None:
+                shutil.rmtree(work, ignore_errors=True)
+        ok &= verdict.ok
+        results.append({"seed": seed, "minutes": minutes, "took_s": round(time.monotonic() - began),
+                        "ok": verdict.ok, **verdict.__dict__, **history})  # fmt: skip
+        print(table(["seed", "unaccounted", "duplicates", "gaps", "not on topic", "exits",
+                     "alerts once", "topic/replay", "file/replay"],
+                    [[str(seed), fmt(verdict.unaccounted), fmt(verdict.duplicates),
+                      fmt(verdict.gaps), fmt(verdict.not_on_topic), fmt(verdict.daemon_exits),
+                      f"{verdict.alerts_once} of {verdict.expected_alerts}",
+                      fmt(verdict.topic_vs_replay), fmt(verdict.file_vs_replay)]]))  # fmt: skip
+        for note in verdict.notes:
+            print(f"note: {note}", file=sys.stderr)
+    if not args.no_save:
+        save(NAME, {"runs": results}, args.quick)
+    print("verdict: " + ("every count at its goal" if ok else "FAILED"), file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

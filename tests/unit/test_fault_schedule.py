@@ -1,0 +1,73 @@
+"""The fault schedule's pure parts (bench/b6_fault_schedule.py): a seed gives one schedule,
+with network faults on every pair in both directions and process faults among them; the
+checker counts what was lost, doubled or missing, and holds each expected alert to once."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+faults = importlib.import_module("b6_fault_schedule")
+
+
+def test_a_seed_gives_the_same_schedule_and_another_seed_another() -> None:
+    assert faults.schedule(7, 120, 4) == faults.schedule(7, 120, 4)
+    assert faults.schedule(7, 120, 4) != faults.schedule(8, 120, 4)
+
+
+def test_a_long_schedule_reaches_every_pair_in_both_directions_and_kills_between() -> None:
+    drawn, episodes = faults.schedule(3, 120, 240)
+    network = {(f.kind, f.proxy, f.stream) for f in drawn if f.kind in faults.NETWORK}
+    assert {(p, s) for _, p, s in network} == {
+        (p, s) for p in faults.PROXIES for s in ("upstream", "downstream")
+    }
+    assert {k for k, _, _ in network} == set(faults.NETWORK)
+    assert {f.kind for f in drawn} >= set(faults.PROCESS)
+    blackholes = [f.hold_s for f in drawn if f.kind == "blackhole"]
+    assert min(blackholes) > faults.SESSION_S  # longer than capture's ZooKeeper session
+    ends = [f.at_s + f.hold_s for f in drawn]
+    assert all(nxt.at_s > end for nxt, end in zip(drawn[1:], ends, strict=False))  # no overlap
+    assert len(episodes) == 240 and episodes == sorted(episodes)
+
+
+def record(seq: int, path: str = "/p", version: int | None = None, skipped: int = 0) -> Any:
+    after = None if version is None else {"version": version}
+    return {"seq": seq, "path": path, "after": after, "versions_skipped": skipped}
+
+
+def test_the_checker_counts_duplicates_gaps_unaccounted_and_what_the_topic_lacks() -> None:
+    records = [record(1, "/p", 1), record(2, "/p", 3, skipped=1), record(2, "/p", 3),
+               record(5, "/p", 4)]  # fmt: skip
+    verdict = faults.check_records(records, {"/p": {1, 2, 3, 4, 5}}, logged={1, 2, 5, 6})
+    assert (verdict.duplicates, verdict.gaps, verdict.not_on_topic) == (1, 2, 1)
+    assert verdict.unaccounted == 1  # version 5: neither seen nor counted as skipped
+
+
+def alert(status: str, broker: int, started: float, alert_id: str = "") -> dict[str, Any]:
+    return {"alert_id": alert_id or f"c:broker_down:broker {broker}:{started}", "rule": "broker_down",
+            "entity": f"broker {broker}", "status": status, "started_ms": started}  # fmt: skip
+
+
+def test_the_checker_holds_each_expected_alert_to_once_and_to_the_replay() -> None:
+    fired = [alert("FIRING", 2, 10_500), alert("RESOLVED", 2, 10_500)]
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 10.0, 14.0)], fired, fired, fired)
+    assert (verdict.alerts_once, verdict.expected_alerts, verdict.topic_vs_replay) == (1, 1, 0)
+    assert verdict.ok
+    twice = [*fired, alert("FIRING", 2, 10_500)]
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 10.0, 14.0)], twice, fired, fired)
+    assert (verdict.alerts_once, verdict.topic_vs_replay) == (0, 1)
+    assert not verdict.ok
+
+
+def test_the_quick_schedule_has_one_of_each_kind_within_its_minutes() -> None:
+    for seed in range(20):
+        drawn, episodes = faults.schedule(seed, 1.5, 2, quick=True)
+        assert sorted((f.kind, f.proxy) for f in drawn) == sorted(faults.QUICK)
+        assert drawn[-1].at_s + drawn[-1].hold_s < 90
+        assert len(episodes) == 2
