@@ -92,6 +92,7 @@ bench: setup
 	$(BIN)/python bench/b4_replay.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b5_txnlog.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b6_soak.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b6_fault_schedule.py --runs 3 $(BENCH_FLAGS)
 	$(BIN)/python bench/b7_kraft.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b8_ui.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b9_cluster_size.py $(BENCH_FLAGS)

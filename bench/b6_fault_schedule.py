@@ -596,6 +596,38 @@ def merged_log(work: Path, changes: list[dict[str, Any]]) -> Path:
     return folder
 
 
+def render(r: dict[str, Any]) -> str:
+    rows = [
+        [str(run["seed"]), fmt(run["minutes"], digits=1), str(len(run["faults"])),
+         str(run["expected_alerts"]), f"{run['records']:,}", f"{run['writes']:,}",
+         fmt(run["unaccounted"]), fmt(run["duplicates"]), fmt(run["gaps"]),
+         fmt(run["not_on_topic"]), fmt(run["daemon_exits"]),
+         f"{run['alerts_once']} of {run['expected_alerts']}",
+         fmt(run["topic_vs_replay"]), fmt(run["file_vs_replay"])]
+        for run in r["runs"]
+    ]  # fmt: skip
+    kinds = Counter(f["kind"] for run in r["runs"] for f in run["faults"])
+    return "\n\n".join([
+        f"Measured {r['measured']} (`{r['command']}`).",
+        table(["seed", "min", "faults", "episodes", "records", "writes", "unaccounted",
+               "duplicates", "gaps", "not on topic", "exits", "alerts once", "topic/replay",
+               "file/replay"], rows),
+        "Faults by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ".",
+    ])  # fmt: skip
+
+
+def targets(r: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    runs = r["runs"]
+    long_runs = [run for run in runs if run["minutes"] >= 120]
+    clean = [run for run in runs if run["ok"]]
+    return [
+        ("fault schedule: runs of 2 hours or more, each seed its own",
+         str(len(long_runs)), "3", len(long_runs) >= 3),
+        ("fault schedule: runs with every count at its goal", f"{len(clean)} of {len(runs)}",
+         "all", len(clean) == len(runs)),
+    ]  # fmt: skip
+
+
 def main() -> int:
     p = parser(__doc__)
     p.add_argument("--seed", type=int, default=None, help="the schedule's seed [random]")

@@ -26,6 +26,7 @@ BENCHMARKS = (
     "b4_replay",
     "b5_txnlog",
     "b6_soak",
+    "b6_fault_schedule",
     "b7_kraft",
     "b8_ui",
     "b9_cluster_size",
