@@ -306,10 +306,21 @@ class Daemon:
         self.log = work / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.own_exits = 0
+        self.instance = 0  # how many times it was started
+        self.rss: list[tuple[float, int, float]] = []  # (time, instance, RSS MB)
 
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
+        self.instance += 1
+
+    def sample(self, now: float) -> None:
+        import psutil
+
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                mb = psutil.Process(self.process.pid).memory_info().rss / 2**20
+                self.rss.append((now, self.instance, round(mb, 1)))
 
     def check(self) -> None:
         """Counts an exit it found (and starts it again, as a supervisor would)."""
@@ -481,17 +492,20 @@ def run(
             wait(lambda: any(f.stat().st_size for f in work.glob("events-*/**/*.avro")), 120,
                  "capture's first records")  # fmt: skip
             started = time.monotonic()
+            watch = Watch(captures)
             worker = threading.Thread(target=writer.run, args=(started,), daemon=True)
             worker.start()
             for fault in faults:
                 while time.monotonic() - started < fault.at_s:
                     for daemon in (*captures, job):
                         daemon.check()
+                    watch.tick(time.monotonic())
                     time.sleep(0.2)  # fixed wait: the schedule's clock
                 inject(fault, toxiproxy, captures, job)
             while time.monotonic() - started < minutes * 60:
                 for daemon in (*captures, job):
                     daemon.check()
+                watch.tick(time.monotonic())
                 time.sleep(0.2)  # fixed wait: the schedule's clock
             writer.stop.set()
             worker.join(60)
@@ -529,8 +543,52 @@ def run(
         finally:
             toxiproxy.close()
     history = {"faults": [f.__dict__ for f in faults], "episodes": writer.downs,
-               "records": len(changes), "writes": sum(len(v) for v in writer.written.values())}  # fmt: skip
+               "records": len(changes), "writes": sum(len(v) for v in writer.written.values()),
+               "takeovers": watch.takeovers, "capture_rss": rss_lives(captures, started)}  # fmt: skip
     return verdict, history
+
+
+@dataclass
+class Watch:
+    """Each capture's RSS and the active capture, sampled on the schedule's clock."""
+
+    captures: list[Daemon]
+    every_s: float = 5.0
+    next_at: float = 0.0
+    active: str | None = None
+    takeovers: int = 0
+
+    def tick(self, now: float) -> None:
+        if now < self.next_at:
+            return
+        self.next_at = now + self.every_s
+        for capture in self.captures:
+            capture.sample(now)
+        active = next((c.name for c in self.captures if role(c) == "active"), None)
+        if active is not None and self.active is not None and active != self.active:
+            self.takeovers += 1
+        self.active = active or self.active
+
+
+def rss_lives(captures: list[Daemon], started: float) -> list[dict[str, Any]]:
+    """Each capture process's RSS over its life: early (its minutes 2-5), late (its last three
+    minutes), growth between them and its peak, in MB."""
+    out = []
+    for capture in captures:
+        for instance in sorted({i for _, i, _ in capture.rss}):
+            series = [(t, mb) for t, i, mb in capture.rss if i == instance]
+            first, last = series[0][0], series[-1][0]
+            early = [mb for t, mb in series if 120 <= t - first <= 300]
+            late = [mb for t, mb in series if last - t <= 180]
+            middle = sorted(early)[len(early) // 2] if early else None
+            end = sorted(late)[len(late) // 2]
+            out.append({"daemon": capture.name, "instance": instance,
+                        "from_min": round((first - started) / 60, 1),
+                        "lived_min": round((last - first) / 60, 1),
+                        "early_mb": middle, "late_mb": end,
+                        "growth_mb": None if middle is None else round(end - middle, 1),
+                        "peak_mb": max(mb for _, mb in series)})  # fmt: skip
+    return out
 
 
 def inject(fault: Fault, toxiproxy: Toxiproxy, captures: list[Daemon], job: Daemon) -> None:
@@ -607,12 +665,23 @@ def render(r: dict[str, Any]) -> str:
         for run in r["runs"]
     ]  # fmt: skip
     kinds = Counter(f["kind"] for run in r["runs"] for f in run["faults"])
+    lives = [
+        [str(run["seed"]), life["daemon"], str(life["instance"]), fmt(life["lived_min"], digits=1),
+         fmt(life["early_mb"], digits=1), fmt(life["late_mb"], digits=1),
+         fmt(life["growth_mb"], digits=1), fmt(life["peak_mb"], digits=1)]
+        for run in r["runs"] for life in run.get("capture_rss", []) if life["lived_min"] >= 10
+    ]  # fmt: skip
     return "\n\n".join([
         f"Measured {r['measured']} (`{r['command']}`).",
         table(["seed", "min", "faults", "episodes", "records", "writes", "unaccounted",
                "duplicates", "gaps", "not on topic", "exits", "alerts once", "topic/replay",
                "file/replay"], rows),
-        "Faults by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ".",
+        "Faults by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        + "; takeovers: " + ", ".join(str(run.get("takeovers", "-")) for run in r["runs"]) + ".",
+        "Capture's RSS, each process that lived 10 minutes or more (MB: early = its minutes "
+        "2-5, late = its last 3):",
+        table(["seed", "daemon", "start", "lived (min)", "early", "late", "growth", "peak"],
+              lives),
     ])  # fmt: skip
 
 
@@ -620,7 +689,13 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     runs = r["runs"]
     long_runs = [run for run in runs if run["minutes"] >= 120]
     clean = [run for run in runs if run["ok"]]
+    grown = [life["growth_mb"] for run in long_runs for life in run.get("capture_rss", [])
+             if life["lived_min"] >= 120 and life["growth_mb"] is not None]  # fmt: skip
+    takeovers = min((run.get("takeovers", 0) for run in long_runs), default=0)
     return [
+        ("fault schedule: capture's RSS growth over 2 hours or more, at least 4 takeovers",
+         f"{fmt(max(grown, default=None), digits=1)} MB, {takeovers} takeovers", "< 50 MB, >= 4",
+         bool(grown) and max(grown) < 50 and takeovers >= 4),
         ("fault schedule: runs of 2 hours or more, each seed its own",
          str(len(long_runs)), "3", len(long_runs) >= 3),
         ("fault schedule: runs with every count at its goal", f"{len(clean)} of {len(runs)}",
