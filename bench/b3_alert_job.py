@@ -107,7 +107,7 @@ def throughput(
     shards: int = 0,
 ) -> dict[str, Any]:
     from zkcdc.streaming.job.alert_job import alerts_stream
-    from zkcdc.streaming.job.change_source import KafkaInput, read_changes
+    from zkcdc.streaming.job.change_source import KafkaInput, read_changes, source_partitions
     from zkcdc.streaming.job.spark_session import session
     from zkcdc.streaming.rules.rule_settings import RuleSettings
 
@@ -125,18 +125,17 @@ def throughput(
         counted[0] += batch.count()
 
     started = time.monotonic()
-    records_df, _ = read_changes(
-        spark,
-        KafkaInput(
-            KafkaConnection(bootstrap_servers=bootstrap), topic, max_records_per_batch=per_batch
-        ),
+    source = KafkaInput(
+        KafkaConnection(bootstrap_servers=bootstrap), topic, max_records_per_batch=per_batch
     )
+    records_df, _ = read_changes(spark, source)
+    partitions = source_partitions(source)
     if shards:
         from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 
-        alerts = sharded_alerts_stream(records_df, RuleSettings(), 5000, True, shards)
+        alerts = sharded_alerts_stream(records_df, RuleSettings(), partitions, True, shards)
     else:
-        alerts = alerts_stream(records_df, RuleSettings())
+        alerts = alerts_stream(records_df, RuleSettings(), partitions)
     query = (
         alerts.writeStream.foreachBatch(count)
         .option("checkpointLocation", str(work / "checkpoint"))

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import ZKCDC, fmt, parser, save, table
+from harness import ZKCDC, fmt, load, parser, save, table
 
 NAME = "b6_fault_schedule"
 CLUSTER = "fs"
@@ -656,7 +656,8 @@ def merged_log(work: Path, changes: list[dict[str, Any]]) -> Path:
 
 def render(r: dict[str, Any]) -> str:
     rows = [
-        [str(run["seed"]), fmt(run["minutes"], digits=1), str(len(run["faults"])),
+        [str(run["seed"]), run.get("at", "—"), fmt(run["minutes"], digits=1),
+         str(len(run["faults"])),
          str(run["expected_alerts"]), f"{run['records']:,}", f"{run['writes']:,}",
          fmt(run["unaccounted"]), fmt(run["duplicates"]), fmt(run["gaps"]),
          fmt(run["not_on_topic"]), fmt(run["daemon_exits"]),
@@ -673,7 +674,7 @@ def render(r: dict[str, Any]) -> str:
     ]  # fmt: skip
     return "\n\n".join([
         f"Measured {r['measured']} (`{r['command']}`).",
-        table(["seed", "min", "faults", "episodes", "records", "writes", "unaccounted",
+        table(["seed", "run at", "min", "faults", "episodes", "records", "writes", "unaccounted",
                "duplicates", "gaps", "not on topic", "exits", "alerts once", "topic/replay",
                "file/replay"], rows),
         "Faults by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
@@ -710,6 +711,9 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=1, help="runs, each with a seed of its own")
     p.add_argument("--keep", type=Path, default=None, help="keep the run's files here")
     p.add_argument("--no-save", action="store_true", help="write no result file (the test)")
+    p.add_argument("--append", action="store_true",
+                   help="keep the result file's earlier runs (other seeds) beside this one's: "
+                        "two-hour runs taken one at a time")  # fmt: skip
     args = p.parse_args()
     minutes = args.minutes or (1.5 if args.quick else 120.0)
     episodes = max(2, int(minutes * 2))
@@ -726,7 +730,8 @@ def main() -> int:
             if args.keep is None:
                 shutil.rmtree(work, ignore_errors=True)
         ok &= verdict.ok
-        results.append({"seed": seed, "minutes": minutes, "took_s": round(time.monotonic() - began),
+        results.append({"seed": seed, "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        "minutes": minutes, "took_s": round(time.monotonic() - began),
                         "ok": verdict.ok, **verdict.__dict__, **history})  # fmt: skip
         print(table(["seed", "unaccounted", "duplicates", "gaps", "not on topic", "exits",
                      "alerts once", "topic/replay", "file/replay"],
@@ -737,7 +742,9 @@ def main() -> int:
         for note in verdict.notes:
             print(f"note: {note}", file=sys.stderr)
     if not args.no_save:
-        save(NAME, {"runs": results}, args.quick)
+        earlier = (load(NAME, args.quick) or {}).get("runs", []) if args.append else []
+        seeds = {run["seed"] for run in results}
+        save(NAME, {"runs": [r for r in earlier if r["seed"] not in seeds] + results}, args.quick)
     print("verdict: " + ("every count at its goal" if ok else "FAILED"), file=sys.stderr)
     return 0 if ok else 1
 
