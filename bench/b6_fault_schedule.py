@@ -334,6 +334,11 @@ class Daemon:
             self.process.wait(30)
         self.start()
 
+    def halt(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
     def stop(self) -> int | None:
         if self.process is None:
             return None
@@ -457,6 +462,7 @@ def run(
     for fault in faults:
         print("  " + fault.describe(), file=sys.stderr)
     rules = ["--rule", f"broker_down_for_ms={BROKER_DOWN_FOR_MS}"]
+    daemons: list[Daemon] = []
     with fault_stack(work) as (info, ports):
         toxiproxy = Toxiproxy(work)
         try:
@@ -484,10 +490,11 @@ def run(
                 "--no-state", "--alerts-out", str(alerts_out),
                 # A backlog (after a kill, an outage) in several micro-batches, not one: the
                 # job's order across partitions is then at stake too.
-                "--max-records-per-batch", "25",
+                "--max-records-per-batch", "200",
                 "--checkpoint", str(work / "checkpoint"), *rules,
             ], work)  # fmt: skip
-            for daemon in (*captures, job):
+            daemons += [*captures, job]
+            for daemon in daemons:
                 daemon.start()
             wait(lambda: any(f.stat().st_size for f in work.glob("events-*/**/*.avro")), 120,
                  "capture's first records")  # fmt: skip
@@ -517,7 +524,7 @@ def run(
             for daemon in captures:
                 daemon.stop()
             changes = read_changes(info.bootstrap_servers, topic)
-            wait(lambda: job_caught_up(work / "checkpoint", info.bootstrap_servers, topic), 180,
+            wait(lambda: job_caught_up(work / "checkpoint", info.bootstrap_servers, topic), 900,
                  "the alert job to read the changes topic to its end")  # fmt: skip
             job.stop()
             on_topic = read_alerts(info.bootstrap_servers, alerts_topic)
@@ -541,6 +548,8 @@ def run(
                 verdict.notes.append(f"the writer failed: {writer.error!r}")
             writer.close()
         finally:
+            for daemon in daemons:  # a run that failed leaves nothing running
+                daemon.halt()
             toxiproxy.close()
     history = {"faults": [f.__dict__ for f in faults], "episodes": writer.downs,
                "records": len(changes), "writes": sum(len(v) for v in writer.written.values()),

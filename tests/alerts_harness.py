@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,10 @@ from capture_harness import TopicReader
 from confluent_kafka import Producer
 
 T = TypeVar("T")
+
+
+# A line of a Java stack trace ("\tat org.apache...(File.java:12)") or a Java exception's name.
+JAVA_TRACE = re.compile(r"^\s+at [\w$.<>/]+\(|\bjava\.lang\.\w+(Error|Exception)\b")
 
 
 class AlertJob:
@@ -63,6 +68,23 @@ class AlertJob:
         code = self.process.wait(timeout_s)
         self._log.close()
         return code
+
+    def stop_quietly(self, within_s: float = 30) -> None:
+        """A supervisor's SIGTERM: the job exits 0 within `within_s`, and nothing it writes
+        after the signal is a Java stack trace."""
+        before = self.log_file.stat().st_size
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(within_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"running {within_s:.0f} s after SIGTERM:\n{self.tail()}"
+            ) from None
+        self._log.close()
+        after = self.log_file.read_bytes()[before:].decode(errors="replace")
+        traces = [line for line in after.splitlines() if JAVA_TRACE.search(line)]
+        assert code == 0, f"exit {code} after SIGTERM:\n{self.tail()}"
+        assert not traces, "a Java stack trace after SIGTERM:\n" + "\n".join(traces[:20])
 
     def tail(self, lines: int = 60) -> str:
         text = self.log_file.read_text(errors="replace").splitlines()
