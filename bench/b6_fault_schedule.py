@@ -45,7 +45,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -362,6 +362,11 @@ class Verdict:
     daemon_exits: int = 0
     expected_alerts: int = 0
     alerts_once: int = 0  # expected alerts with exactly one FIRING and one RESOLVED, topic and file
+    # Broker episodes capture could not see as one (it saw the registration's delete and
+    # re-create at one moment, a new czxid): inside a fault that blinds capture (ZooKeeper's
+    # link faulted, capture killed), hidden; outside any, lost (goal 0).
+    hidden_episodes: int = 0
+    lost_episodes: int = 0
     topic_vs_replay: int = 0  # alert lines in one and not the other (multisets)
     file_vs_replay: int = 0
     notes: list[str] = field(default_factory=list)
@@ -369,7 +374,8 @@ class Verdict:
     @property
     def ok(self) -> bool:
         counts = (self.unaccounted, self.duplicates, self.gaps, self.not_on_topic,
-                  self.daemon_exits, self.topic_vs_replay, self.file_vs_replay)  # fmt: skip
+                  self.daemon_exits, self.topic_vs_replay, self.file_vs_replay,
+                  self.lost_episodes)  # fmt: skip
         return not any(counts) and self.alerts_once == self.expected_alerts and not self.notes
 
 
@@ -391,21 +397,43 @@ def check_records(
     return verdict
 
 
+def seen_down(records: list[dict[str, Any]], broker: int, began: float, ended: float) -> bool:
+    """Whether the changes topic shows the broker's registration gone for at least the rule's
+    for-duration in event time (a DELETE, then a CREATE that long after it)."""
+    path = f"/brokers/ids/{broker}"
+    near = [r for r in records if r["path"] == path
+            and began * 1000 - 2_000 <= r["ts_ms"] <= ended * 1000 + 60_000]  # fmt: skip
+    deletes = [r["ts_ms"] for r in near if r["op"] == "DELETE"]
+    creates = [r["ts_ms"] for r in near if r["op"] == "CREATE"]
+    return any(c - d >= BROKER_DOWN_FOR_MS for d in deletes for c in creates)
+
+
 def check_alerts(
     verdict: Verdict,
     downs: list[tuple[int, float, float]],
     on_topic: list[dict[str, Any]],
     in_file: list[dict[str, Any]],
     replayed: list[dict[str, Any]],
+    records: list[dict[str, Any]] | None = None,
+    blind: Sequence[tuple[float, float]] = (),
 ) -> None:
-    """Each broker episode's broker_down FIRING and RESOLVED once (topic and file), and both
-    sinks' alerts against the replay's."""
+    """Each broker episode capture saw whole: broker_down FIRING and RESOLVED once (topic and
+    file); the others hidden by a blinding fault, or lost. Both sinks' alerts against the
+    replay's."""
 
     def lines(alerts: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
         return Counter((a["alert_id"], a["status"]) for a in alerts)
 
-    verdict.expected_alerts = len(downs)
+    seen = []
     for broker, began, ended in downs:
+        if records is None or seen_down(records, broker, began, ended):
+            seen.append((broker, began, ended))
+        elif any(start <= ended and began <= end for start, end in blind):
+            verdict.hidden_episodes += 1
+        else:
+            verdict.lost_episodes += 1
+    verdict.expected_alerts = len(seen)
+    for broker, began, ended in seen:
         ok = True
         for alerts in (on_topic, in_file):
             mine = [a for a in alerts if a["rule"] == "broker_down"
@@ -498,7 +526,7 @@ def run(
                 daemon.start()
             wait(lambda: any(f.stat().st_size for f in work.glob("events-*/**/*.avro")), 120,
                  "capture's first records")  # fmt: skip
-            started = time.monotonic()
+            started, started_wall = time.monotonic(), time.time()
             watch = Watch(captures)
             worker = threading.Thread(target=writer.run, args=(started,), daemon=True)
             worker.start()
@@ -542,8 +570,14 @@ def run(
                                       capture_output=True, text=True, timeout=600)  # fmt: skip
             if replayed.returncode != 0:
                 verdict.notes.append(f"replay failed: {replayed.stderr.strip()[-300:]}")
+            # Wall-clock windows in which capture may be blind: ZooKeeper's link faulted (to
+            # its session's end and a re-walk after), or the active capture killed (to a
+            # standby's takeover).
+            blind = [(started_wall + f.at_s, started_wall + f.at_s + f.hold_s + 3 * SESSION_S)
+                     for f in faults if f.proxy == "zk" or f.kind == "kill-capture"]  # fmt: skip
             check_alerts(verdict, writer.downs, on_topic, json_lines(alerts_out),
-                         json_lines(replay_out) if replay_out.exists() else [])  # fmt: skip
+                         json_lines(replay_out) if replay_out.exists() else [],
+                         changes, blind)  # fmt: skip
             if writer.error is not None:
                 verdict.notes.append(f"the writer failed: {writer.error!r}")
             writer.close()
@@ -671,6 +705,7 @@ def render(r: dict[str, Any]) -> str:
          fmt(run["unaccounted"]), fmt(run["duplicates"]), fmt(run["gaps"]),
          fmt(run["not_on_topic"]), fmt(run["daemon_exits"]),
          f"{run['alerts_once']} of {run['expected_alerts']}",
+         f"{run.get('hidden_episodes', 0)} / {run.get('lost_episodes', 0)}",
          fmt(run["topic_vs_replay"]), fmt(run["file_vs_replay"])]
         for run in r["runs"]
     ]  # fmt: skip
@@ -684,8 +719,8 @@ def render(r: dict[str, Any]) -> str:
     return "\n\n".join([
         f"Measured {r['measured']} (`{r['command']}`).",
         table(["seed", "run at", "min", "faults", "episodes", "records", "writes", "unaccounted",
-               "duplicates", "gaps", "not on topic", "exits", "alerts once", "topic/replay",
-               "file/replay"], rows),
+               "duplicates", "gaps", "not on topic", "exits", "alerts once",
+               "episodes hidden / lost", "topic/replay", "file/replay"], rows),
         "Faults by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         + "; takeovers: " + ", ".join(str(run.get("takeovers", "-")) for run in r["runs"]) + ".",
         "Capture's RSS, each process that lived 10 minutes or more (MB: early = its minutes "
@@ -743,10 +778,11 @@ def main() -> int:
                         "minutes": minutes, "took_s": round(time.monotonic() - began),
                         "ok": verdict.ok, **verdict.__dict__, **history})  # fmt: skip
         print(table(["seed", "unaccounted", "duplicates", "gaps", "not on topic", "exits",
-                     "alerts once", "topic/replay", "file/replay"],
+                     "alerts once", "hidden / lost", "topic/replay", "file/replay"],
                     [[str(seed), fmt(verdict.unaccounted), fmt(verdict.duplicates),
                       fmt(verdict.gaps), fmt(verdict.not_on_topic), fmt(verdict.daemon_exits),
                       f"{verdict.alerts_once} of {verdict.expected_alerts}",
+                      f"{verdict.hidden_episodes} / {verdict.lost_episodes}",
                       fmt(verdict.topic_vs_replay), fmt(verdict.file_vs_replay)]]))  # fmt: skip
         for note in verdict.notes:
             print(f"note: {note}", file=sys.stderr)

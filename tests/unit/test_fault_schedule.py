@@ -71,3 +71,20 @@ def test_the_quick_schedule_has_one_of_each_kind_within_its_minutes() -> None:
         assert sorted((f.kind, f.proxy) for f in drawn) == sorted(faults.QUICK)
         assert drawn[-1].at_s + drawn[-1].hold_s < 90
         assert len(episodes) == 2
+
+
+def test_an_episode_capture_did_not_see_whole_is_hidden_in_a_blinding_fault_else_lost() -> None:
+    whole = [{"path": "/brokers/ids/2", "op": "DELETE", "ts_ms": 10_100},
+             {"path": "/brokers/ids/2", "op": "CREATE", "ts_ms": 14_000}]  # fmt: skip
+    at_once = [{**r, "ts_ms": 30_000} for r in whole]  # a new czxid seen at one read
+    fired = [alert("FIRING", 2, 10_100), alert("RESOLVED", 2, 10_100)]
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 10.0, 14.0)], fired, fired, fired, whole, [])
+    assert (verdict.expected_alerts, verdict.alerts_once, verdict.lost_episodes) == (1, 1, 0)
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 28.0, 31.0)], [], [], [], at_once, [(25.0, 40.0)])
+    assert (verdict.expected_alerts, verdict.hidden_episodes, verdict.lost_episodes) == (0, 1, 0)
+    assert verdict.ok
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 28.0, 31.0)], [], [], [], at_once, [(50.0, 60.0)])
+    assert verdict.lost_episodes == 1 and not verdict.ok
