@@ -192,8 +192,9 @@ class TreeReader:
             self._emit(Read(path, znode(data, stat), self._now_ms()))
             # Listed where there are children, and where a child may come that only a child
             # watch would tell of (child_watched). An ephemeral znode never has children.
-            may_get = stat.ephemeralOwner == 0 and child_watched(path)
-            if list_children and (stat.numChildren > 0 or may_get):
+            if list_children and (
+                stat.numChildren > 0 or (stat.ephemeralOwner == 0 and child_watched(path))
+            ):
                 self._read_children(path, generation)  # counted before this read's -1
         elif isinstance(error, NoNodeError):
             # Announced as created, gone before its read: a znode nobody saw (a request

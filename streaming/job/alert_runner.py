@@ -147,6 +147,7 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             call.idle.wait(STOP_WAIT_S)
             with contextlib.suppress(Exception):
                 query.stop()
+            call.close()
         sinks.close()
         if state_sink is not None:
             state_sink.close()

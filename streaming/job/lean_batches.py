@@ -89,8 +89,10 @@ class BatchCall:
         self.idle = threading.Event()
         self.idle.set()
         # py4j logs a Python function's exception with its traceback, Java's inside: on a stop
-        # asked for, that is no error.
-        logging.getLogger("py4j.clientserver").addFilter(lambda record: not self.stopping.is_set())
+        # asked for, that is no error. Taken off by close(): another job in the same process
+        # (replay's, the class archive's training) must see py4j's lines again.
+        self._quiet_on_stop = lambda record: not self.stopping.is_set()
+        logging.getLogger("py4j.clientserver").addFilter(self._quiet_on_stop)
 
     def call(self, jdf: Any, batch_id: int) -> None:
         self.idle.clear()
@@ -103,6 +105,10 @@ class BatchCall:
             raise
         finally:
             self.idle.set()
+
+    def close(self) -> None:
+        """The query is stopped: py4j's log as it was."""
+        logging.getLogger("py4j.clientserver").removeFilter(self._quiet_on_stop)
 
     class Java:
         implements: ClassVar[list[str]] = [

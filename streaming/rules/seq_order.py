@@ -100,7 +100,7 @@ class SeqOrder:
         out: list[tuple[int, Waiting]] = []
         if not self.pending:
             return out
-        mark, unproven = self.watermark()
+        mark, proven = self.watermark()
         last = placed_through
         for seq in sorted(self.pending):
             expected = FIRST_SEQ if last < 0 else last + 1
@@ -108,36 +108,27 @@ class SeqOrder:
                 if seq - 1 > mark:
                     break  # an earlier record may still come
                 if last >= 0:
-                    self._pass_gap(expected, seq - 1, unproven and seq - 1 > self._proven())
+                    # Past `proven` only because a silent partition was left out of the mark.
+                    self._pass_gap(expected, seq - 1, unproven=seq - 1 > proven)
             out.append((seq, self.pending.pop(seq)))
             last = seq
         return out
 
-    def watermark(self) -> tuple[int, bool]:
-        """(the highest seq below which nothing more can come, whether a silent partition was
-        left out to reach it)."""
-        heads: list[int] = []
-        left_out = False
-        for partition in set(range(self.partitions)) | set(self.heads):
-            if self._silent(partition):
-                left_out = True
-                continue
-            heads.append(self.heads.get(partition, -1))
-        if not heads:  # every partition silent: the newest read is the mark
-            return max(self.heads.values(), default=-1), True
-        return min(heads), left_out
+    def watermark(self) -> tuple[int, int]:
+        """(the highest seq below which nothing more is waited for, silent partitions left
+        out; the same over every partition, below which nothing more can come)."""
+        every = set(range(self.partitions)) | set(self.heads)
+        heard = [self.heads.get(p, -1) for p in every if not self._silent(p)]
+        proven = min((self.heads.get(p, -1) for p in every), default=-1)
+        if not heard:  # every partition silent: the newest read is the mark
+            return max(self.heads.values(), default=-1), proven
+        return min(heard), proven
 
     def take_report(self) -> OrderReport:
         report = self.report
         report.waiting = len(self.pending)
         self.report = OrderReport()
         return report
-
-    def _proven(self) -> int:
-        return min(
-            (self.heads.get(p, -1) for p in set(range(self.partitions)) | set(self.heads)),
-            default=-1,
-        )
 
     def _silent(self, partition: int) -> bool:
         heard = self.heard.get(partition)
