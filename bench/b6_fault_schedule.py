@@ -4,15 +4,17 @@ then a checker over what they left (Jepsen's way: a seeded schedule, a history, 
 The stack is the benchmark's own: one ZooKeeper, one broker. Every connection capture and the
 job make goes through Toxiproxy (built from the Go module proxy), one proxy a pair, so a
 fault hits one pair in one direction:
-- `zk`: capture <-> ZooKeeper;
+- `zk-0`, `zk-1`: each capture <-> ZooKeeper (one a capture, so one loses its session alone);
 - `kafka-capture`: capture <-> Kafka (the broker advertises this proxy on a listener of its own);
 - `kafka-job`: the alert job <-> Kafka (another listener and proxy).
 
 The faults, drawn by a seeded random generator (the same seed gives the same schedule, printed
 first): on a proxy and a direction, 500 ms of latency with 100 ms of jitter, a 16 KB/s
 bandwidth cap, `reset_peer` (connections reset as they come), a black hole longer than
-capture's ZooKeeper session (`timeout`: nothing passes, nothing is closed); and the active
-capture or the alert job killed (-9) and started again. Meanwhile a writer (straight to
+capture's ZooKeeper session (`timeout`: nothing passes, nothing is closed); and a capture or
+the alert job killed (-9) and started again. Only `capture-1` is ever killed (active or
+standby): `capture-0` lives the whole run, so its RSS is a daemon's through every takeover,
+which its ZooKeeper link's faults and its peer's kills cause. Meanwhile a writer (straight to
 ZooKeeper, no proxy) keeps partition states changing and takes a broker's registration away
 and back now and then: each such episode must give one `broker_down` FIRING and one RESOLVED.
 
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import ZKCDC, fmt, load, parser, save, table
+from harness import ZKCDC, figure, fmt, load, parser, results_dir, save, table
 
 NAME = "b6_fault_schedule"
 CLUSTER = "fs"
@@ -58,7 +60,7 @@ CHROOT = "/fs"
 TOXIPROXY = "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0"
 SESSION_S = 4  # capture's ZooKeeper session: a black hole outlasts it
 BROKER_DOWN_FOR_MS = 1_000
-PROXIES = ("zk", "kafka-capture", "kafka-job")
+PROXIES = ("zk-0", "zk-1", "kafka-capture", "kafka-job")
 NETWORK = ("latency", "bandwidth", "reset_peer", "blackhole")
 PROCESS = ("kill-capture", "kill-job")
 
@@ -80,7 +82,7 @@ class Fault:
 
 # The quick schedule: one fault of each of these, in an order (and directions, lengths) drawn
 # from the seed: a black hole past capture's session, each other pair faulted, both kills.
-QUICK = (("blackhole", "zk"), ("reset_peer", "kafka-capture"), ("latency", "kafka-job"),
+QUICK = (("blackhole", "zk-0"), ("reset_peer", "kafka-capture"), ("latency", "kafka-job"),
          ("kill-capture", ""), ("kill-job", ""))  # fmt: skip
 
 
@@ -188,7 +190,7 @@ class Ports:
     broker: int
     capture_listener: int
     job_listener: int
-    zk_proxy: int
+    zk_proxies: tuple[int, int]
     capture_proxy: int
     job_proxy: int
 
@@ -199,8 +201,9 @@ def fault_stack(work: Path) -> Iterator[tuple[Any, Ports]]:
     from zkcdc.stack import LocalStack, StackSettings
     from zkcdc.stack.probes import free_port_block
 
-    block = free_port_block(7)
-    ports = Ports(*range(block, block + 7))
+    block = free_port_block(8)
+    ports = Ports(block, block + 1, block + 2, block + 3, (block + 4, block + 5), block + 6,
+                  block + 7)  # fmt: skip
     listeners = {
         "listeners": f"PLAINTEXT://127.0.0.1:{ports.broker},CAPTURE://127.0.0.1:"
         f"{ports.capture_listener},JOB://127.0.0.1:{ports.job_listener}",
@@ -494,7 +497,8 @@ def run(
     with fault_stack(work) as (info, ports):
         toxiproxy = Toxiproxy(work)
         try:
-            toxiproxy.proxy("zk", ports.zk_proxy, ports.zk)
+            for i, zk_proxy in enumerate(ports.zk_proxies):
+                toxiproxy.proxy(f"zk-{i}", zk_proxy, ports.zk)
             toxiproxy.proxy("kafka-capture", ports.capture_proxy, ports.capture_listener)
             toxiproxy.proxy("kafka-job", ports.job_proxy, ports.job_listener)
             writer = Writer(info.zookeeper_hosts, starts)
@@ -502,7 +506,7 @@ def run(
             topic, alerts_topic = f"zkcdc.changes.fs-{seed}", f"zkcdc.alerts.fs-{seed}"
             captures = [
                 Daemon(f"capture-{i}", [
-                    *ZKCDC, "capture", "--zookeeper", f"127.0.0.1:{ports.zk_proxy}{CHROOT}",
+                    *ZKCDC, "capture", "--zookeeper", f"127.0.0.1:{ports.zk_proxies[i]}{CHROOT}",
                     "--bootstrap-servers", f"127.0.0.1:{ports.capture_proxy}", "--topic", topic,
                     "--cluster", CLUSTER, "--event-log", str(work / f"events-{i}"),
                     "--state-dir", str(work / f"state-{i}"), "--ha-path", "/zkcdc-fs/ha",
@@ -548,6 +552,8 @@ def run(
             time.sleep(BROKER_DOWN_FOR_MS / 1000 + 8)  # fixed wait: for-durations and heartbeats
             for daemon in (*captures, job):
                 daemon.check()
+            watch.next_at = 0.0  # a last sample: capture-0 lived the schedule through
+            watch.tick(time.monotonic())
             exits = sum(d.own_exits for d in (*captures, job))
             for daemon in captures:
                 daemon.stop()
@@ -574,7 +580,7 @@ def run(
             # its session's end and a re-walk after), or the active capture killed (to a
             # standby's takeover).
             blind = [(started_wall + f.at_s, started_wall + f.at_s + f.hold_s + 3 * SESSION_S)
-                     for f in faults if f.proxy == "zk" or f.kind == "kill-capture"]  # fmt: skip
+                     for f in faults if f.proxy.startswith("zk") or f.kind == "kill-capture"]  # fmt: skip
             check_alerts(verdict, writer.downs, on_topic, json_lines(alerts_out),
                          json_lines(replay_out) if replay_out.exists() else [],
                          changes, blind)  # fmt: skip
@@ -587,7 +593,8 @@ def run(
             toxiproxy.close()
     history = {"faults": [f.__dict__ for f in faults], "episodes": writer.downs,
                "records": len(changes), "writes": sum(len(v) for v in writer.written.values()),
-               "takeovers": watch.takeovers, "capture_rss": rss_lives(captures, started)}  # fmt: skip
+               "takeovers": watch.takeovers, "capture_rss": rss_lives(captures, started),
+               "takeover_min": [round((t - started) / 60, 2) for t in watch.took_over_at]}  # fmt: skip
     return verdict, history
 
 
@@ -600,6 +607,7 @@ class Watch:
     next_at: float = 0.0
     active: str | None = None
     takeovers: int = 0
+    took_over_at: list[float] = field(default_factory=list)  # when one was seen (monotonic)
 
     def tick(self, now: float) -> None:
         if now < self.next_at:
@@ -610,12 +618,14 @@ class Watch:
         active = next((c.name for c in self.captures if role(c) == "active"), None)
         if active is not None and self.active is not None and active != self.active:
             self.takeovers += 1
+            self.took_over_at.append(now)
         self.active = active or self.active
 
 
 def rss_lives(captures: list[Daemon], started: float) -> list[dict[str, Any]]:
     """Each capture process's RSS over its life: early (its minutes 2-5), late (its last three
-    minutes), growth between them and its peak, in MB."""
+    minutes), growth between them and its peak, in MB; for one that lived 10 minutes or more,
+    its series too, a point a minute (the plot's)."""
     out = []
     for capture in captures:
         for instance in sorted({i for _, i, _ in capture.rss}):
@@ -630,7 +640,10 @@ def rss_lives(captures: list[Daemon], started: float) -> list[dict[str, Any]]:
                         "lived_min": round((last - first) / 60, 1),
                         "early_mb": middle, "late_mb": end,
                         "growth_mb": None if middle is None else round(end - middle, 1),
-                        "peak_mb": max(mb for _, mb in series)})  # fmt: skip
+                        "peak_mb": max(mb for _, mb in series),
+                        "series": [] if last - first < 600 else [
+                            [round((t - started) / 60, 2), mb]
+                            for t, mb in series[::max(1, round(60 / Watch.every_s))]]})  # fmt: skip
     return out
 
 
@@ -639,8 +652,7 @@ def inject(fault: Fault, toxiproxy: Toxiproxy, captures: list[Daemon], job: Daem
         job.kill()
         return
     if fault.kind == "kill-capture":
-        active = next((c for c in captures if role(c) == "active"), captures[0])
-        active.kill()
+        captures[-1].kill()  # the mortal one: the first lives the whole run (its RSS)
         return
     name = toxiproxy.toxic(fault)
     time.sleep(fault.hold_s)  # fixed wait: the fault's length (the schedule's do not overlap)
@@ -728,6 +740,39 @@ def render(r: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+@contextlib.contextmanager
+def results_lock(quick: bool) -> Iterator[None]:
+    import fcntl
+
+    results_dir(quick).mkdir(parents=True, exist_ok=True)
+    with (results_dir(quick) / f".{NAME}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def plot(r: dict[str, Any], quick: bool) -> None:
+    """Each capture process's RSS that lived 10 minutes or more, a panel a run, with the
+    takeovers it lived through."""
+    runs = [run for run in r["runs"] if any(life.get("series") for life in run["capture_rss"])]
+    if not runs:
+        return
+    with figure(NAME, quick, (9.0, 2.6 * len(runs))) as fig:
+        for n, run in enumerate(runs):
+            ax = fig.add_subplot(len(runs), 1, n + 1)
+            for life in run["capture_rss"]:
+                if life.get("series"):
+                    ax.plot(*zip(*life["series"], strict=True), linewidth=1,
+                            label=f"{life['daemon']} (start {life['instance']})")  # fmt: skip
+            for at in run.get("takeover_min", []):
+                ax.axvline(at, color="grey", linewidth=0.5, linestyle=":")
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel("RSS (MB)")
+            ax.set_title(f"seed {run['seed']}: {run['takeovers']} takeovers (dotted), "
+                         f"{len(run['faults'])} faults", fontsize=9)  # fmt: skip
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_xlabel("minutes into the schedule")
+
+
 def targets(r: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     runs = r["runs"]
     long_runs = [run for run in runs if run["minutes"] >= 120]
@@ -756,7 +801,11 @@ def main() -> int:
     p.add_argument("--append", action="store_true",
                    help="keep the result file's earlier runs (other seeds) beside this one's: "
                         "two-hour runs taken one at a time")  # fmt: skip
+    p.add_argument("--plot", action="store_true", help="draw the figure from the results file")
     args = p.parse_args()
+    if args.plot:
+        plot(load(NAME, args.quick) or {"runs": []}, args.quick)
+        return 0
     minutes = args.minutes or (1.5 if args.quick else 120.0)
     episodes = max(2, int(minutes * 2))
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
@@ -785,9 +834,13 @@ def main() -> int:
         for note in verdict.notes:
             print(f"note: {note}", file=sys.stderr)
     if not args.no_save:
-        earlier = (load(NAME, args.quick) or {}).get("runs", []) if args.append else []
-        seeds = {run["seed"] for run in results}
-        save(NAME, {"runs": [r for r in earlier if r["seed"] not in seeds] + results}, args.quick)
+        # Runs of other seeds may be going on beside this one, each to append when it ends.
+        with results_lock(args.quick):
+            earlier = (load(NAME, args.quick) or {}).get("runs", []) if args.append else []
+            seeds = {run["seed"] for run in results}
+            saved = save(NAME, {"runs": [r for r in earlier if r["seed"] not in seeds] + results},
+                         args.quick)  # fmt: skip
+        plot(saved, args.quick)
     print("verdict: " + ("every count at its goal" if ok else "FAILED"), file=sys.stderr)
     return 0 if ok else 1
 

@@ -88,3 +88,13 @@ def test_an_episode_capture_did_not_see_whole_is_hidden_in_a_blinding_fault_else
     verdict = faults.Verdict()
     faults.check_alerts(verdict, [(2, 28.0, 31.0)], [], [], [], at_once, [(50.0, 60.0)])
     assert verdict.lost_episodes == 1 and not verdict.ok
+
+
+def test_a_capture_that_lived_long_has_its_growth_and_a_point_a_minute() -> None:
+    capture = faults.Daemon("capture-0", [], Path("/nonexistent"))
+    capture.rss = [(t, 1, 60.0 + t / 3600) for t in range(0, 7260, 5)]  # +1 MB an hour
+    capture.rss += [(7000.0 + t, 2, 70.0) for t in range(0, 300, 5)]  # a short second life
+    long, short = faults.rss_lives([capture], started=0.0)
+    assert long["lived_min"] >= 120 and 1.8 <= long["growth_mb"] <= 2.0
+    assert len(long["series"]) == 121 and long["series"][1][0] == 1.0
+    assert short["series"] == [] and short["lived_min"] < 10
