@@ -54,6 +54,13 @@ class CaptureMetrics:
             ["queue"],
             registry=r,
         )
+        self.watch_inbox = Gauge(
+            "zkcdc_capture_watch_inbox",
+            "Messages (reads, watch events) waiting in the watch source's inbox at a turn's "
+            "start: ZooKeeper's pushes, taken at most 50,000 a turn; it stays near 0 while the "
+            "daemon keeps up, because the event log, not Kafka, paces a turn",
+            registry=r,
+        )
         self.unreadable = Gauge(
             "zkcdc_capture_unreadable_znodes",
             "Znodes ZooKeeper will not let capture read (no READ in their ACL)",

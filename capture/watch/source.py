@@ -85,6 +85,7 @@ class WatchSource:
         self._pending = []
         synced = False
         started = time.perf_counter()
+        self._metrics.watch_inbox.set(self._inbox.qsize())
         messages = _drain(self._inbox, max_wait_s)
         waited = time.perf_counter() - started  # the drain after the first message is quick
         for message in messages:
