@@ -107,16 +107,35 @@ def ready_archive(
         return None
     if not os.access(path.parent, os.W_OK):  # a read-only cache (an image's): as before
         return None
-    with filling(path.parent, path.stem, wait=wait) as ours:
-        if not ours or path.exists() or failed.exists():
+    with filling(path.parent, path.stem, wait=wait) as fill:
+        if not fill or path.exists() or failed.exists():
             return path if path.exists() else None
-        return _record(path, failed, command)
+        return _record_apart(path, command, fill.fd)
+
+
+def _record_apart(path: Path, command: Sequence[str], lock_fd: int) -> Path | None:
+    """Records in a process of its own that holds the lock with this one (its descriptor
+    passed on): a job killed while it records (a supervisor restarting a crashing job every
+    few seconds) leaves it to finish and put the archive in place, and the jobs started
+    meanwhile neither wait for it nor start another recording each."""
+    print(f"zkcdc: recording Spark's classes for quicker starts (once, ~1 min): {path}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    recorder = [sys.executable, "-m", "zkcdc.streaming.job.class_archive", str(path), *command]
+    try:
+        subprocess.run(recorder, pass_fds=(lock_fd,), timeout=TRAINING_TIMEOUT_S + 60,
+                       check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("no Spark class archive: its recording did not end", reason=str(exc)[:300])
+    return path if path.exists() else None
 
 
 def _record(path: Path, failed: Path, command: Sequence[str]) -> Path | None:
-    print(f"zkcdc: recording Spark's classes for quicker starts (once, ~1 min): {path}",
-          file=sys.stderr, flush=True)  # fmt: skip
+    """The recording itself, in the recorder's process (the lock held)."""
     started = time.monotonic()
+    # Under the lock no one else records this archive: a partial one is a killed recorder's.
+    for stale in path.parent.glob(f".{path.name}.*"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     env = {**os.environ, TRAINING_ENV: "1"}
     # The caller's Java options left out (the archive serves every job); C1 alone: an archive
@@ -157,3 +176,13 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def main(argv: Sequence[str]) -> int:
+    """The recorder: `python -m zkcdc.streaming.job.class_archive ARCHIVE TRAINING...`."""
+    path = Path(argv[0])
+    return 0 if _record(path, path.with_suffix(".failed"), argv[1:]) is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from zkcdc.streaming.job import class_archive
 from zkcdc.streaming.job.class_archive import (
@@ -200,3 +201,39 @@ def test_a_jvm_that_cannot_use_an_archive_says_nothing_of_it(tmp_path: Path) -> 
     assert run.returncode == 0, run.stderr
     assert "archive" not in (run.stdout + run.stderr).lower(), run.stdout + run.stderr
     assert driver_options(None) == ""
+
+
+def test_a_job_killed_while_recording_leaves_the_recording_to_finish_and_no_second_one(
+    tmp_path: Path, fake: tuple[list[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A supervisor restarting a crashing job: the killed job's recording goes on (holding the
+    lock) and puts the archive in place; a job started meanwhile starts no recording of its own."""
+    command, runs = fake
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("FAKE_GATE", str(gate))
+    gated = [sys.executable, "-c", "import os, pathlib, time\n"
+             "pathlib.Path(os.environ['FAKE_GATE'] + '.waiting').touch()\n"
+             "while not pathlib.Path(os.environ['FAKE_GATE']).exists(): time.sleep(0.05)\n"
+             + FAKE]  # fmt: skip
+    job = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib\n"
+         "from zkcdc.streaming.job.class_archive import ready_archive\n"
+         "ready_archive(pathlib.Path(sys.argv[1]), [], sys.argv[2:])", str(tmp_path / "cache"),
+         *gated],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert job.stderr is not None and "recording Spark's classes" in job.stderr.readline()
+    wait_until(Path(f"{gate}.waiting").exists, 60, what="the recording under way")
+    job.kill()
+    job.wait(30)
+    path = archive_path(tmp_path / "cache", [])
+    assert ready_archive(tmp_path / "cache", [], command) is None  # not waited for
+    gate.touch()
+    with (path.parent / f".{path.stem}.lock").open("a") as lock:
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)  # until the recorder is done
+    assert path.read_bytes() == b"archive"
+    assert _runs(runs) == 1
+    assert ready_archive(tmp_path / "cache", [], command) == path
+    assert not list(path.parent.glob(f".{path.name}.*"))
