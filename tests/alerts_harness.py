@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +20,15 @@ from capture_harness import TopicReader
 from confluent_kafka import Producer
 
 T = TypeVar("T")
+
+
+Alerts = Counter[tuple[str, str, int, int | None]]
+
+
+def alerts_of(file: Path) -> Alerts:
+    """Each alert line as a multiset: one delivered twice makes the live-vs-replay compare fail."""
+    rows = [json.loads(line) for line in file.read_text().splitlines()]
+    return Counter((a["alert_id"], a["status"], a["started_ms"], a["ended_ms"]) for a in rows)
 
 
 # A line of a Java stack trace ("\tat org.apache...(File.java:12)") or a Java exception's name.

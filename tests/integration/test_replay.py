@@ -12,12 +12,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from alerts_harness import job_read_to
+from alerts_harness import Alerts, alerts_of, job_read_to
 from capture_harness import ChangesTopic, TopicReader
 from conftest import wait_until
 from kazoo.client import KazooClient
@@ -33,15 +32,6 @@ RULES = ["--rule", "broker_down_for_ms=1000", "--rule", "under_replicated_for_ms
 def zkcdc(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "zkcdc", *args], capture_output=True, text=True,
                           timeout=timeout_s)  # fmt: skip
-
-
-Alerts = Counter[tuple[str, str, int, int | None]]
-
-
-def alerts_of(file: Path) -> Alerts:
-    """Each alert line as a multiset: one delivered twice makes the live-vs-replay compare fail."""
-    rows = [json.loads(line) for line in file.read_text().splitlines()]
-    return Counter((a["alert_id"], a["status"], a["started_ms"], a["ended_ms"]) for a in rows)
 
 
 def job_over_topic(bootstrap: str, topic: str, work: Path, *flags: str) -> Alerts:
