@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import ZKCDC, figure, fmt, load, parser, results_dir, save, table
+from harness import ZKCDC, figure, fmt, load, parser, plot_link, results_dir, save, table
 
 NAME = "b6_fault_schedule"
 CLUSTER = "fs"
@@ -737,6 +737,8 @@ def render(r: dict[str, Any]) -> str:
         "2-5, late = its last 3):",
         table(["seed", "daemon", "start", "lived (min)", "early", "late", "growth", "peak"],
               lives),
+        *([plot_link(r, NAME, "B6s: capture's RSS through the takeovers, one panel a seed")]
+          if any(life.get("series") for run in r["runs"] for life in run["capture_rss"]) else []),
     ])  # fmt: skip
 
 
