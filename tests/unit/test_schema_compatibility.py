@@ -14,7 +14,7 @@ from zkcdc.ground.change_values import schema_fingerprint
 from zkcdc.ground.schema_compatibility import contract_problems, full_problems, read_problems
 from zkcdc.ground.schema_files import current_schema, released_versions, schema_dir
 
-SCHEMAS = ["ChangeRecord", "Alert", "StateRecord"]
+SCHEMAS = ["ChangeRecord", "Alert", "StateRecord", "EngineState"]
 
 
 @pytest.mark.parametrize("name", SCHEMAS)
