@@ -12,7 +12,6 @@ loads this module, and their imports alone take about a second."""
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ import orjson
 
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.job.python_worker import keep_zip_directories
+from zkcdc.streaming.job.saved_state import engine_blob, read_engine
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.engine_scope import leaders_of
@@ -78,20 +78,6 @@ def add_rows(order: SeqOrder, placed_through: int, batches: Iterator[Any]) -> No
             )  # fmt: skip
 
 
-def restored_order(stored: Any, partitions: int) -> SeqOrder:
-    """The order kept in the state, or one made of a checkpoint's older form (its waiting
-    records alone, by seq): a job resumes an older checkpoint and loses none of them."""
-    if isinstance(stored, SeqOrder):
-        stored.partitions = max(stored.partitions, partitions)
-        return stored
-    order = SeqOrder(partitions)
-    for seq, waiting in dict(stored).items():
-        order.add(int(seq), 0, waiting, -1)
-    order.heads.clear()  # its partitions are not known: they prove nothing
-    order.take_report()
-    return order
-
-
 def order_row(cluster: str, report: OrderReport) -> dict[str, list[Any]]:
     """A turn's placing figures as an output row of kind "order" (key = the cluster)."""
     figures = {
@@ -148,14 +134,13 @@ def stateful_alerts(settings: RuleSettings, partitions: int = 1, with_state: boo
             return
         cluster = str(key[0])
         if state.exists:
-            engine, stored = pickle.loads(state.get[0])
-            order = restored_order(stored, partitions)
+            engine, order = read_engine(bytes(state.get[0]), settings, partitions)
         else:
             engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
         add_rows(order, engine.last_seq, batches)
         alerts = drain(engine, order)
         states = engine.take_state() if with_state else []
-        state.update((pickle.dumps((engine, order), protocol=pickle.HIGHEST_PROTOCOL),))
+        state.update((engine_blob(engine, order),))
         rows = output_rows(alerts, states)
         for column, values in order_row(cluster, order.take_report()).items():
             rows[column] += values

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,6 +275,9 @@ def raise_query_error(query: Any, call: BatchCall) -> None:
     raise StreamingError(failure_line(query.name or query.id, str(query.exception()), call.error))
 
 
+_OWN_ERROR = re.compile(r"^zkcdc\.[\w.]+: (.+)$", re.MULTILINE)
+
+
 def failure_line(query: str, spark_message: str, delivery_error: BaseException | None) -> str:
     """One line for a failed query. Where the delivery raised, its own message: Spark's says
     only that "an exception was raised by the Python Proxy", the traceback on later lines."""
@@ -281,5 +285,10 @@ def failure_line(query: str, spark_message: str, delivery_error: BaseException |
         message = str(delivery_error).strip() or type(delivery_error).__name__
     else:
         message = spark_message.strip()
+    # An error of zkcdc's own raised on a Python worker (saved state it cannot read) is the
+    # last line of the traceback Spark's message carries: that line is the reason.
+    ours = [m[1] for m in _OWN_ERROR.finditer(message)]
+    if ours:
+        return f"streaming query {query} failed: {ours[-1]}"
     first = message.splitlines()[0] if message else "no reason given"
     return f"streaming query {query} failed: {first[:300]}"

@@ -4,18 +4,20 @@ read when a key of it is first used and written back, if it changed, at `flush`.
 A store round trip costs ~150 µs (ARCHITECTURE.md), so entries are not stored one by one: a
 micro-batch pays for the buckets its records touch, and a bucket holds a few hundred entries at
 a million partitions. Values may be changed in place (a topic's set of partitions): a bucket is
-compared by its pickled bytes, so nothing changed is never written."""
+compared by its encoded bytes, so nothing changed is never written. How a bucket is written is
+the caller's (`encode`, `decode`: the job's saved-state records)."""
 
 from __future__ import annotations
 
 import functools
-import pickle
 import zlib
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 Load = Callable[[int], bytes | None]
 Store = Callable[[int, bytes | None], None]  # None: the bucket is empty now, remove it
+Decode = Callable[[bytes], dict[Any, Any]]
+Encode = Callable[[Any], bytes]
 
 
 @functools.lru_cache(maxsize=1 << 17)  # the same partitions come back batch after batch
@@ -27,8 +29,11 @@ def bucket_of(key: Any, buckets: int, spread: int = 1) -> int:
 
 
 class BucketedMap(MutableMapping[Any, Any]):
-    def __init__(self, load: Load, buckets: int, spread: int = 1) -> None:
+    def __init__(
+        self, load: Load, buckets: int, decode: Decode, encode: Encode, spread: int = 1
+    ) -> None:
         self._load = load
+        self._decode, self._encode = decode, encode
         self._buckets = buckets
         self._spread = spread
         self._open: dict[int, dict[Any, Any]] = {}
@@ -39,7 +44,7 @@ class BucketedMap(MutableMapping[Any, Any]):
         bucket = self._open.get(number)
         if bucket is None:
             blob = self._load(number)
-            bucket = {} if blob is None else pickle.loads(blob)
+            bucket = {} if blob is None else self._decode(blob)
             self._open[number] = bucket
             self._as_read[number] = blob
         return bucket
@@ -70,7 +75,7 @@ class BucketedMap(MutableMapping[Any, Any]):
         """Writes back every bucket that changed; returns how many. The map is empty after."""
         written = 0
         for number, bucket in self._open.items():
-            blob = pickle.dumps(bucket, protocol=pickle.HIGHEST_PROTOCOL) if bucket else None
+            blob = self._encode(bucket) if bucket else None
             if blob != self._as_read[number]:
                 store(number, blob)
                 written += 1

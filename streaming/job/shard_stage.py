@@ -11,7 +11,6 @@ pyspark and pandas are imported inside the functions that run on Spark (see aler
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,10 +21,11 @@ from zkcdc.streaming.job.alert_job import (
     drain_ordered,
     order_row,
     output_rows,
-    restored_order,
 )
 from zkcdc.streaming.job.bucketed_map import BucketedMap
 from zkcdc.streaming.job.python_worker import keep_zip_directories
+from zkcdc.streaming.job.saved_state import engine_blob, read_engine, read_partitions, read_topics
+from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, SHARE, Scope, hash_space
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -193,15 +193,18 @@ def _processor_class() -> Any:
             store = self.store
             stored = _read_chunks(store)
             if stored is not None:
-                engine, kept = pickle.loads(stored)
-                order = restored_order(kept, self.partitions)
+                engine, order = read_engine(stored, self.settings, self.partitions)
             else:
                 scope = Scope(shard, self.partition_shards)
                 engine = AlertEngine(cluster, self.settings, scope=scope)
                 order = SeqOrder(self.partitions)
             spread = hash_space(self.partition_shards) if shard else 1
-            partitions = BucketedMap(lambda b: _get(store, PARTITIONS, b), BUCKETS, spread)
-            topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS)
+            partitions = BucketedMap(
+                lambda b: _get(store, PARTITIONS, b), BUCKETS, read_partitions,
+                engine_record.encode_partitions, spread,
+            )  # fmt: skip
+            topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS, read_topics,
+                                 engine_record.encode_topics)  # fmt: skip
             engine.state.partitions = partitions  # type: ignore[assignment]
             engine.state.topics = topics  # type: ignore[assignment]
             add_rows(order, engine.last_seq, rows)
@@ -210,8 +213,7 @@ def _processor_class() -> Any:
             partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
             topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
             engine.state.partitions, engine.state.topics = {}, {}
-            core = pickle.dumps((engine, order), protocol=pickle.HIGHEST_PROTOCOL)
-            _write_chunks(store, core)
+            _write_chunks(store, engine_blob(engine, order))
             out = output_rows([alert for _, alert in placed], states)
             out["place"] = [place_text(at) for at, _ in placed] + [None] * len(states)
             report = order.take_report()

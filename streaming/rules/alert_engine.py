@@ -3,7 +3,7 @@
 Feed it the cluster's change records in `seq` order (dicts in the contract's field names, as
 Avro decodes them); it returns the alerts each record causes. Time is the records' own `ts_ms`
 (heartbeats keep it moving), so the same records give the same alerts at any replay speed. The
-whole engine pickles, which is how the Spark job keeps it in its state store."""
+Spark job keeps it between micro-batches as data (streaming/rules/engine_record.py)."""
 
 from __future__ import annotations
 
@@ -56,12 +56,12 @@ class AlertEngine:
             return []  # seen already (a replayed batch after a restart): no alert twice
         self.last_seq = seq
         out = self.advance_ordered(seq, record["ts_ms"])
-        scope = getattr(self, "scope", None)  # engines pickled before shards had none
+        scope = self.scope
         live = record["op"] in _LIVE
         touched: set[Entity] = set()
         window_keys: list[tuple[int, alert_rules.WindowKey]] = []
         # Under a KRaft controller (a migration) states carry its epoch: the one to compare.
-        kraft_epoch = getattr(self.state, "kraft_controller_epoch", None)  # older pickled states
+        kraft_epoch = self.state.kraft_controller_epoch
         epoch = kraft_epoch if kraft_epoch is not None else self.state.controller_epoch
         before = (epoch, self.state.last_controller)
         counts = None if scope is None else scope.counts
@@ -105,7 +105,7 @@ class AlertEngine:
         for topic, partition, leader in leaders:
             changes = {} if leader is None else {"leader": leader}
             touched |= self.state.update_partition((topic, partition), **changes)
-        return out + self._evaluate(seq, touched, getattr(self, "scope", None))
+        return out + self._evaluate(seq, touched, self.scope)
 
     def _evaluate(
         self, seq: int, touched: set[Entity], scope: Scope | None

@@ -39,7 +39,24 @@ class UnreadableState(StreamingError):
 @functools.cache
 def _schemas() -> dict[int, Any]:
     """Every released version's parsed schema, by version: the newest writes, any reads."""
-    return {n: fastavro.parse_schema(schema) for n, schema in released_versions(SCHEMA)}
+    return {n: _parsed(n)[0] for n, _ in released_versions(SCHEMA)}
+
+
+@functools.cache
+def _parsed(number: int) -> tuple[Any, dict[str, Any]]:
+    """Version `number`'s schema parsed, and its named types (a bucket's items are some)."""
+    named: dict[str, Any] = {}
+    schema = dict(released_versions(SCHEMA))[number]
+    return fastavro.parse_schema(schema, named_schemas=named), named
+
+
+@functools.cache
+def _bucket_schema(number: int, item: str) -> Any:
+    """An array of one of version `number`'s records (self-contained: the record's own fields
+    are plain types)."""
+    return fastavro.parse_schema(
+        {"type": "array", "items": _parsed(number)[1][f"io.zkcdc.state.{item}"]}
+    )
 
 
 def version() -> int:
@@ -63,6 +80,58 @@ def decode(blob: bytes, settings: RuleSettings) -> tuple[AlertEngine, SeqOrder]:
     """The engine and order `encode` wrote, the rules as `settings` say."""
     from io import BytesIO
 
+    written = _version_of(blob)
+    try:
+        data: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
+            BytesIO(blob[len(MAGIC) + 1 :]), _schemas()[written], _schemas()[version()]
+        )
+    except (EOFError, ValueError, TypeError, KeyError) as exc:
+        raise UnreadableState(f"the saved state is damaged: {exc}") from exc
+    return _engine(data, settings), _order(data["order"])
+
+
+# -- a shard's buckets (streaming/job/bucketed_map.py) -----------------------------------
+def encode_partitions(bucket: dict[tuple[str, int], Partition]) -> bytes:
+    return _encode_bucket("PartitionHeld", [partition_data(k, p) for k, p in bucket.items()])
+
+
+def decode_partitions(blob: bytes) -> dict[tuple[str, int], Partition]:
+    return dict(partition_of(x) for x in _decode_bucket("PartitionHeld", blob))
+
+
+def encode_topics(bucket: dict[str, set[int]]) -> bytes:
+    return _encode_bucket("TopicHeld", [{"topic": t, "partitions": sorted(ps)}
+                                        for t, ps in bucket.items()])  # fmt: skip
+
+
+def decode_topics(blob: bytes) -> dict[str, set[int]]:
+    return {x["topic"]: set(x["partitions"]) for x in _decode_bucket("TopicHeld", blob)}
+
+
+def _encode_bucket(item: str, rows: list[dict[str, Any]]) -> bytes:
+    from io import BytesIO
+
+    out = BytesIO()
+    out.write(MAGIC + bytes([version()]))
+    fastavro.schemaless_writer(out, _bucket_schema(version(), item), rows)
+    return out.getvalue()
+
+
+def _decode_bucket(item: str, blob: bytes) -> list[dict[str, Any]]:
+    from io import BytesIO
+
+    written = _version_of(blob)
+    try:
+        rows: list[dict[str, Any]] = fastavro.schemaless_reader(  # type: ignore[assignment]
+            BytesIO(blob[len(MAGIC) + 1 :]), _bucket_schema(written, item),
+            _bucket_schema(version(), item),
+        )  # fmt: skip
+    except (EOFError, ValueError, TypeError, KeyError) as exc:
+        raise UnreadableState(f"a saved state bucket is damaged: {exc}") from exc
+    return rows
+
+
+def _version_of(blob: bytes) -> int:
     if not is_record(blob) or len(blob) <= len(MAGIC):
         raise UnreadableState("the saved state is not an engine state record")
     written = blob[len(MAGIC)]
@@ -71,13 +140,7 @@ def decode(blob: bytes, settings: RuleSettings) -> tuple[AlertEngine, SeqOrder]:
             f"the saved state is version {written} of {SCHEMA}; this release reads up to "
             f"version {version()}"
         )
-    try:
-        data: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
-            BytesIO(blob[len(MAGIC) + 1 :]), _schemas()[written], _schemas()[version()]
-        )
-    except (EOFError, ValueError, TypeError, KeyError) as exc:
-        raise UnreadableState(f"the saved state is damaged: {exc}") from exc
-    return _engine(data, settings), _order(data["order"])
+    return written
 
 
 # -- to data -------------------------------------------------------------------------------

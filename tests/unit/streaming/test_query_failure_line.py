@@ -32,3 +32,25 @@ def test_an_error_without_words_is_named_by_its_type_and_the_line_is_bounded() -
     assert failure_line("q1", "", None) == "streaming query q1 failed: no reason given"
     line = failure_line("q1", "x" * 5000, None)
     assert "\n" not in line and len(line) < 400
+
+
+def test_saved_state_a_worker_cannot_read_is_named_by_its_own_line_that_says_what_to_do() -> None:
+    from zkcdc.streaming.job.saved_state import read_engine
+    from zkcdc.streaming.rules.engine_record import UnreadableState
+    from zkcdc.streaming.rules.rule_settings import RuleSettings
+
+    try:
+        read_engine(b"\x00garbage", RuleSettings(), 1)
+    except UnreadableState as exc:
+        refused = exc
+    else:
+        raise AssertionError("garbage read as saved state")
+    spark = (
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker.\n"
+        'Traceback (most recent call last):\n  File "/x/alert_job.py", line 9, in _run\n'
+        f"zkcdc.streaming.rules.engine_record.UnreadableState: {refused}\n\tat org.apache.X"
+    )
+    line = failure_line("q1", spark, None)
+    assert line == f"streaming query q1 failed: {refused}"
+    assert "\n" not in line and "empty --checkpoint folder" in line
+    assert "without losing an alert" in line

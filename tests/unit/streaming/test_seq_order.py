@@ -5,7 +5,6 @@ whatever the batches, the order the source's partitions are read in, the restart
 
 from __future__ import annotations
 
-import pickle
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,8 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zkcdc.streaming.job.alert_job import drain_ordered, restored_order
+from zkcdc.streaming.job.alert_job import drain_ordered
+from zkcdc.streaming.job.saved_state import engine_blob, read_engine, restored_order
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_scope import Scope, leaders_text
 from zkcdc.streaming.rules.seq_order import SILENT_MS, SeqOrder
@@ -92,7 +92,7 @@ class Job:
 
     partitions: int
     partition_shards: int
-    state: bytes = b""
+    state: list[bytes] = field(default_factory=list)
     delivered: list[Any] = field(default_factory=list)
     reports: list[Any] = field(default_factory=list)
 
@@ -102,11 +102,12 @@ class Job:
             AlertEngine("c", QUICK, scope=None if s is None else Scope(s, self.partition_shards))
             for s in shards
         ]
-        self.state = pickle.dumps([(e, SeqOrder(self.partitions)) for e in engines])
+        # Kept between micro-batches as the job keeps it: each shard's saved-state record.
+        self.state = [engine_blob(e, SeqOrder(self.partitions)) for e in engines]
 
-    def micro_batch(self, rows: list[dict[str, Any]]) -> tuple[bytes, list[Any]]:
+    def micro_batch(self, rows: list[dict[str, Any]]) -> tuple[list[bytes], list[Any]]:
         """The batch through every shard: (the state after it, its alerts merged)."""
-        kept = pickle.loads(self.state)
+        kept = [read_engine(blob, QUICK, self.partitions) for blob in self.state]
         placed: list[Any] = []
         for shard, (engine, order) in enumerate(kept):
             for row in rows:
@@ -119,7 +120,7 @@ class Job:
                 order.add(r["seq"], row["partition"], waiting, engine.last_seq)
             placed += drain_ordered(engine, order)
             self.reports.append(order.take_report())
-        return pickle.dumps(kept), [a for _, a in merged(placed)]
+        return [engine_blob(e, o) for e, o in kept], [a for _, a in merged(placed)]
 
 
 def run_job(
@@ -161,7 +162,7 @@ def test_alerts_are_the_replays_however_the_records_are_batched(
     job = run_job(records, partitions, partition_shards, data)
     assert alert_lines(job.delivered) == alert_lines(replayed(records))
     assert not any(r.unplaced or r.unproven for r in job.reports)
-    engines = pickle.loads(job.state)
+    engines = [read_engine(blob, QUICK, partitions) for blob in job.state]
     assert all(not order.pending for _, order in engines)
 
 
