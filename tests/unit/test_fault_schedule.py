@@ -52,17 +52,40 @@ def alert(status: str, broker: int, started: float, alert_id: str = "") -> dict[
             "entity": f"broker {broker}", "status": status, "started_ms": started}  # fmt: skip
 
 
+def registration(op: str, ts_ms: int, seq: int, broker: int = 2) -> dict[str, Any]:
+    return {"seq": seq, "path": f"/brokers/ids/{broker}", "op": op, "ts_ms": ts_ms}
+
+
 def test_the_checker_holds_each_expected_alert_to_once_and_to_the_replay() -> None:
+    whole = [registration("DELETE", 10_500, 1), registration("CREATE", 14_000, 2)]
     fired = [alert("FIRING", 2, 10_500), alert("RESOLVED", 2, 10_500)]
     verdict = faults.Verdict()
-    faults.check_alerts(verdict, [(2, 10.0, 14.0)], fired, fired, fired)
+    faults.check_alerts(verdict, [(2, 10.0, 14.0)], fired, fired, fired, whole)
     assert (verdict.alerts_once, verdict.expected_alerts, verdict.topic_vs_replay) == (1, 1, 0)
     assert verdict.ok
     twice = [*fired, alert("FIRING", 2, 10_500)]
     verdict = faults.Verdict()
-    faults.check_alerts(verdict, [(2, 10.0, 14.0)], twice, fired, fired)
+    faults.check_alerts(verdict, [(2, 10.0, 14.0)], twice, fired, fired, whole)
     assert (verdict.alerts_once, verdict.topic_vs_replay) == (0, 1)
     assert not verdict.ok
+
+
+def test_an_episode_capture_saw_late_is_held_to_its_alert_and_one_merged_is_hidden() -> None:
+    """A delete a faulted link brought seconds late still starts its episode's down; and a
+    registration that lived milliseconds between two episodes (a DELETE while already gone,
+    its version counted as skipped) makes the two one down for the rules."""
+    late = [registration("DELETE", 15_500, 1), registration("CREATE", 18_800, 2)]
+    fired = [alert("FIRING", 2, 15_500), alert("RESOLVED", 2, 15_500)]
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 10.0, 14.0), (3, 40.0, 44.0)], fired, fired, fired, late)
+    assert (verdict.expected_alerts, verdict.alerts_once, verdict.lost_episodes) == (1, 1, 1)
+    merged = [registration("DELETE", 10_100, 1), registration("DELETE", 14_020, 2),
+              registration("CREATE", 18_000, 3)]  # fmt: skip
+    fired = [alert("FIRING", 2, 10_100), alert("RESOLVED", 2, 10_100)]
+    verdict = faults.Verdict()
+    faults.check_alerts(verdict, [(2, 10.0, 14.0), (2, 14.0, 18.0)], fired, fired, fired, merged)
+    assert (verdict.expected_alerts, verdict.alerts_once) == (1, 1)
+    assert (verdict.hidden_episodes, verdict.lost_episodes) == (1, 0) and verdict.ok
 
 
 def test_the_quick_schedule_has_one_of_each_kind_within_its_minutes() -> None:
@@ -73,9 +96,8 @@ def test_the_quick_schedule_has_one_of_each_kind_within_its_minutes() -> None:
         assert len(episodes) == 2
 
 
-def test_an_episode_capture_did_not_see_whole_is_hidden_in_a_blinding_fault_else_lost() -> None:
-    whole = [{"path": "/brokers/ids/2", "op": "DELETE", "ts_ms": 10_100},
-             {"path": "/brokers/ids/2", "op": "CREATE", "ts_ms": 14_000}]  # fmt: skip
+def test_an_episode_capture_did_not_see_whole_is_hidden_seen_at_one_read_or_lost() -> None:
+    whole = [registration("DELETE", 10_100, 1), registration("CREATE", 14_000, 2)]
     at_once = [{**r, "ts_ms": 30_000} for r in whole]  # a new czxid seen at one read
     fired = [alert("FIRING", 2, 10_100), alert("RESOLVED", 2, 10_100)]
     verdict = faults.Verdict()
@@ -85,8 +107,11 @@ def test_an_episode_capture_did_not_see_whole_is_hidden_in_a_blinding_fault_else
     faults.check_alerts(verdict, [(2, 28.0, 31.0)], [], [], [], at_once, [(25.0, 40.0)])
     assert (verdict.expected_alerts, verdict.hidden_episodes, verdict.lost_episodes) == (0, 1, 0)
     assert verdict.ok
-    verdict = faults.Verdict()
+    verdict = faults.Verdict()  # outside any fault: a takeover that outlasted its window
     faults.check_alerts(verdict, [(2, 28.0, 31.0)], [], [], [], at_once, [(50.0, 60.0)])
+    assert (verdict.one_read_episodes, verdict.lost_episodes) == (1, 0) and verdict.ok
+    verdict = faults.Verdict()  # not in the records at all
+    faults.check_alerts(verdict, [(2, 28.0, 31.0)], [], [], [], whole, [(50.0, 60.0)])
     assert verdict.lost_episodes == 1 and not verdict.ok
 
 
