@@ -139,7 +139,7 @@ def stateful_alerts(settings: RuleSettings, partitions: int = 1, with_state: boo
             engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
         add_rows(order, engine.last_seq, batches)
         alerts = drain(engine, order)
-        states = engine.take_state() if with_state else []
+        states = engine.take_state() if with_state else engine.forget_changes()
         state.update((engine_blob(engine, order),))
         rows = output_rows(alerts, states)
         for column, values in order_row(cluster, order.take_report()).items():

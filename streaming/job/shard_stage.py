@@ -209,7 +209,7 @@ def _processor_class() -> Any:
             engine.state.topics = topics  # type: ignore[assignment]
             add_rows(order, engine.last_seq, rows)
             placed = drain_ordered(engine, order)
-            states = engine.take_state() if self.with_state else []
+            states = engine.take_state() if self.with_state else engine.forget_changes()
             partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
             topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
             engine.state.partitions, engine.state.topics = {}, {}

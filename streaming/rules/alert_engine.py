@@ -130,6 +130,12 @@ class AlertEngine:
         self.changed = set()
         return out
 
+    def forget_changes(self) -> list[StateUpsert]:
+        """No state topic: the entities changed are not kept for one (they would grow with
+        every entity the cluster has, saved with the engine each micro-batch)."""
+        self.changed = set()
+        return []
+
     def _isr_only(self, event: dict[str, Any]) -> bool:
         """An ISR or epoch change that keeps a known partition's leader: nothing the cluster
         shard keeps (replicas and leaders, for the preferred-leader counts) moves, so it skips

@@ -68,3 +68,17 @@ def test_what_is_not_an_engine_state_record_is_refused_in_one_line() -> None:
         engine_record.decode(newer, QUICK)
     with pytest.raises(engine_record.UnreadableState, match="damaged"):
         engine_record.decode(blob[:-3], QUICK)
+
+
+def test_without_a_state_topic_the_saved_state_does_not_grow_with_the_entities_touched() -> None:
+    """`--no-state`: the entities changed are forgotten each micro-batch, not kept (and saved)
+    for a state topic that never gets them."""
+    engine = AlertEngine("c", QUICK)
+    for seq in range(1, 200):
+        event = {"type": "PARTITION_STATE_CREATED", "topic": "t", "partition": seq, "leader": 1,
+                 "isr": [1], "leader_epoch": 0, "controller_epoch": 1}  # fmt: skip
+        engine.process({"seq": seq, "ts_ms": seq, "op": "CREATE", "path": "/p", "events": [event]})
+        assert engine.forget_changes() == []
+    small = engine_record.encode(engine, SeqOrder())
+    assert not engine.changed
+    assert engine_record.decode(small, QUICK)[0].changed == set()
