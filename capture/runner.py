@@ -25,7 +25,7 @@ from typing import Any
 
 from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
-from zkcdc.capture.delivery.topic_follower import TopicFollower
+from zkcdc.capture.delivery.topic_follower import FOLLOWER_QUEUE_KBYTES, TopicFollower
 from zkcdc.capture.delivery.transactions import Fenced, TransactionLost, TransactionsNotReady
 from zkcdc.capture.encoding.avro_codec import change_decoder
 from zkcdc.capture.kraft.source import KraftSource
@@ -63,6 +63,11 @@ class CaptureRunner:
         self._now = now
         self._sleep = sleep
         self.metrics = CaptureMetrics()
+        # A standby (which may never publish) follows the topic with this prefetch: said from
+        # the start, whatever the role.
+        self.metrics.queue_bound.labels("standby_prefetch_kbytes_per_partition").set(
+            FOLLOWER_QUEUE_KBYTES
+        )
         self._new_source: Callable[[], Source] = new_source or (
             lambda: source_for(settings, self.metrics, self.now_ms, sleep)
         )

@@ -15,7 +15,6 @@ from zkcdc.capture.delivery.event_log import Damage, EventLogWriter
 from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.log_tail import LogTail
 from zkcdc.capture.delivery.publisher import Publisher, producer_config
-from zkcdc.capture.delivery.topic_follower import FOLLOWER_QUEUE_KBYTES
 from zkcdc.capture.delivery.topic_guard import (
     TopicGuard,
     settled_count,
@@ -246,7 +245,6 @@ class RecordOutlet:
         bounds = self.metrics.queue_bound
         bounds.labels("publisher_waiting_records").set(publisher.max_waiting)
         bounds.labels("producer_kbytes").set(producer_config(limit)["queue.buffering.max.kbytes"])
-        bounds.labels("standby_prefetch_kbytes_per_partition").set(FOLLOWER_QUEUE_KBYTES)
         return publisher
 
     def _topic_guard(self) -> TopicGuard:

@@ -20,6 +20,7 @@ import orjson
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.streaming.job.python_worker import keep_zip_directories
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine
+from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
 from zkcdc.streaming.rules.alert_records import Alert, json_text
 from zkcdc.streaming.rules.engine_scope import leaders_of
@@ -121,8 +122,11 @@ def stateful_alerts(settings: RuleSettings, partitions: int = 1, with_state: boo
     `with_state` the state upserts of what each micro-batch changed. `partitions`: the
     source's (seq_order.py waits for each)."""
 
+    schemas = engine_record.versions()  # read here, on the driver: a worker may not see avro/
+
     def run(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:
         keep_zip_directories()  # for the worker's next tasks
+        engine_record.use(schemas)
         with gc_paused():
             yield from _run(key, batches, state)
 

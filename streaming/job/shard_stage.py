@@ -160,6 +160,8 @@ def _processor_class() -> Any:
             self, settings: RuleSettings, partitions: int, with_state: bool, partition_shards: int
         ) -> None:
             self.settings = settings
+            # Read where the processor is made, on the driver: a worker may not see avro/.
+            self.schemas = engine_record.versions()
             self.partitions = partitions
             self.with_state = with_state
             self.partition_shards = partition_shards
@@ -169,6 +171,7 @@ def _processor_class() -> Any:
 
             # One state variable: each costs ~40 ms a micro-batch and task however little it
             # holds (its column family's commit), so the engine's pieces share one MapState.
+            engine_record.use(self.schemas)
             key = StructType([StructField("kind", IntegerType()), StructField("n", IntegerType())])
             blob = StructType([StructField("blob", BinaryType())])
             self.store = handle.getMapState("shard", key, blob)

@@ -36,17 +36,40 @@ class UnreadableState(StreamingError):
     """Saved state this release cannot read (another format, a newer version, damage)."""
 
 
+Versions = list[tuple[int, dict[str, Any]]]
+_carried: Versions | None = None  # on a Spark worker: the versions the driver read
+
+
+def versions() -> Versions:
+    """Every released version of the schema, oldest first. A Spark worker may not see
+    `avro/` (a cluster's executors get the code as a zip): the job reads them on the driver
+    and carries them to its workers (`use`)."""
+    found = _carried if _carried is not None else released_versions(SCHEMA)
+    if not found:
+        raise UnreadableState(f"no released version of {SCHEMA} under avro/history/")
+    return found
+
+
+def use(carried: Versions) -> None:
+    """On a worker: the versions the driver read, in place of `avro/`."""
+    global _carried
+    if carried != _carried:
+        _carried = carried
+        for cached in (_schemas, _parsed, _bucket_schema):
+            cached.cache_clear()
+
+
 @functools.cache
 def _schemas() -> dict[int, Any]:
     """Every released version's parsed schema, by version: the newest writes, any reads."""
-    return {n: _parsed(n)[0] for n, _ in released_versions(SCHEMA)}
+    return {n: _parsed(n)[0] for n, _ in versions()}
 
 
 @functools.cache
 def _parsed(number: int) -> tuple[Any, dict[str, Any]]:
     """Version `number`'s schema parsed, and its named types (a bucket's items are some)."""
     named: dict[str, Any] = {}
-    schema = dict(released_versions(SCHEMA))[number]
+    schema = dict(versions())[number]
     return fastavro.parse_schema(schema, named_schemas=named), named
 
 
