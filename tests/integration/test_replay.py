@@ -230,7 +230,7 @@ def test_replays_into_kafka_at_speed_0_and_10_give_the_same_records_and_the_live
     at_speed_0 = raw_records(cluster.bootstrap_servers, replayed_at_speed_0[0])
     at_speed_10 = raw_records(cluster.bootstrap_servers, topic)
     assert at_speed_0, "the speed-0 replay's topic is empty"
-    assert at_speed_10 == at_speed_0
+    assert at_speed_10 == at_speed_0, _first_difference(at_speed_0, at_speed_10)
     alerts = job_over_topic(
         cluster.bootstrap_servers, replayed_at_speed_0[0], tmp_path, "--shards", "2"
     )
@@ -293,3 +293,15 @@ def _log_records(log: Path) -> list[dict[str, Any]]:
     from zkcdc.capture.delivery.event_log import read_records
 
     return list(read_records(log))
+
+
+def _first_difference(a: dict[int, list[Any]], b: dict[int, list[Any]]) -> str:
+    """Where two topics' records part: the partition, the offset and the two records."""
+    for p in sorted(set(a) | set(b)):
+        left, right = a.get(p, []), b.get(p, [])
+        for i, (x, y) in enumerate(zip(left, right, strict=False)):
+            if x != y:
+                return f"partition {p} record {i}: {x!r} != {y!r}"
+        if len(left) != len(right):
+            return f"partition {p}: {len(left)} records against {len(right)}"
+    return "no difference"
