@@ -27,6 +27,7 @@ from zkcdc.capture.delivery.publisher import (
     key_for,
     producer_config,
 )
+from zkcdc.capture.delivery.topic_guard import TopicChangedError, settled_count
 from zkcdc.capture.delivery.topic_holdings import delivered_seqs
 from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec, confluent_header
 from zkcdc.capture.errors import CaptureError
@@ -100,11 +101,13 @@ class ReplayToKafka:
     def run(self) -> None:
         try:
             self.kafka.ensure_topic(self.topic, 6, connect_timeout_s())
-            found = self.kafka.list_topics(connect_timeout_s()).topics.get(self.topic)
-        except KafkaConnectionError as exc:
+            # Heartbeats to every partition, as capture sends them (publisher.
+            # heartbeat_partition): the count taken once Kafka's metadata shows the partitions
+            # (a topic made a moment ago is listed before them, and heartbeats then went
+            # wherever the partitioner put them).
+            self._partitions = settled_count(self.kafka.admin(), self.topic, connect_timeout_s())
+        except (KafkaConnectionError, TopicChangedError) as exc:
             raise ReplayError(str(exc)) from exc
-        # Heartbeats to every partition, as capture sends them (publisher.heartbeat_partition).
-        self._partitions = len(found.partitions) if found is not None and found.partitions else 0
         try:
             header = (
                 confluent_header(self.registry, self.topic)
