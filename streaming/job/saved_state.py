@@ -9,7 +9,9 @@ neither is refused with `UnreadableState`, whose message says how to start afres
 
 from __future__ import annotations
 
+import contextlib
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 from zkcdc.streaming.rules import engine_record
@@ -35,27 +37,37 @@ def read_engine(
 ) -> tuple[AlertEngine, SeqOrder]:
     """The engine and order a checkpoint keeps, today's form or an earlier release's; the rules
     as `settings` say, the order waiting for `partitions` source partitions at least."""
-    try:
+    with _said_how_to_start_afresh():
         if engine_record.is_record(blob):
             engine, order = engine_record.decode(blob, settings)
         else:
             engine, order = _from_pickle(blob, settings)
-    except UnreadableState as exc:
-        raise UnreadableState(f"cannot read the job's saved state ({exc}); {AFRESH}") from exc
     order.partitions = max(order.partitions, partitions)
     return engine, order
 
 
 def read_partitions(blob: bytes) -> dict[tuple[str, int], Partition]:
-    if engine_record.is_record(blob):
-        return engine_record.decode_partitions(blob)
-    return dict(_unpickled(blob))
+    with _said_how_to_start_afresh():
+        if engine_record.is_record(blob):
+            return engine_record.decode_partitions(blob)
+        return dict(_unpickled(blob))
 
 
 def read_topics(blob: bytes) -> dict[str, set[int]]:
-    if engine_record.is_record(blob):
-        return engine_record.decode_topics(blob)
-    return dict(_unpickled(blob))
+    with _said_how_to_start_afresh():
+        if engine_record.is_record(blob):
+            return engine_record.decode_topics(blob)
+        return dict(_unpickled(blob))
+
+
+@contextlib.contextmanager
+def _said_how_to_start_afresh() -> Iterator[None]:
+    """A value of the checkpoint that cannot be read (the engine or a shard's bucket): one line
+    that says so and how to go on."""
+    try:
+        yield
+    except UnreadableState as exc:
+        raise UnreadableState(f"cannot read the job's saved state ({exc}); {AFRESH}") from exc
 
 
 def restored_order(stored: Any, partitions: int) -> SeqOrder:

@@ -54,3 +54,16 @@ def test_saved_state_a_worker_cannot_read_is_named_by_its_own_line_that_says_wha
     assert line == f"streaming query q1 failed: {refused}"
     assert "\n" not in line and "empty --checkpoint folder" in line
     assert "without losing an alert" in line
+
+
+def test_a_shards_bucket_that_cannot_be_read_says_how_to_start_afresh_too() -> None:
+    import pytest
+
+    from zkcdc.streaming.job.saved_state import read_partitions, read_topics
+    from zkcdc.streaming.rules import engine_record
+    from zkcdc.streaming.rules.engine_record import UnreadableState
+
+    damaged = engine_record.encode_topics({"t": {1, 2}})[:-2]
+    for read, blob in ((read_topics, damaged), (read_partitions, b"\x00garbage")):
+        with pytest.raises(UnreadableState, match="empty --checkpoint folder"):
+            read(blob)
