@@ -78,6 +78,13 @@ from zkcdc.ground.kafka_options import kafka_config_options
     "every daemon of a cluster's stream.",
 )
 @click.option(
+    "--commit-interval-ms",
+    type=int,
+    help="A transaction commits once its first record has waited this long [default 100], "
+    "or once it holds --commit-records [default 10000]; 0 commits every turn.",
+)
+@click.option("--commit-records", type=int, help="Most records in one transaction [10000].")
+@click.option(
     "--event-log", type=click.Path(file_okay=False, path_type=Path), help="Event log folder."
 )
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), help="Saved state.")

@@ -357,6 +357,9 @@ class CaptureRunner:
             wait = max(0.0, min(next_heartbeat - self._now(), _IDLE_S))
             if outlet.in_flight and source.quick_acks:
                 wait = min(wait, s.poll_interval_s)  # back soon for their acks
+            due = outlet.due_in()
+            if due is not None:
+                wait = min(wait, due)  # a transaction's commit falls due, or is under way
             turn = source.poll(wait)
             records = turn.records
             if turn.synced:

@@ -70,11 +70,16 @@ class CaptureSettings(BaseSettings):
     # Publish into a changes topic whose partition count is not the one the last run keyed
     # its records for (one path's records then span two partitions): the operator's say-so.
     accept_partition_count: bool = False
-    # Each turn's records in a Kafka transaction: a new active fences the last one, so a frozen
+    # Records in Kafka transactions: a new active fences the last one, so a frozen
     # daemon's records in flight never reach a read_committed consumer. Off: idempotent only,
     # for a Kafka that refuses transactions (no TransactionalId rights, brokers before 0.11).
     transactions: bool = True
     transactional_id: str | None = None  # [default: zkcdc-capture.<topic>.<cluster>]
+    # A transaction commits once its first record has waited this long, or once it holds
+    # `commit_records`, whichever comes first (Kafka Streams commits exactly-once every 100 ms):
+    # shorter, records are readable sooner and Kafka does more commits; 0 commits every turn.
+    commit_interval_ms: int = Field(default=100, ge=0, le=60_000)
+    commit_records: int = Field(default=10_000, ge=1, le=100_000)
     event_log: Path | None = None
     state_dir: Path = Field(default_factory=default_state_root)
     cluster: str | None = None

@@ -20,8 +20,11 @@ from zkcdc.capture import failpoints
 from zkcdc.capture.delivery import transactions
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.transactions import (
+    COMMIT_INTERVAL_S,
     FENCED,
+    MOST_RECORDS,
     PASSING,
+    EndInFlight,
     Fenced,
     Transaction,
     TransactionLost,
@@ -44,6 +47,9 @@ NOT_KNOWN_YET = frozenset(
 )
 # A commit goes through in a second or two once the brokers answer; this long, it is stuck.
 STALLED_S = 15.0
+# How soon the loop looks again whether a commit on its own thread has ended (then the records
+# that waited for it go into the next transaction).
+COLLECT_EVERY_S = 0.002
 CLUSTER_HEADER = "zkcdc.cluster"
 
 Serialize = Callable[[dict[str, Any]], bytes]
@@ -127,11 +133,17 @@ class Publisher:
         transactional_id: str | None = None,
         start_timeout_s: float = 30.0,
         now: Callable[[], float] = time.monotonic,
+        commit_interval_s: float = COMMIT_INTERVAL_S,
+        commit_records: int = MOST_RECORDS,
+        end_in_background: bool = True,
     ) -> None:
         """`max_value_bytes`: the largest value the topic takes; a larger record goes out
         without its images' bytes, flagged (`capture.oversize`). `transactional_id`: publish
         in transactions under it, fencing every earlier producer of it first (before this
-        returns); acknowledged then means committed."""
+        returns); acknowledged then means committed. A transaction commits once its first
+        record has waited `commit_interval_s` or it holds `commit_records`, whichever comes
+        first; `end_in_background`: each commit on a thread of its own (`EndInFlight`), the
+        loop's turns going on meanwhile."""
         self.topic = topic
         self.max_value_bytes = max_value_bytes
         self.max_waiting = max_waiting
@@ -148,8 +160,13 @@ class Publisher:
                 # asking for the id's epoch, and once it gets it fences the one tried next.
                 _close(self._producer)
                 raise
-            self._txn = Transaction(self._producer, transactional_id, now=now)
+            self._txn = Transaction(
+                self._producer, transactional_id, now=now, most_records=commit_records
+            )
         self._now = now
+        self.commit_interval_s = commit_interval_s
+        self._end_in_background = end_in_background
+        self._ending: EndInFlight | None = None
         # Not yet handed to librdkafka: each record with its serialized form, if known yet.
         self._waiting: deque[tuple[dict[str, Any], bytes | None]] = deque()
         self._unacked: deque[int] = deque()  # seqs handed over, in order
@@ -189,7 +206,7 @@ class Publisher:
     def _hand_over(self) -> None:
         txn = self._txn
         if txn is not None:
-            if not self._waiting or txn.room <= 0:
+            if self._ending is not None or not self._waiting or txn.room <= 0:
                 return  # the transaction is full or ending: the rest waits for the next
             if not txn.open:
                 txn.begin()
@@ -242,7 +259,7 @@ class Publisher:
             self._waiting.popleft()
             self._unacked.append(record["seq"])
             if txn is not None:
-                txn.items.append((record, value))
+                txn.holds((record, value))
 
     def _delivered(self, record: dict[str, Any]) -> Callable[[KafkaError | None, Any], None]:
         note = _ack_note(record)
@@ -320,18 +337,45 @@ class Publisher:
                 f"it does not send; a new producer fences it and sends again"
             )
 
-    def _end_transaction(self) -> None:
-        """A transaction holding records is committed (over as many turns as that takes);
-        one that must abort is aborted and its records queued again, first."""
+    def due_in(self) -> float | None:
+        """Seconds until this publisher wants a turn of the loop: to see whether the end in
+        flight is over, or to start a commit that falls due; None: not before more records."""
         txn = self._txn
-        if txn is None or not txn.open or (not txn.items and txn.ending is None):
+        if txn is None or not txn.open:
+            return None
+        if self._ending is not None:
+            return COLLECT_EVERY_S
+        return txn.due_in(self.commit_interval_s)
+
+    def _end_transaction(self, wait: bool = False) -> None:
+        """Takes the outcome of an end in flight once it is over; then a transaction whose
+        commit is due (`Transaction.commit_due`; with `wait`, any holding records) is committed
+        (over as many calls as that takes), and one that must abort is aborted and its records
+        queued again, first. `wait`: each call made here and waited for, none in flight."""
+        txn = self._txn
+        if txn is None:
+            return
+        if self._ending is not None:
+            if not (wait or self._ending.done):
+                return
+            ending, self._ending = self._ending, None
+            self._ended(txn, ending.result())
+        if not txn.open or (not txn.items and txn.ending is None):
+            return
+        if not (wait or txn.commit_due(self.commit_interval_s)):
             return
         if txn.ending is None:
             try:
                 failpoints.hit("kafka.commit")
             except failpoints.ProducerLost as exc:
                 raise TransactionLost(str(exc)) from exc
-        outcome = txn.end()
+        if self._end_in_background and not wait:
+            txn.ask_end()  # no more records into it from here
+            self._ending = EndInFlight(txn)
+        else:
+            self._ended(txn, txn.end())
+
+    def _ended(self, txn: Transaction, outcome: str | None) -> None:
         if outcome == "committed":
             failpoints.hit("kafka.committed")
             for record, _ in txn.take_items():
@@ -350,6 +394,10 @@ class Publisher:
         transaction aborted (the next active's fencing would abort it anyway); without
         transactions a batch already on the wire may still land. Returns how many records
         were not sent for sure."""
+        if self._ending is not None and self._txn is not None:
+            ending, self._ending = self._ending, None
+            with contextlib.suppress(DeliveryError):  # fenced already, say
+                self._ended(self._txn, ending.result())  # a commit that made it: acknowledged
         dropped = len(self._waiting)
         self._waiting.clear()
         with contextlib.suppress(KafkaException):  # a fenced producer may refuse even this
@@ -390,6 +438,6 @@ class Publisher:
             self._serve(0)
             if self._error is not None:
                 raise DeliveryError(f"Kafka refused a record: {self._error}")
-            self._end_transaction()  # may overrun the deadline by one END_WAIT_S
+            self._end_transaction(wait=True)  # may overrun the deadline by one END_WAIT_S
             self._hand_over()
         return self.backlog == 0

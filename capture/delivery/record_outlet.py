@@ -124,6 +124,11 @@ class RecordOutlet:
             self.feed.publisher.backlog > 0 or self.feed.waiting_in_log
         )
 
+    def due_in(self) -> float | None:
+        """Seconds until the publisher wants a turn of the loop (a commit falling due, or one
+        in flight to look at); None: not before more records come."""
+        return None if self.publisher is None else self.publisher.due_in()
+
     def tick(self, state: TrackerState) -> None:
         """Each turn of the daemon's loop: delivery reports, and now and then the checkpoint."""
         now = self._now()
@@ -231,6 +236,7 @@ class RecordOutlet:
             kafka, s.topic, serialize, max_value_bytes=limit,
             transactional_id=s.transactional_id_for(self.cluster),
             start_timeout_s=max(s.connect_timeout_s, 10.0),
+            commit_interval_s=s.commit_interval_ms / 1000, commit_records=s.commit_records,
         )  # fmt: skip
 
         # Not a closure over the outlet: outlet -> publisher -> on_ack -> outlet would be a

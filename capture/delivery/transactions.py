@@ -3,14 +3,17 @@ stream: the next active's `init_transactions` under the same `transactional.id` 
 producer (its open transaction aborted, its next call refused) and consumers that read committed
 records never see what it still had in flight (Kafka Connect's exactly-once sources, KIP-618).
 
-A transaction holds what the loop handed over since the last commit, up to `MOST_RECORDS`; its
-commit goes on over the loop's turns (librdkafka's commit resumes where a short wait left it),
-and records logged meanwhile wait for the next one, so busy turns group by themselves. A
+A transaction holds what the loop handed over since it began; its commit starts once its first
+record has waited the commit interval (100 ms by default, as Kafka Streams commits exactly-once)
+or it holds the most records a transaction may, whichever comes first. The commit runs on a
+thread of its own (`EndInFlight`), so the loop goes on reading and logging while Kafka answers;
+records logged meanwhile wait for the next transaction, so busy turns group by themselves. A
 transaction that must abort (records timed out while the brokers were away) is aborted and its
 records go out again in the next one, in order."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +33,7 @@ TXN_TIMEOUT_MS = 60_000
 # rarely needs a second call at all, and a turn blocks at most this long while Kafka is away.
 END_WAIT_S = 1.0
 MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
+COMMIT_INTERVAL_S = 0.1  # Kafka Streams' commit.interval.ms under exactly-once
 
 FENCED = {
     KafkaError._FENCED,
@@ -140,11 +144,14 @@ class Transaction:
         producer: Any,
         transactional_id: str,
         now: Callable[[], float] = time.monotonic,
+        most_records: int = MOST_RECORDS,
     ) -> None:
         self._producer = producer
         self.transactional_id = transactional_id
         self._now = now
+        self.most_records = most_records
         self.open = False
+        self.first_at = 0.0  # when its first record was handed over
         self.ending: str | None = None  # "commit" or "abort" once asked for
         self.ending_since: float | None = None  # when its end was first asked for
         self.items: list[Item] = []
@@ -152,7 +159,34 @@ class Transaction:
 
     @property
     def room(self) -> int:
-        return 0 if self.ending is not None else MOST_RECORDS - len(self.items)
+        return 0 if self.ending is not None else self.most_records - len(self.items)
+
+    def holds(self, item: Item) -> None:
+        if not self.items:
+            self.first_at = self._now()
+        self.items.append(item)
+
+    def commit_due(self, interval_s: float) -> bool:
+        """Its commit (or the abort asked for) should start: the first record has waited
+        `interval_s`, or it is full."""
+        if self.ending is not None:
+            return True
+        if not self.items:
+            return False
+        return len(self.items) >= self.most_records or self._now() - self.first_at >= interval_s
+
+    def due_in(self, interval_s: float) -> float | None:
+        """Seconds until `commit_due`; None while it holds nothing."""
+        if self.ending is not None:
+            return 0.0
+        if not self.items:
+            return None
+        return max(0.0, self.first_at + interval_s - self._now())
+
+    def ask_end(self) -> None:
+        """From now on it takes no more records: its commit (or the abort asked for) starts."""
+        if self.ending is None:
+            self.ending, self.ending_since = "commit", self._now()
 
     def begin(self) -> None:
         self._call(self._producer.begin_transaction, "beginning a transaction")
@@ -170,8 +204,7 @@ class Transaction:
     def end(self) -> str | None:
         """Commits (or aborts) on: "committed", "aborted", or None while it goes on. Every
         call waits `END_WAIT_S` at most, never less (see there)."""
-        if self.ending is None:
-            self.ending, self.ending_since = "commit", self._now()
+        self.ask_end()
         try:
             if self.ending == "commit":
                 self._producer.commit_transaction(END_WAIT_S)
@@ -206,3 +239,46 @@ class Transaction:
             call()
         except KafkaException as exc:
             raise refusal(exc, self.transactional_id, doing) from exc
+
+
+class EndInFlight:
+    """One call of `Transaction.end` on a thread of its own: a commit is a round of requests to
+    the transaction coordinator (tens of ms, up to `END_WAIT_S`), and the capture loop goes on
+    reading and logging meanwhile instead of stamping every record behind it late. Nothing else
+    touches the transaction until `result` was taken: the loop hands over no record while an
+    end is in flight."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self._txn = txn
+        self._outcome: str | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, name="zkcdc-txn-end", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._outcome = self._txn.end()
+        except BaseException as exc:  # handed to the loop's thread, raised there
+            self._error = exc
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the call is over (its outcome not taken yet)."""
+        return self._done.wait(timeout)
+
+    def result(self) -> str | None:
+        """Waits for the call (`END_WAIT_S` at most, as it waits no longer), then gives what
+        `end` returned or raises what it raised."""
+        self._done.wait()
+        error, self._error = self._error, None
+        if error is not None:
+            try:
+                raise error
+            finally:
+                del error  # else this frame and the error's traceback hold each other
+        return self._outcome

@@ -49,6 +49,21 @@ def test_a_bad_setting_is_one_clear_error():
         load_settings(None, zookeeper="h:1", heartbeat_s=-1)
 
 
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [({"commit_interval_ms": -1}, "commit_interval_ms"), ({"commit_records": 0}, "commit_records")],
+)
+def test_a_bad_commit_interval_or_size_is_one_clear_error(flags, field):
+    with pytest.raises(CaptureError, match=field):
+        load_settings(None, zookeeper="h:1", **flags)
+
+
+def test_the_commit_interval_comes_from_the_flag_over_the_environment(monkeypatch):
+    monkeypatch.setenv("ZKCDC_COMMIT_INTERVAL_MS", "250")
+    assert load_settings(None, zookeeper="h:1").commit_interval_ms == 250
+    assert load_settings(None, zookeeper="h:1", commit_interval_ms=0).commit_interval_ms == 0
+
+
 def _zkcdc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 

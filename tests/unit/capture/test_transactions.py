@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import weakref
 from typing import Any
 
@@ -128,8 +129,14 @@ def _records(first: int, count: int) -> list[dict[str, Any]]:
 
 
 def _publisher(
-    ends: list[str], now: Any = None, unknown: list[int] | None = None
+    ends: list[str],
+    now: Any = None,
+    unknown: list[int] | None = None,
+    background: bool = False,
+    interval_s: float = 0.0,
 ) -> tuple[Publisher, TransactionalProducer]:
+    """In the loop's thread and every turn unless told (the state machine, step by step); the
+    daemon's default ends in the background after an interval (the tests below `_settled`)."""
     made: list[TransactionalProducer] = []
 
     def factory(config: dict[str, Any]) -> TransactionalProducer:
@@ -138,6 +145,7 @@ def _publisher(
 
     publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
                           producer_factory=factory, transactional_id="tid",
+                          end_in_background=background, commit_interval_s=interval_s,
                           **({} if now is None else {"now": now}))  # fmt: skip
     assert made[0].state == "ready", "fenced (init_transactions) before anything else"
     return publisher, made[0]
@@ -390,3 +398,142 @@ def test_a_commit_that_ends_is_never_called_stuck() -> None:
     publisher.poll(0)  # a new commit: its own clock
     publisher.check_stalled(brokers_answering_s=3600.0)
     assert producer.committed == [1, 2, 3]
+
+
+def test_a_transaction_commits_once_its_first_record_has_waited_the_interval() -> None:
+    clock = [0.0]
+    publisher, producer = _publisher([], now=lambda: clock[0], interval_s=0.1)
+    publisher.publish(_records(1, 2))
+    assert publisher.due_in() == pytest.approx(0.1)
+    clock[0] += 0.06
+    publisher.publish(_records(3, 1))  # into the same transaction: its clock is the first's
+    publisher.poll(0)
+    assert producer.committed == [] and publisher.due_in() == pytest.approx(0.04)
+    clock[0] += 0.04
+    publisher.poll(0)
+    assert producer.committed == [1, 2, 3] and publisher.acked_through == 3
+    assert publisher.due_in() is None, "nothing held: the loop need not come back for it"
+
+
+def test_a_full_transaction_commits_at_once_whatever_the_interval() -> None:
+    made: list[TransactionalProducer] = []
+
+    def factory(config: dict[str, Any]) -> TransactionalProducer:
+        made.append(TransactionalProducer(config, []))
+        return made[0]
+
+    publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
+                          producer_factory=factory, transactional_id="tid",
+                          end_in_background=False, commit_interval_s=3600.0,
+                          commit_records=4, now=lambda: 0.0)  # fmt: skip
+    publisher.publish(_records(1, 6))
+    publisher.poll(0)  # four in the first, full: committed; the other two open the next
+    assert made[0].committed == [1, 2, 3, 4] and publisher.acked_through == 4
+    assert publisher.backlog == 2
+
+
+class BlockingCommits(TransactionalProducer):
+    """Each commit waits until the test lets it go, as Kafka's coordinator takes its time; a
+    second end call while one is under way fails the test (librdkafka would refuse it)."""
+
+    def __init__(self, config: dict[str, Any], ends: list[str]) -> None:
+        super().__init__(config, ends)
+        self.release = threading.Semaphore(0)
+        self.ending = threading.Lock()
+
+    def commit_transaction(self, timeout: float) -> None:
+        assert self.ending.acquire(blocking=False), "two end calls at once"
+        try:
+            self.release.acquire()
+            super().commit_transaction(timeout)
+        finally:
+            self.ending.release()
+
+    def abort_transaction(self, timeout: float) -> None:
+        assert self.ending.acquire(blocking=False), "two end calls at once"
+        try:
+            super().abort_transaction(timeout)
+        finally:
+            self.ending.release()
+
+
+def _blocking_publisher(ends: list[str]) -> tuple[Publisher, BlockingCommits]:
+    made: list[BlockingCommits] = []
+
+    def factory(config: dict[str, Any]) -> BlockingCommits:
+        made.append(BlockingCommits(config, ends))
+        return made[0]
+
+    publisher = Publisher(KafkaConnection(bootstrap_servers="k"), "t", SingleObjectCodec().encode,
+                          producer_factory=factory, transactional_id="tid",
+                          commit_interval_s=0.0)  # fmt: skip
+    return publisher, made[0]
+
+
+def _collected(publisher: Publisher) -> None:
+    """The end in flight is over and its outcome taken (the loop's next turn)."""
+    ending = publisher._ending
+    assert ending is not None and ending.wait(30)
+    publisher.poll(0)
+
+
+def test_a_commit_runs_beside_the_loop_and_what_comes_meanwhile_waits_for_the_next() -> None:
+    publisher, producer = _blocking_publisher([])
+    publisher.publish(_records(1, 3))
+    publisher.poll(0)  # the commit starts on its own thread; this turn is over at once
+    assert publisher.due_in() is not None and producer.committed == []
+    publisher.publish(_records(4, 2))  # logged while Kafka answers: not into that transaction
+    publisher.poll(0)
+    assert publisher.acked_through == 0 and producer.open[-1][0] == 3
+    producer.release.release()
+    _collected(publisher)
+    assert producer.committed == [1, 2, 3] and publisher.acked_through == 3
+    publisher.poll(0)  # the next transaction, of the two that waited: its commit starts
+    producer.release.release()
+    _collected(publisher)
+    assert producer.committed == [1, 2, 3, 4, 5] and publisher.acked_through == 5
+    assert publisher.backlog == 0
+
+
+def test_stepping_down_waits_for_the_commit_under_way_and_counts_what_it_committed() -> None:
+    publisher, producer = _blocking_publisher([])
+    publisher.publish(_records(1, 3))
+    publisher.poll(0)
+    publisher.publish(_records(4, 2))
+    producer.release.release()  # the commit under way makes it: those three are on Kafka
+    assert publisher.give_up() == 2
+    assert producer.committed == [1, 2, 3] and publisher.acked_through == 3
+
+
+def test_a_fence_met_by_a_commit_on_its_own_thread_ends_the_term_in_the_loop() -> None:
+    publisher, producer = _blocking_publisher(["fenced"])
+    publisher.publish(_records(1, 2))
+    publisher.poll(0)
+    producer.release.release()
+    with pytest.raises(Fenced, match=r"another daemon took transactional\.id tid"):
+        _collected(publisher)
+    producer.release.release()  # give_up's own end call (librdkafka refuses it: fenced)
+    assert publisher.give_up() == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ends=st.lists(st.sampled_from(["ok", "wait", "abort"]), max_size=20),
+    batches=st.lists(st.integers(1, 40), min_size=1, max_size=10),
+)
+def test_with_commits_on_their_own_thread_every_record_is_committed_once_in_seq_order(
+    ends: list[str], batches: list[int]
+) -> None:
+    publisher, producer = _publisher(list(ends), background=True)
+    seq = 1
+    for size in batches:
+        publisher.publish(_records(seq, size))
+        seq += size
+        publisher.poll(0)
+    for _ in range(4 * (len(ends) + len(batches)) + 5):
+        if publisher._ending is not None:
+            _collected(publisher)
+        else:
+            publisher.poll(0)
+    assert producer.committed == list(range(1, seq))
+    assert publisher.acked_through == seq - 1 and publisher.backlog == 0
