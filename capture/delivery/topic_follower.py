@@ -49,6 +49,7 @@ class TopicFollower:
         topic: str,
         cluster: str,
         decoder: ChangeValueDecoder,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         # read_committed (the connection's): a fenced daemon's aborted records are never
         # taken for the active's. EOF events say where a partition's readable end is: the
@@ -57,6 +58,7 @@ class TopicFollower:
         self._topic = topic
         self._cluster = cluster
         self._decoder = decoder
+        self._now = now
         self._latest: dict[str, tuple[int, Znode | None]] = {}
         self._seq = 0
         self._mode = ""
@@ -132,8 +134,11 @@ class TopicFollower:
                 self._latest[path] = (seq, after)
 
     def catch_up(self, timeout: float, progress: Callable[[], None] = lambda: None) -> None:
-        """Reads to the end of every partition as it is now; `progress` after each poll."""
-        deadline = time.monotonic() + max(timeout, 1.0) * 10
+        """Reads to the end of every partition as it is now; `progress` after each poll. It
+        gives up only when its reading stalls for ten `timeout`s: a long topic read slowly
+        (a throttled link, a loaded machine) is read to its end however long that takes."""
+        stall_s = max(timeout, 1.0) * 10
+        deadline = self._now() + stall_s
         while True:
             try:
                 self._assign(timeout)
@@ -146,22 +151,25 @@ class TopicFollower:
                 break
             except KafkaException as exc:
                 # A topic created a moment ago may not have its partition leaders yet.
-                if time.monotonic() > deadline:
+                if self._now() > deadline:
                     raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
                 time.sleep(0.5)
+        read_to: dict[int, int] | None = None
         while True:
             current = {
                 tp.partition: tp.offset
                 for tp in self._consumer.position(self._consumer.assignment())
             }
-            if all(
-                max(current.get(p, -1), self._ends_reached.get(p, -1)) >= end
-                for p, end in ends.items()
-                if end > 0
-            ):
+            reached = {p: max(current.get(p, -1), self._ends_reached.get(p, -1)) for p in ends}
+            if all(reached[p] >= end for p, end in ends.items() if end > 0):
                 return
-            if time.monotonic() > deadline:
-                raise DeliveryError(f"standby could not read {self._topic} to its end")
+            if reached != read_to:
+                read_to, deadline = reached, self._now() + stall_s  # reading on: not stuck
+            elif self._now() > deadline:
+                raise DeliveryError(
+                    f"standby could not read {self._topic} to its end: no progress in "
+                    f"{stall_s:.0f} s"
+                )
             self.poll(1.0)
             progress()
 

@@ -64,3 +64,51 @@ def test_a_refusal_no_wait_cures_stops_the_standby_in_one_line() -> None:
     )
     with pytest.raises(DeliveryError, match=r"^standby cannot read zkcdc\.changes: .*authoriz"):
         follower.poll(0.01)
+
+
+class _SlowTopic(_Consumer):
+    """A partition of `end` messages the standby reads `step` at a time, each read taking
+    `took_s` of the clock's time (a throttled link, a loaded machine)."""
+
+    def __init__(self, clock: list[float], end: int, step: int, took_s: float) -> None:
+        super().__init__()
+        self.clock, self.end, self.step, self.took_s = clock, end, step, took_s
+        self.offset = 0
+
+    def get_watermark_offsets(self, _: Any, timeout: float) -> tuple[int, int]:
+        return 0, self.end
+
+    def assignment(self) -> list[Any]:
+        return [SimpleNamespace(partition=0)]
+
+    def position(self, _: Any) -> list[Any]:
+        return [SimpleNamespace(partition=0, offset=self.offset)]
+
+    def consume(self, _: int, __: float) -> list[Any]:
+        self.clock[0] += self.took_s
+        self.offset = min(self.end, self.offset + self.step)
+        return []
+
+
+def _follower(consumer: _SlowTopic) -> TopicFollower:
+    kafka = _Kafka()
+    kafka.made = consumer
+    return TopicFollower(kafka, "zkcdc.changes", "c1", ChangeValueDecoder(),  # type: ignore[arg-type]
+                         now=lambda: consumer.clock[0])  # fmt: skip
+
+
+def test_a_long_topic_read_slowly_is_read_to_its_end_however_long_it_takes() -> None:
+    """A takeover late in a long run reads a topic of hours: slowly read (a throttled link,
+    a loaded machine) it took longer than the old fixed deadline, and the standby exited."""
+    clock = [0.0]
+    consumer = _SlowTopic(clock, end=1_000, step=10, took_s=30.0)  # 100 reads: 3,000 s
+    _follower(consumer).catch_up(timeout=15.0)
+    assert consumer.offset == 1_000 and clock[0] >= 2_900
+
+
+def test_a_standby_whose_reading_stalls_gives_up_in_one_line() -> None:
+    clock = [0.0]
+    consumer = _SlowTopic(clock, end=1_000, step=0, took_s=30.0)  # never moves
+    with pytest.raises(DeliveryError, match=r"could not read zkcdc\.changes to its end: no prog"):
+        _follower(consumer).catch_up(timeout=15.0)
+    assert clock[0] <= 200, "gave up after ten timeouts without progress, not later"
