@@ -18,7 +18,7 @@ from zkcdc.capture.record_filter import LogStats, RecordFilter, parse_time
 from zkcdc.capture.records import EventType, Op
 from zkcdc.capture.settings import load_settings
 from zkcdc.capture.txnlog.data_dir import LogDamage
-from zkcdc.ground import logs
+from zkcdc.ground import allocator, logs
 from zkcdc.ground.cli_options import option_group
 from zkcdc.ground.kafka_options import kafka_config_options
 
@@ -134,6 +134,7 @@ def capture(config_file: Path | None, **flags: Any) -> None:
     if config_file is not None and not config_file.is_file():
         raise click.BadParameter(f"{config_file} does not exist", param_hint="--config")
     settings = load_settings(config_file, **flags)
+    allocator.bound_arenas()  # before any client's thread: its memory stays flat over terms
     failpoints.arm_from_environment()
     logs.configure()
     if settings.keep_secrets:

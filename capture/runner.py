@@ -25,7 +25,7 @@ from typing import Any
 
 from zkcdc.capture.collector_pacing import CollectorPacing
 from zkcdc.capture.delivery.record_outlet import RecordOutlet, prepare_topic
-from zkcdc.capture.delivery.topic_follower import FOLLOWER_QUEUE_KBYTES, TopicFollower
+from zkcdc.capture.delivery.topic_follower import TopicFollower
 from zkcdc.capture.delivery.transactions import Fenced, TransactionLost, TransactionsNotReady
 from zkcdc.capture.encoding.avro_codec import change_decoder
 from zkcdc.capture.kraft.source import KraftSource
@@ -39,7 +39,7 @@ from zkcdc.capture.watch.source import WatchSource
 from zkcdc.capture.watch.zookeeper import ZooKeeperUnavailable
 from zkcdc.ground import logs, systemd_notify
 from zkcdc.ground.backoff import retried
-from zkcdc.ground.kafka_connection import KafkaUnreachable
+from zkcdc.ground.kafka_connection import PREFETCH_KBYTES_PER_PARTITION, KafkaUnreachable
 from zkcdc.ground.metrics_server import serve
 
 log = logs.get("zkcdc.capture")
@@ -66,7 +66,7 @@ class CaptureRunner:
         # A standby (which may never publish) follows the topic with this prefetch: said from
         # the start, whatever the role.
         self.metrics.queue_bound.labels("standby_prefetch_kbytes_per_partition").set(
-            FOLLOWER_QUEUE_KBYTES
+            PREFETCH_KBYTES_PER_PARTITION
         )
         self._new_source: Callable[[], Source] = new_source or (
             lambda: source_for(settings, self.metrics, self.now_ms, sleep)
@@ -78,6 +78,7 @@ class CaptureRunner:
         self._last_turn = time.monotonic()
         self._active = False
         self._election: Election | None = None
+        self._topic_follower: TopicFollower | None = None  # a non-elected source's, kept
         self._outlet: RecordOutlet | None = None  # the next term's, made when it fences
         self._stepping_down = threading.Event()  # the term is lost: end it, campaign again
         self._producer_lost = False  # ... by its producer alone: the lock may still be held
@@ -166,6 +167,8 @@ class CaptureRunner:
             self.source.close()
             if self._election is not None:
                 self._election.close()
+            if self._topic_follower is not None:
+                self._topic_follower.close()
             if server is not None:
                 server.shutdown()
             self._finished.set()
@@ -295,12 +298,16 @@ class CaptureRunner:
         s = self.settings
         kafka = s.kafka()
         assert kafka is not None
-        follower = TopicFollower(kafka, s.topic, cluster, change_decoder(s.schema_registry))
+        if self._topic_follower is None:  # one for the daemon's life, as an election's
+            self._topic_follower = TopicFollower(
+                kafka, s.topic, cluster, change_decoder(s.schema_registry)
+            )
+        follower = self._topic_follower
         try:
             follower.catch_up(s.connect_timeout_s, self.turned)
             return follower.state()
         finally:
-            follower.close()
+            follower.rest()
 
     # -- capture ------------------------------------------------------------------------
     def _capture(self, cluster: str, followed: TrackerState) -> None:

@@ -2,7 +2,10 @@
 
 Keeps, per path, the newest record of the cluster, so that on taking over the standby knows the
 tree as the active last recorded it and the highest seq, and re-syncs from there: no gap, no
-second snapshot."""
+second snapshot. One follower lives as long as its daemon: each later takeover reads only what
+was added since the last, and the follower rests (fetches nothing) while its daemon is active.
+A new follower a term read the whole topic each time, and every such read left the daemon's
+memory higher (allocator arenas of the consumer's threads, never given back)."""
 
 from __future__ import annotations
 
@@ -21,16 +24,8 @@ from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 
-# The standby reads the whole topic once, then its tail: librdkafka's prefetch defaults (64 MiB
-# and 100,000 messages queued per partition, 50 MiB a fetch) made a standby's memory grow with
-# the topic's backlog, held for good once allocated. These bound it to a few MiB a partition.
-FOLLOWER_QUEUE_KBYTES = 2048  # prefetched per partition, at most
-FOLLOWER_CONSUMER: dict[str, Any] = {
-    "enable.partition.eof": True,
-    "queued.max.messages.kbytes": FOLLOWER_QUEUE_KBYTES,
-    "queued.min.messages": 1000,
-    "fetch.max.bytes": 4 * 2**20,
-}
+# The connection's consumer, prefetch bounded (`kafka_connection.CONSUMER_PREFETCH`).
+FOLLOWER_CONSUMER: dict[str, Any] = {"enable.partition.eof": True}
 FOLLOWER_BATCH = 1000  # messages handed over by one consume() at most
 
 _AWAY = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
@@ -65,6 +60,7 @@ class TopicFollower:
         self._zxid = 0
         self._lock = threading.Lock()
         self._assigned = False
+        self._resting = False
         self._ends_reached: dict[int, int] = {}  # partition -> offset of its latest EOF
         self.skipped = UnreadableMessages(f"standby of {topic}")
 
@@ -80,12 +76,25 @@ class TopicFollower:
         )
         self._assigned = True
 
+    def rest(self) -> None:
+        """Fetches nothing until the next `poll` or `catch_up` (its daemon is active): what
+        was prefetched is dropped and read again from where this follower got to."""
+        if self._assigned and not self._resting:
+            self._consumer.pause(self._consumer.assignment())
+            self._resting = True
+
+    def _wake(self) -> None:
+        if self._resting:
+            self._consumer.resume(self._consumer.assignment())
+            self._resting = False
+
     def poll(self, timeout: float) -> int:
         """Reads what is there within `timeout`; returns how many records it took in."""
         try:
             self._assign(timeout)
             if not self._assigned:
                 return 0
+            self._wake()
             messages = self._consumer.consume(FOLLOWER_BATCH, timeout)
         except KafkaException as exc:
             if _kafka_away(exc):
@@ -144,6 +153,7 @@ class TopicFollower:
                 self._assign(timeout)
                 if not self._assigned:
                     return
+                self._wake()
                 ends = {}
                 for tp in self._consumer.assignment():
                     _, high = self._consumer.get_watermark_offsets(tp, timeout=timeout)

@@ -52,6 +52,7 @@ class Election:
         self._turned = turned
         self._sleep = sleep
         self._client: KazooClient | None = None
+        self._follower: TopicFollower | None = None  # made at the first campaign, kept
         self._lock: Any = None
         self.active = False
         self.lost = False
@@ -63,6 +64,8 @@ class Election:
         self.went_back: str | None = None
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.close()
         if self._client is not None:
             self._client.stop()
             self._client.close()
@@ -92,11 +95,11 @@ class Election:
             self.active, self.lost, self.suspended, self._lock = False, False, False, None
         path, me = f"{s.ha_path}/{cluster}", f"{socket.gethostname()}:{os.getpid()}"
         kafka = s.kafka()
-        follower = (
-            TopicFollower(kafka, s.topic, cluster, change_decoder(s.schema_registry))
-            if kafka
-            else None
-        )
+        if self._follower is None and kafka is not None:
+            self._follower = TopicFollower(
+                kafka, s.topic, cluster, change_decoder(s.schema_registry)
+            )
+        follower = self._follower
         try:
             if not held:
                 self._campaign(client, path, me, cluster, follower)
@@ -110,7 +113,7 @@ class Election:
             return follower.state()
         finally:
             if follower is not None:
-                follower.close()
+                follower.rest()
 
     def holds(self) -> bool:
         """This daemon still holds the lock on a live session: a term that ended for another

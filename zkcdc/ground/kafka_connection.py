@@ -31,6 +31,17 @@ ENV_PREFIX = "ZKCDC_KAFKA_"
 _SECRET_PROPERTY = re.compile(r"password|secret|jaas|\.key\.pem$|ssl_key\.pem$|\.pem$", re.I)
 
 
+# librdkafka's prefetch defaults (64 MiB and 100,000 messages queued a partition, 50 MiB a
+# fetch) made a daemon's memory grow with the backlog it read, and allocator arenas of the
+# client's threads keep what they once held. These bound a consumer to a few MiB a partition.
+PREFETCH_KBYTES_PER_PARTITION = 2048
+CONSUMER_PREFETCH: dict[str, Any] = {
+    "queued.max.messages.kbytes": PREFETCH_KBYTES_PER_PARTITION,
+    "queued.min.messages": 1000,
+    "fetch.max.bytes": 4 * 2**20,
+}
+
+
 class KafkaConnectionError(ZkcdcError):
     """A connection setting that cannot be used, or a Kafka that cannot be reached."""
 
@@ -149,6 +160,8 @@ class KafkaConnection(BaseModel):
     def consumer(
         self, group: str, config: Mapping[str, Any] | None = None, quiet: bool = False
     ) -> Any:
+        """A consumer whose prefetch is bounded (`CONSUMER_PREFETCH`, under the connection's
+        own properties): each reads a topic to its end or follows its tail."""
         from confluent_kafka import Consumer
 
         settings = {
@@ -159,7 +172,7 @@ class KafkaConnection(BaseModel):
             # daemon's aborted records must stay unseen (librdkafka's default; said here).
             "isolation.level": "read_committed",
         }
-        return Consumer({**self.librdkafka(), **settings, **(config or {})})
+        return Consumer({**CONSUMER_PREFETCH, **self.librdkafka(), **settings, **(config or {})})
 
     def admin(self) -> Any:
         """A short-lived admin client whose failure is reported as one error of its own:

@@ -112,3 +112,40 @@ def test_a_standby_whose_reading_stalls_gives_up_in_one_line() -> None:
     with pytest.raises(DeliveryError, match=r"could not read zkcdc\.changes to its end: no prog"):
         _follower(consumer).catch_up(timeout=15.0)
     assert clock[0] <= 200, "gave up after ten timeouts without progress, not later"
+
+
+class _PausableTopic(_SlowTopic):
+    """A `_SlowTopic` that counts its reads and fetches nothing while paused."""
+
+    def __init__(self, clock: list[float], end: int, step: int) -> None:
+        super().__init__(clock, end, step, took_s=0.1)
+        self.paused, self.reads, self.assigns = False, 0, 0
+
+    def assign(self, _: Any) -> None:
+        self.assigns += 1
+
+    def pause(self, _: Any) -> None:
+        self.paused = True
+
+    def resume(self, _: Any) -> None:
+        self.paused = False
+
+    def consume(self, count: int, timeout: float) -> list[Any]:
+        assert not self.paused, "a resting follower fetched"
+        self.reads += 1
+        return super().consume(count, timeout)
+
+
+def test_a_follower_kept_across_terms_reads_only_what_came_since_and_rests_while_active() -> None:
+    """Each takeover read the whole topic afresh with a new consumer, and each such read left
+    the daemon's memory higher: a daemon keeps one follower, which reads on from where it was."""
+    consumer = _PausableTopic([0.0], end=1_000, step=100)
+    follower = _follower(consumer)
+    follower.catch_up(timeout=15.0)
+    assert (consumer.offset, consumer.reads) == (1_000, 10)
+    follower.rest()  # the daemon is active: nothing fetched meanwhile
+    assert consumer.paused
+    consumer.end = 1_200  # the active's term
+    follower.catch_up(timeout=15.0)
+    assert not consumer.paused and consumer.offset == 1_200
+    assert consumer.reads == 12 and consumer.assigns == 1, "read the tail, not the topic again"
