@@ -358,8 +358,7 @@ class Publisher:
         if self._ending is not None:
             if not (wait or self._ending.done):
                 return
-            ending, self._ending = self._ending, None
-            self._ended(txn, ending.result())
+            self._take_ending(txn)
         if not txn.open or (not txn.items and txn.ending is None):
             return
         if not (wait or txn.commit_due(self.commit_interval_s)):
@@ -374,6 +373,12 @@ class Publisher:
             self._ending = EndInFlight(txn)
         else:
             self._ended(txn, txn.end())
+
+    def _take_ending(self, txn: Transaction) -> None:
+        """The end in flight's outcome, taken (waited for while it is under way)."""
+        ending, self._ending = self._ending, None
+        assert ending is not None
+        self._ended(txn, ending.result())
 
     def _ended(self, txn: Transaction, outcome: str | None) -> None:
         if outcome == "committed":
@@ -395,9 +400,8 @@ class Publisher:
         transactions a batch already on the wire may still land. Returns how many records
         were not sent for sure."""
         if self._ending is not None and self._txn is not None:
-            ending, self._ending = self._ending, None
             with contextlib.suppress(DeliveryError):  # fenced already, say
-                self._ended(self._txn, ending.result())  # a commit that made it: acknowledged
+                self._take_ending(self._txn)  # a commit that made it: acknowledged
         dropped = len(self._waiting)
         self._waiting.clear()
         with contextlib.suppress(KafkaException):  # a fenced producer may refuse even this

@@ -167,20 +167,19 @@ class Transaction:
         self.items.append(item)
 
     def commit_due(self, interval_s: float) -> bool:
-        """Its commit (or the abort asked for) should start: the first record has waited
-        `interval_s`, or it is full."""
-        if self.ending is not None:
-            return True
-        if not self.items:
-            return False
-        return len(self.items) >= self.most_records or self._now() - self.first_at >= interval_s
+        """Its commit (or the abort asked for) should start now (`due_in` is 0)."""
+        return self.due_in(interval_s) == 0.0
 
     def due_in(self, interval_s: float) -> float | None:
-        """Seconds until `commit_due`; None while it holds nothing."""
+        """Seconds until its commit (or the abort asked for) should start: once the first
+        record has waited `interval_s`, or at once when it is full or its end was asked for;
+        None while it holds nothing."""
         if self.ending is not None:
             return 0.0
         if not self.items:
             return None
+        if len(self.items) >= self.most_records:
+            return 0.0
         return max(0.0, self.first_at + interval_s - self._now())
 
     def ask_end(self) -> None:
