@@ -71,9 +71,10 @@ job_options = option_group(
                  callback=jvm_memory,
                  help="The Spark driver's heap (in local mode it runs the tasks too); "
                       "about 2g for 200,000 partitions."),
-    shards_option("Spread each cluster's alerting over this many partition shards and a "
-                  "cluster shard (Spark tasks); 0: one group per cluster. Fixed for a "
-                  "checkpoint."),
+    shards_option("The layout of the alert state: N partition shards and a cluster shard "
+                  "(Spark tasks), or 0 for one group per cluster. auto: the checkpoint's "
+                  "layout, or for a new one a shard per core of a local master (at least 2). "
+                  "Fixed for a checkpoint."),
     rule_overrides_option("Override a rule setting, e.g. under_replicated_for_ms=2000."),
     click.option("--trigger-ms", default=TRIGGER_MS, show_default=True,
                  help="How often the job looks for new records (a micro-batch at most that "

@@ -24,7 +24,7 @@ from zkcdc.streaming.job.change_source import (
     changes_with_dead_letters,
     source_partitions,
 )
-from zkcdc.streaming.job.checkpoint_layout import check_layout
+from zkcdc.streaming.job.checkpoint_layout import settle_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.local_fs_jar import local_file_system
@@ -67,7 +67,9 @@ class AlertJobOptions:
     # The driver's heap: the alert state of a cluster is one value, and Spark copies it a few
     # times over when it stores it (200,000 partitions need about 2g; BENCHMARKS.md, B8).
     driver_memory: str = "512m"
-    partition_shards: int = 0  # 0: one group per cluster; else shard_stage.py's layout
+    # None: the checkpoint's layout, or one picked for a new one (checkpoint_layout.py); 0: one
+    # group per cluster; else shard_stage.py's layout of that many partition shards.
+    partition_shards: int | None = None
     rules: RuleSettings = field(default_factory=RuleSettings)
     trigger_ms: int = TRIGGER_MS
     available_now: bool = False  # process what is there, then stop (replays, tests)
@@ -81,7 +83,7 @@ class AlertJobOptions:
 
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
-    check_layout(options.checkpoint, options.partition_shards)
+    shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
     # Sinks first: a Kafka that cannot take alerts is a one-line error before Spark starts.
     sinks = AlertSinks(options.sinks, options.checkpoint)
     state_sink = (
@@ -111,19 +113,18 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         dead_letters=dead_letters,
     )
     spark = session(
-        options.master, "zkcdc-alerts", shuffle_partitions=max(1, options.partition_shards),
+        options.master, "zkcdc-alerts", shuffle_partitions=max(1, shards),
         driver_memory=options.driver_memory,
     )  # fmt: skip
-    log.info("spark started", master=options.master, local_files=local_file_system(spark))
+    log.info("spark started", master=options.master, shards=shards,
+             local_files=local_file_system(spark))  # fmt: skip
     queries: list[tuple[Any, BatchCall]] = []  # a query, and its foreachBatch call
     try:
         records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
         partitions = source_partitions(options.source)
-        if options.partition_shards:
-            alerts = sharded_alerts_stream(
-                records, options.rules, partitions, with_state, options.partition_shards
-            )
+        if shards:
+            alerts = sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
         else:
             alerts = alerts_stream(records, options.rules, partitions, with_state)
         writer, call = foreach_batch(alerts, delivery)

@@ -3,12 +3,19 @@ of another shape: Spark would either fail deep inside a micro-batch or, worse, s
 layout's state empty and alert as if the cluster had just appeared.
 
 The layout is the number of partition shards (`--shards`; 0: one group per cluster, the only
-layout before issue 37). A checkpoint remembers it in `alert-stage.json`; one with progress but
-no such file was written by a release before shards, so it holds the one-group layout."""
+layout of the first releases). A checkpoint remembers it in `alert-stage.json`; one with progress
+but no such file was written by a release before shards, so it holds the one-group layout.
+
+By default (`--shards auto`) the job resumes a checkpoint in the layout it holds and gives a new
+one partition shards, one for each core of a local master and at least two: a shard's state
+moves in and out of the state store in buckets, so a micro-batch's cost follows the records it
+holds, not the cluster's size, and the shards run side by side."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 from zkcdc.streaming.errors import StreamingError
@@ -33,6 +40,25 @@ def recorded_layout(checkpoint: Path) -> int | None:
         raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: {e}") from e
     # Offsets without a marker: written by a release before shards.
     return 0 if (checkpoint / "alerts" / "offsets").is_dir() else None
+
+
+def auto_shards(master: str) -> int:
+    """The layout `--shards auto` gives a new checkpoint on `master`."""
+    local = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master.strip())
+    if local is not None:
+        cores = local.group(1)
+        return max(2, (os.cpu_count() or 2) if cores == "*" else int(cores))
+    return 2  # a cluster's cores are not known before its session: the measured layout
+
+
+def settle_layout(checkpoint: Path, partition_shards: int | None, master: str) -> int:
+    """The layout the job runs: the one asked for (refused if the checkpoint holds another),
+    or with None (`auto`) the checkpoint's own, or for a new checkpoint `auto_shards`."""
+    if partition_shards is None:
+        recorded = recorded_layout(checkpoint)
+        partition_shards = auto_shards(master) if recorded is None else recorded
+    check_layout(checkpoint, partition_shards)
+    return partition_shards
 
 
 def check_layout(checkpoint: Path, partition_shards: int) -> None:

@@ -178,7 +178,7 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
             [sys.executable, "-m", "zkcdc", "stream", "alerts", "--master", spark.master_url,
              "--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes_topic.topic,
              "--no-publish", "--alerts-out", str(alerts_file), "--available-now",
-             "--checkpoint", str(tmp_path / "checkpoint")],
+             "--checkpoint", str(tmp_path / "checkpoint"), "--shards", "0"],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert job.returncode == 0, job.stderr[-3000:]
@@ -270,7 +270,7 @@ def test_a_killed_job_restarts_from_its_checkpoint_without_losing_or_repeating_a
         [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
          cluster.bootstrap_servers, "--topic", changes_topic.topic, "--no-publish",
          "--alerts-out", str(fresh_file), "--available-now",
-         "--checkpoint", str(tmp_path / "fresh-checkpoint"), *rules],
+         "--checkpoint", str(tmp_path / "fresh-checkpoint"), "--shards", "0", *rules],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr[-3000:]

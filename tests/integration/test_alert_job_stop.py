@@ -15,7 +15,9 @@ from simulate_harness import build_cluster
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("layout", [[], ["--shards", "2"]], ids=["one-group", "shards-2"])
+@pytest.mark.parametrize(
+    "layout", [["--shards", "0"], ["--shards", "2"]], ids=["one-group", "shards-2"]
+)
 def test_a_sigterm_mid_backlog_stops_the_job_within_30_s_with_exit_0_and_no_java_trace(
     cluster, zk_chroot, start_capture, changes_topic, start_alert_job, layout
 ):

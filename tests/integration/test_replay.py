@@ -68,7 +68,8 @@ def incident(shared_cluster, tmp_path_factory) -> dict[str, Any]:
     live = subprocess.Popen(
         [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
          cluster.bootstrap_servers, "--topic", changes.topic, "--no-publish",
-         "--alerts-out", str(live_out), "--checkpoint", str(work / "live-checkpoint"), *RULES],
+         "--alerts-out", str(live_out), "--checkpoint", str(work / "live-checkpoint"),
+         "--shards", "0", *RULES],
         stdout=(work / "live.log").open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -48,10 +48,29 @@ def rule_overrides_option(help: str) -> Callable[[Any], Any]:
     )
 
 
+class ShardsParam(click.ParamType[int | None]):
+    """`auto` (None: the job picks, streaming/job/checkpoint_layout.py) or a count 0..256."""
+
+    name = "auto|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, int):
+            return value
+        if str(value).lower() == "auto":
+            return None
+        try:
+            count = int(value)
+        except ValueError:
+            self.fail(f"expected auto or a number of shards, got {value!r}", param, ctx)
+        if not 0 <= count <= 256:
+            self.fail(f"{count} is not in 0..256", param, ctx)
+        return count
+
+
 def shards_option(help: str) -> Callable[[Any], Any]:
-    """The `--shards N` of every command that runs the alert job (issue 37's layout)."""
+    """The `--shards auto|N` of every command that runs the alert job: the layout of its state."""
     return click.option(
-        "--shards", type=click.IntRange(0, 256), default=0, show_default=True, help=help
+        "--shards", type=ShardsParam(), default="auto", show_default=True, help=help
     )
 
 

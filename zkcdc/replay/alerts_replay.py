@@ -47,7 +47,7 @@ def replay_alerts(
     rules: RuleSettings | None = None,
     master: str = "local[2]",
     on_damage: Callable[[Damage], None] = lambda d: None,
-    partition_shards: int = 0,
+    partition_shards: int | None = None,
 ) -> list[Damage]:
     """Runs the alert rules over the log; returns the damage found (the valid part was used)."""
     damaged = scan_blocks(log).damaged

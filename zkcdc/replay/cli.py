@@ -88,7 +88,7 @@ def replay(
     state_out: Path | None,
     rules: dict[str, str],
     master: str,
-    shards: int,
+    shards: int | None,
 ) -> None:
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
     if sum(given is not None for given in (path, txnlog, metadata_log)) != 1:
@@ -102,7 +102,7 @@ def replay(
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
         raise ReplayError("--state-out goes with --alerts-out")
-    if shards and alerts_out is None:
+    if shards is not None and alerts_out is None:
         raise ReplayError("--shards goes with --alerts-out")
     with _event_log(path, txnlog, chroot, cluster, metadata_log) as (log, identity, txnlog_damage):
         if not log_files(log):

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 
+from zkcdc.ground.cli_options import ShardsParam
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.checkpoint_layout import MARKER, check_layout, recorded_layout
+from zkcdc.streaming.job.checkpoint_layout import (
+    MARKER,
+    check_layout,
+    recorded_layout,
+    settle_layout,
+)
 
 
 def test_a_new_checkpoint_takes_the_layout_it_is_started_with(tmp_path: Path) -> None:
@@ -50,3 +57,39 @@ def test_an_unreadable_layout_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(StreamingError, match=MARKER) as refused:
         check_layout(tmp_path / "cp", 0)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("master", "shards"),
+    [("local[2]", 2), ("local[1]", 2), ("local[8]", 8), ("local[4, 3]", 4), ("spark://h:7077", 2)],
+)
+def test_auto_gives_a_new_checkpoint_a_shard_a_core_and_at_least_two(
+    tmp_path: Path, master: str, shards: int
+) -> None:
+    assert settle_layout(tmp_path / "cp", None, master) == shards
+    assert recorded_layout(tmp_path / "cp") == shards, "kept in the checkpoint"
+
+
+def test_auto_resumes_a_checkpoint_in_the_layout_it_holds(tmp_path: Path) -> None:
+    check_layout(tmp_path / "one-group", 0)
+    assert settle_layout(tmp_path / "one-group", None, "local[2]") == 0
+    old = tmp_path / "before-shards"
+    (old / "alerts" / "offsets").mkdir(parents=True)  # progress, no marker: one group
+    assert settle_layout(old, None, "local[8]") == 0
+
+
+def test_a_layout_asked_for_is_still_refused_on_a_checkpoint_of_another(tmp_path: Path) -> None:
+    settle_layout(tmp_path / "cp", None, "local[2]")
+    with pytest.raises(StreamingError, match="resume it with --shards 2"):
+        settle_layout(tmp_path / "cp", 0, "local[2]")
+
+
+@pytest.mark.parametrize(("given", "taken"), [("auto", None), ("AUTO", None), ("0", 0), ("16", 16)])
+def test_the_shards_flag_takes_auto_or_a_count(given: str, taken: int | None) -> None:
+    assert ShardsParam().convert(given, None, None) == taken
+
+
+@pytest.mark.parametrize("given", ["-1", "257", "two"])
+def test_a_bad_shards_flag_is_refused(given: str) -> None:
+    with pytest.raises(click.BadParameter):
+        ShardsParam().convert(given, None, None)
