@@ -1,7 +1,7 @@
 """B9, a broker failure at 1,000,000 partitions (issue 37: "a broker failure across 300,000
 partitions; the alert job's state size, checkpoint size and the alerts of that failure"): a
 simulated cluster of 10 brokers (replication factor 3), `zkcdc capture` and `zkcdc stream
-alerts --shards 2` as users run them; once the job has read capture's snapshot, one broker
+alerts` as users run them; once the job has read capture's snapshot, one broker
 fails and the controller rewrites the state of every partition it held. Timed: the
 controller's writes, and each alert of the failure on the alerts topic, from the failure's
 start; counted: the `under_replicated` alerts against the partitions that lost the broker.
@@ -239,7 +239,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.topics = 10
-    args.job_arg = args.job_arg or ["--shards", "2", "--driver-memory", "3g"]
+    args.job_arg = args.job_arg or ["--driver-memory", "3g"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with own_stack(brokers=1, zookeeper_heap_mb=args.zookeeper_heap_mb) as info:
         result = measure(args, info, Path(tempfile.mkdtemp(prefix="zkcdc-bench-b9f-")))

@@ -9,7 +9,7 @@ stopped by the run; `--standalone spark://host:port` for a cluster of yours, `--
 none` for neither), and the state store's size per partition. A broker failure at 1,000,000
 partitions is `b9_broker_failure.py`.
 
-Run: `.venv/bin/python bench/b9_cluster_size.py [--quick] [--shards 2] [--no-million]`
+Run: `.venv/bin/python bench/b9_cluster_size.py [--quick] [--shards auto|N] [--no-million]`
 (a stack of its own: one broker, ZooKeeper with a 6 GB heap, which 1,000,000 partitions need;
 removed at the end). The 1,000,000-partition cluster takes ~15 min of it: the build, capture's
 snapshot of its 2,000,000 znodes and the job reading them.
@@ -27,6 +27,8 @@ from typing import Any
 
 from b3_alert_job import latency, throughput
 from harness import directory_mb, figure, fmt, own_stack, parser, plot_link, reproduce, save, table
+
+from zkcdc.streaming.job.checkpoint_layout import auto_shards
 
 NAME = "b9_cluster_size"
 INCIDENTS = 31  # the first one waits for the job to be up; 30 are timed
@@ -73,7 +75,11 @@ def standalone(how: str) -> Iterator[list[tuple[str, str]]]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--shards", type=int, default=2, help="the job's --shards (0: one group)")
+    p.add_argument(
+        "--shards",
+        default="auto",
+        help="the job's --shards: auto (its default), or N (0: one group)",
+    )
     p.add_argument("--no-million", action="store_true", help="not 1,000,000 partitions")
     p.add_argument(
         "--standalone",
@@ -129,9 +135,8 @@ def main() -> None:
         with standalone(args.standalone if masters else "") as cluster:
             for master, label in [(m, m) for m in masters] + cluster:
                 print(f"throughput on {label}", file=sys.stderr, flush=True)
-                t = throughput(
-                    info.bootstrap_servers, args.records, 1000, 50_000, master, args.shards
-                )
+                shards = auto_shards(master) if args.shards == "auto" else int(args.shards)
+                t = throughput(info.bootstrap_servers, args.records, 1000, 50_000, master, shards)
                 result["throughput"].append({"master": label, **t})
     plot(result, args.quick)
     print(render(save(NAME, result, args.quick)))
