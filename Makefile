@@ -64,7 +64,7 @@ test-census: setup
 ## The fuzzing properties (decoders, event-log reader) with 20,000 examples each instead of
 ## the few hundred `make test` runs.
 fuzz: setup
-	ZKCDC_FUZZ=long $(BIN)/pytest -q -k fuzz tests/unit
+	ZKCDC_TEST_FUZZ=long $(BIN)/pytest -q -k fuzz tests/unit
 
 lint: setup
 	$(BIN)/ruff check .

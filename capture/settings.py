@@ -28,7 +28,7 @@ from pydantic_settings import (
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.oversize import DEFAULT_MAX_RECORD_BYTES
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
-from zkcdc.ground import kafka_connection, zookeeper_connection
+from zkcdc.ground import environment, kafka_connection, zookeeper_connection
 from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.private_files import safe_name
@@ -260,6 +260,10 @@ class CaptureToml(TomlConfigSettingsSource):
 
 def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
     given = {k: v for k, v in flags.items() if v is not None and v != {}}
+    if (unknown := environment.unknown_variable(CaptureSettings.model_fields)) is not None:
+        raise CaptureError(unknown)
+    if config_file is None and (named := os.environ.get("ZKCDC_CONFIG_FILE")):
+        config_file = Path(named)  # the file named by the environment, as by --config
     if config_file is not None:
         given["config_file"] = config_file
     try:

@@ -78,12 +78,14 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 # Fuzzing: a bounded number of examples in `make test`, many more in `make fuzz`
-# (ZKCDC_FUZZ=long). No example database in the tree: each run draws afresh.
+# (ZKCDC_TEST_FUZZ=long). No example database in the tree: each run draws afresh.
 # No per-example deadline: on a loaded 2-core machine one slow example is not a failure (speed
 # is the benchmarks' to check, never a test's).
 hypothesis_settings.register_profile("bounded", max_examples=300, database=None, deadline=None)
 hypothesis_settings.register_profile("long", max_examples=20_000, database=None, deadline=None)
-hypothesis_settings.load_profile("long" if os.environ.get("ZKCDC_FUZZ") == "long" else "bounded")
+hypothesis_settings.load_profile(
+    "long" if os.environ.get("ZKCDC_TEST_FUZZ") == "long" else "bounded"
+)
 
 
 def worker_slot() -> tuple[int, int]:

@@ -114,3 +114,50 @@ def test_a_bad_config_file_is_one_clear_error(tmp_path, monkeypatch, text, messa
     with pytest.raises(CaptureError, match=message) as failure:
         load_settings(config, zookeeper="127.0.0.1:1")
     assert "\n" not in str(failure.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "ZKCDC_BOOTSTRAP_SERVER",
+            r"ZKCDC_BOOTSTRAP_SERVER \(did you mean ZKCDC_BOOTSTRAP_SERVERS\?\)",
+        ),
+        ("ZKCDC_ZOOKEPER", r"ZKCDC_ZOOKEPER \(did you mean ZKCDC_ZOOKEEPER\?\)"),
+        ("ZKCDC_NOTHING_LIKE_IT", r"^unknown environment variable ZKCDC_NOTHING_LIKE_IT$"),
+    ],
+)
+def test_an_unknown_zkcdc_variable_is_one_line_naming_the_closest(monkeypatch, name, message):
+    """A misspelt variable was ignored: capture ran without what it was meant to say."""
+    monkeypatch.setenv(name, "127.0.0.1:9092")
+    with pytest.raises(CaptureError, match=message):
+        load_settings(None, zookeeper="127.0.0.1:1")
+
+
+def test_variables_every_command_reads_and_open_families_are_not_refused(monkeypatch):
+    for name in ("ZKCDC_CACHE_DIR", "ZKCDC_KAFKA_SASL_USERNAME", "ZKCDC_STACK_BROKERS",
+                 "ZKCDC_ZOOKEEPER_AUTH", "ZKCDC_TRANSACTIONS"):  # fmt: skip
+        monkeypatch.setenv(name, "x" if name != "ZKCDC_TRANSACTIONS" else "false")
+    monkeypatch.setenv("ZKCDC_ZOOKEEPER_AUTH", "zkuser:zkpass")
+    assert load_settings(None, zookeeper="127.0.0.1:1").transactions is False
+
+
+def test_zkcdc_config_file_names_the_file_as_config_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("ZKCDC_HEARTBEAT_S", raising=False)  # the suite's: it would win
+    config = tmp_path / "capture.toml"
+    config.write_text("[capture]\ntopic = 'from.file'\nheartbeat-s = 7\n")
+    monkeypatch.setenv("ZKCDC_CONFIG_FILE", str(config))
+    settings = load_settings(None, zookeeper="127.0.0.1:1")
+    assert (settings.topic, settings.heartbeat_s) == ("from.file", 7)
+    monkeypatch.setenv("ZKCDC_CONFIG_FILE", str(tmp_path / "missing.toml"))
+    with pytest.raises(CaptureError, match=r"cannot read config file .*missing\.toml: no such"):
+        load_settings(None, zookeeper="127.0.0.1:1")
+
+
+def test_an_unknown_variable_stops_the_command_in_one_line_and_exit_1():
+    done = _zkcdc("capture", "--zookeeper", "127.0.0.1:1", env={"ZKCDC_BOOTSTRAP_SERVER": "x"})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "zkcdc: error: unknown environment variable ZKCDC_BOOTSTRAP_SERVER "
+        "(did you mean ZKCDC_BOOTSTRAP_SERVERS?)"
+    ], done.stderr
