@@ -33,6 +33,25 @@ class TopicChangedError(DeliveryError):
     """The changes topic is gone, or its partition count is not the one records are keyed for."""
 
 
+class TopicUnanswered(DeliveryError):
+    """Kafka gave no usable answer about the topic yet: no answer, a partition without a
+    leader, a broker that has just started. Asking again may cure it."""
+
+
+class TopicRefused(DeliveryError):
+    """Kafka refuses capture the topic's metadata (no Describe right on it): asking again
+    will not cure it, and it is not a topic that is missing."""
+
+
+def _refusal(topic: str, error: Any) -> TopicRefused | None:
+    from confluent_kafka import KafkaError
+
+    if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                        KafkaError.CLUSTER_AUTHORIZATION_FAILED):  # fmt: skip
+        return TopicRefused(f"Kafka refuses the metadata of changes topic {topic}: {error.str()}")
+    return None
+
+
 def partition_count(client: Any, topic: str, timeout_s: float) -> int | None:
     """The topic's partition count, None when Kafka says it does not exist (any librdkafka
     client). Raises for any other answer (a leader not yet known, a broker starting)."""
@@ -42,17 +61,23 @@ def partition_count(client: Any, topic: str, timeout_s: float) -> int | None:
 def topic_answer(client: Any, topic: str, timeout_s: float) -> tuple[int | None, bool]:
     """The topic's partition count (None: no such topic) and whether every partition has a
     leader. Raises when Kafka gives no usable answer."""
-    from confluent_kafka import KafkaError
+    from confluent_kafka import KafkaError, KafkaException
 
-    found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    try:
+        found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        refused = _refusal(topic, exc.args[0])
+        if refused is not None:
+            raise refused from exc
+        raise TopicUnanswered(f"metadata of {topic}: {exc}") from exc
     if found is None:
         return None, False
     if found.error is not None:
         if found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return None, False
-        raise RuntimeError(f"metadata of {topic}: {found.error}")
+        raise _refusal(topic, found.error) or TopicUnanswered(f"metadata of {topic}: {found.error}")
     if not found.partitions:
-        raise RuntimeError(f"metadata of {topic}: no partitions listed")
+        raise TopicUnanswered(f"metadata of {topic}: no partitions listed")
     led = all(
         getattr(p, "leader", -1) >= 0 and getattr(p, "error", None) is None
         for p in found.partitions.values()
@@ -65,13 +90,17 @@ def settled_count(client: Any, topic: str, timeout_s: float) -> int:
     topic created a moment ago is listed before its partitions have leaders)."""
     deadline = time.monotonic() + timeout_s
     while True:
+        unanswered: TopicUnanswered | None = None
         try:
             count = partition_count(client, topic, timeout_s)
-        except Exception:
-            count = None
+        except TopicUnanswered as exc:  # a refusal (TopicRefused) is said at once
+            count, unanswered = None, exc
         if count is not None:
             return count
         if time.monotonic() > deadline:
+            if unanswered is not None:
+                raise TopicChangedError(f"changes topic {topic}: Kafka gave no usable answer "
+                                        f"in {timeout_s:.0f} s ({unanswered})")  # fmt: skip
             raise TopicChangedError(f"changes topic {topic} is not on Kafka (deleted as capture "
                                     f"started?)")  # fmt: skip
         time.sleep(0.5)
@@ -185,9 +214,12 @@ class TopicGuard:
         asked = self._asking_since = self._now()
         try:
             count, led = topic_answer(self._client, self.topic, self._timeout_s)
-        except Exception:
+        except TopicUnanswered:
             self.answering_since = None
             return None
+        except TopicRefused as exc:
+            self.answering_since = None
+            return str(exc)  # the rights taken away: said once confirmed, as a change is
         finally:
             self._asking_since = None
         answered = self._now()

@@ -11,8 +11,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
-from zkcdc.capture.delivery.topic_guard import TopicChangedError, TopicGuard, starting_count
+from zkcdc.capture.delivery.topic_guard import (
+    TopicChangedError,
+    TopicGuard,
+    TopicRefused,
+    settled_count,
+    starting_count,
+)
 
 
 class Client:
@@ -21,11 +28,14 @@ class Client:
         self.asked = 0
         self.down = False
         self.leader = 1
+        self.error: KafkaError | None = None  # what Kafka says of the topic
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         self.asked += 1
         if self.down:
-            raise RuntimeError("all brokers down")
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "all brokers down"))
+        if self.error is not None:
+            return SimpleNamespace(topics={topic: SimpleNamespace(error=self.error, partitions={})})
         found = (
             {}
             if self.partitions is None
@@ -141,7 +151,7 @@ def test_a_metadata_request_left_unanswered_means_the_brokers_do_not_answer() ->
             if self.down:
                 self.asked += 1
                 release.wait(10)
-                raise RuntimeError("all brokers down")
+                raise KafkaException(KafkaError(KafkaError._TRANSPORT, "all brokers down"))
             return super().list_topics(topic, timeout)
 
     client = Hanging(6)
@@ -188,3 +198,23 @@ def test_an_answer_that_came_late_starts_the_count_again() -> None:
     clock[0] += 4
     guard.check(force=True)
     assert guard.answering_for() == 4.0
+
+
+def test_a_topic_kafka_refuses_to_describe_is_said_at_once_and_not_as_missing() -> None:
+    """Any failure read as "no answer yet": an authorization error waited out the whole timeout
+    and was then reported as a topic that is not on Kafka."""
+    client = Client(6)
+    client.error = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed")
+    with pytest.raises(TopicRefused, match=r"refuses the metadata of changes topic zkcdc\.ch"):
+        settled_count(client, "zkcdc.changes", 30.0)
+    assert client.asked == 1, "asked again as if it might pass"
+    guard = TopicGuard(client, "zkcdc.changes", 6, 1.0, background=False, confirm=1)
+    with pytest.raises(TopicChangedError, match=r"refuses the metadata"):
+        guard.check(force=True)
+
+
+def test_a_topic_without_leaders_until_the_deadline_says_so_not_that_it_is_missing() -> None:
+    client = Client(6)
+    client.error = KafkaError(KafkaError.LEADER_NOT_AVAILABLE, "Leader not available")
+    with pytest.raises(TopicChangedError, match=r"no usable answer in 0 s .*Leader not avail"):
+        settled_count(client, "zkcdc.changes", 0.0)
