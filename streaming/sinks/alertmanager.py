@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
 import threading
 import time
 import urllib.error
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zkcdc.ground import logs
+from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText
 
@@ -77,10 +79,12 @@ class AlertmanagerNotifier:
         now: Callable[[], float] = time.time,
         post: Post = post_alerts,
         max_backoff_s: float = 30.0,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.url = url
         self.resend_s = resend_s
         self.max_backoff_s = max_backoff_s
+        self._backoff = Backoff(1.0, max_backoff_s, jitter)
         self._state_file = state_file
         self._now = now
         self._post = post
@@ -88,7 +92,6 @@ class AlertmanagerNotifier:
         self._firing: dict[str, dict[str, Any]] = {}  # alert_id -> payload, sent every resend
         self._resolved: dict[str, dict[str, Any]] = {}  # alert_id -> payload, until taken
         self._due = 0.0  # when the next post is due
-        self._backoff = 1.0
         self._failing = False
         self._load()
 
@@ -132,8 +135,8 @@ class AlertmanagerNotifier:
             self._post(self.url, batch)
         except (OSError, ValueError) as exc:
             with self._lock:
-                self._due = now + self._backoff
-                wait, self._backoff = self._backoff, min(self._backoff * 2, self.max_backoff_s)
+                wait = self._backoff.failed()
+                self._due = now + wait
             if not self._failing:  # one line when it goes away, one when it is back
                 log.warning("alertmanager unreachable: retrying", url=self.url, reason=str(exc))
                 self._failing = True
@@ -143,7 +146,7 @@ class AlertmanagerNotifier:
                 if self._resolved.get(alert_id) is sent:
                     del self._resolved[alert_id]
             self._due = now + self.resend_s
-            self._backoff = 1.0
+            self._backoff.succeeded()
             self._save()
         if self._failing:
             log.info("alertmanager reachable again", url=self.url, sent=len(batch))

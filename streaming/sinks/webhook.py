@@ -3,7 +3,7 @@
 Each alert is put in an outbox kept in the job's checkpoint folder before `deliver` returns;
 a thread of its own POSTs the outbox oldest first, one alert a request, and takes an alert out
 only once the receiver answered 2xx. A receiver that is down, slow or answering 5xx/408/429 is
-tried again with backoff (1 s doubling to 30 s) for as long as it takes, so an outage loses
+tried again with backoff (a random wait up to 1 s, the cap doubling to 30 s) for as long as it takes, so an outage loses
 nothing and never holds up the other sinks; a restarted job goes on with the saved outbox.
 A receiver's other 4xx answer is final for that alert (it will never take it): logged, dropped.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import random
 import threading
 import time
 import urllib.error
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zkcdc.ground import logs
+from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText
 
@@ -96,10 +98,12 @@ class WebhookNotifier:
         post: Post = post_json,
         now: Callable[[], float] = time.time,
         max_backoff_s: float = 30.0,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.url = url
         self.payload = payload
         self.max_backoff_s = max_backoff_s
+        self._backoff = Backoff(1.0, max_backoff_s, jitter)
         self._state_file = state_file
         self._post = post
         self._now = now
@@ -107,7 +111,6 @@ class WebhookNotifier:
         self._outbox: list[dict[str, Any]] = []  # {alert_id, status, text, queued}
         self._sent: list[dict[str, Any]] = []  # {alert_id, status, at}: kept SENT_KEPT_S
         self._due = 0.0
-        self._backoff = 1.0
         self._failing = False
         self.dropped = 0
         self._load()
@@ -166,7 +169,7 @@ class WebhookNotifier:
 
     def _failed(self, problem: str) -> float:
         with self._lock:
-            wait, self._backoff = self._backoff, min(self._backoff * 2, self.max_backoff_s)
+            wait = self._backoff.failed()
             self._due = self._now() + wait
         if not self._failing:  # one line when it goes away, one when it is back
             log.warning("webhook unreachable: retrying", url=shown(self.url), reason=problem)
@@ -180,7 +183,7 @@ class WebhookNotifier:
             now = self._now()
             self._sent = [s for s in self._sent if s["at"] > now - SENT_KEPT_S]
             self._sent.append({"alert_id": first["alert_id"], "status": first["status"], "at": now})
-            self._backoff = 1.0
+            self._backoff.succeeded()
             self._save()
         if self._failing:
             log.info("webhook reachable again", url=shown(self.url))

@@ -1,11 +1,12 @@
 """Trying again with backoff (kazoo's KazooRetry): the last failure as it was once tries run
-out or a stop interrupts, and the result once an attempt succeeds."""
+out or a stop interrupts, and the result once an attempt succeeds. A sender's `Backoff`: full
+jitter under a cap that doubles to its most, and starts again after a success."""
 
 from __future__ import annotations
 
 import pytest
 
-from zkcdc.ground.backoff import retried
+from zkcdc.ground.backoff import Backoff, retried
 
 
 class Unreachable(Exception):
@@ -52,3 +53,20 @@ def test_forever_goes_on_until_an_attempt_succeeds_and_a_stop_interrupts_it():
 
     with pytest.raises(Unreachable, match="still down"):
         retried(never, Unreachable, None, lambda s: None, interrupt=lambda: True)
+
+
+def test_a_senders_waits_are_random_shares_of_a_cap_that_doubles_to_its_most():
+    """The sinks' waits were exactly 1, 2, 4 ... s: every job's sender came back to a
+    receiver at the same moments after its outage."""
+    import random
+
+    draws = random.Random(7)
+    backoff = Backoff(1.0, 8.0, draws.random)
+    waits = [backoff.failed() for _ in range(40)]
+    caps = [1.0, 2.0, 4.0] + [8.0] * 37
+    assert all(0 <= w < cap for w, cap in zip(waits, caps, strict=True))
+    assert len({round(w, 6) for w in waits}) == 40, "the waits are drawn, not fixed"
+    assert max(waits[3:]) > 4.0, "the cap reached its most"
+    backoff.succeeded()
+    assert Backoff(1.0, 8.0, lambda: 1.0).failed() == 1.0
+    assert backoff.failed() < 1.0, "a success starts the cap again from the first"

@@ -42,8 +42,9 @@ def clock() -> list[float]:
 def make(
     clock: list[float], am: FakeAlertmanager, state: Path | None = None
 ) -> AlertmanagerNotifier:
+    # jitter 1: each wait is its cap (a random share of it in the product: test_backoff.py)
     return AlertmanagerNotifier("http://am", resend_s=10, state_file=state,
-                                now=lambda: clock[0], post=am.post)  # fmt: skip
+                                now=lambda: clock[0], post=am.post, jitter=lambda: 1.0)  # fmt: skip
 
 
 def test_a_firing_alert_is_sent_again_every_resend_with_ends_at_four_resends_ahead(clock):

@@ -79,7 +79,8 @@ def test_a_receiver_that_is_down_loses_nothing_and_is_retried_with_growing_backo
 ) -> None:
     clock = Clock()
     receiver = Receiver(failure, failure, failure)
-    notifier = WebhookNotifier("http://h/x", post=receiver, now=clock)
+    # The cap of each wait (the wait itself is a random share of it: tests/unit/test_backoff.py)
+    notifier = WebhookNotifier("http://h/x", post=receiver, now=clock, jitter=lambda: 1.0)
     notifier.update([_alert(1), _alert(2)])
     waits = []
     for _ in range(3):
