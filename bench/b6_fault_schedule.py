@@ -127,7 +127,8 @@ class Toxiproxy:
     """A Toxiproxy server of the run's own, driven through its HTTP API."""
 
     def __init__(self, work: Path) -> None:
-        from zkcdc.stack.go_tools import ensure_go_binary
+        from go_tools import ensure_go_binary
+
         from zkcdc.stack.probes import free_port_block
 
         self.port = free_port_block(1)

@@ -432,7 +432,7 @@ def main() -> None:
     args = p.parse_args()
     minutes = args.minutes or (6.0 if args.quick else 20.0)
     hold_s = 20.0 if args.quick else 60.0
-    from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
+    from alertmanager_server import Alertmanager, alertmanager_binary
 
     work = Path(tempfile.mkdtemp(prefix="zkcdc-b6-"))
     suffix = uuid.uuid4().hex[:6]

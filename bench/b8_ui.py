@@ -265,9 +265,8 @@ def flags(p: Any) -> None:
 
 
 def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
+    from debian_packages import ensure_binary
     from playwright.sync_api import sync_playwright
-
-    from zkcdc.stack.debian_packages import ensure_binary
 
     hosts = info.zookeeper_connect.split("/")[0] + "/sim"
     bootstrap = info.bootstrap_servers

@@ -32,6 +32,9 @@ from zkcdc.ground import child_processes
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 ZKCDC = [sys.executable, "-m", "zkcdc"]
+# The tools the tests and benchmarks share but zkcdc does not ship (Alertmanager, Debian's and
+# Go's binaries fetched for them) are the tests' own modules.
+sys.path.append(str(ROOT / "tests"))
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:

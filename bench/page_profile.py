@@ -103,9 +103,8 @@ def hottest(profile: dict[str, Any], n: int) -> None:
 
 
 def main() -> None:
+    from debian_packages import ensure_binary
     from playwright.sync_api import sync_playwright
-
-    from zkcdc.stack.debian_packages import ensure_binary
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--topics", type=int, default=200)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import worker_groups
+from alertmanager_server import Alertmanager, alertmanager_binary
 from alerts_harness import AlertJob, AlertsTopic
 from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend, LocalBackend, make_backend
@@ -33,7 +34,6 @@ from memory_peak import MemoryPeak
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics, passes
 from zkcdc.ground.user_dirs import default_cache_dir
-from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
@@ -507,7 +507,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     kafka_libs()
     spark_jars()
     registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
-    from zkcdc.stack.go_tools import HELM, ensure_go_binary
+    from go_tools import HELM, ensure_go_binary
 
     ensure_go_binary("helm", HELM)  # minutes the first time: never inside a test's timeout
     if os.environ.get("ZKCDC_TEST_BACKEND", "local") == "local" and not os.environ.get(

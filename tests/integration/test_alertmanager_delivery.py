@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alertmanager_server import Alertmanager, alertmanager_binary
 from conftest import wait_until
 
-from zkcdc.stack.alertmanager import Alertmanager, alertmanager_binary
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
 from zkcdc.streaming.sinks.sink import AlertText
 

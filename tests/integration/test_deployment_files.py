@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 from conftest import wait_until
+from debian_packages import ensure_binary
 
 from zkcdc.ground.child_processes import stop
-from zkcdc.stack.debian_packages import ensure_binary
 from zkcdc.stack.probes import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -350,7 +350,7 @@ def test_the_helm_chart_runs_capture_with_a_volume_as_a_user_and_a_healthz_probe
 # -- helm, rendered by helm itself ----------------------------------------------------------
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    from zkcdc.stack.go_tools import HELM, ensure_go_binary
+    from go_tools import HELM, ensure_go_binary
 
     return ensure_go_binary("helm", HELM)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import fastavro
 import pytest
+from debian_packages import ensure_binary
 
-from zkcdc.stack.debian_packages import ensure_binary
 from zkcdc.streaming.state.state_view import ClusterView
 from zkcdc.view.incident import build
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from conftest import wait_until
+from debian_packages import ensure_binary
 from kafka_tree import controller_id, partition_state, registered_brokers
 from ui_harness import answers, free_port
 
 from zkcdc.ground.child_processes import stop
-from zkcdc.stack.debian_packages import ensure_binary
 
 pytestmark = pytest.mark.integration
 SHOTS = Path(os.environ.get("ZKCDC_TEST_ARTIFACTS", "test-artifacts")) / "ui"

@@ -14,11 +14,11 @@ from typing import Any
 import bcrypt
 import pytest
 from conftest import wait_until
+from debian_packages import ensure_binary
 from ui_harness import answers, free_port
 
 from zkcdc.ground.child_processes import stop
 from zkcdc.stack.certificates import CertificateAuthority
-from zkcdc.stack.debian_packages import ensure_binary
 
 pytestmark = pytest.mark.integration
 

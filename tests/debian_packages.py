@@ -1,4 +1,4 @@
-"""Tools the tests and the stack take from Debian's packages (Alertmanager, promtool,
+"""Tools the tests and benchmarks take from Debian's packages (Alertmanager, promtool,
 systemd-analyze, docker-compose): installed with apt-get the first time, when running as root."""
 
 from __future__ import annotations

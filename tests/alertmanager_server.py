@@ -8,8 +8,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from debian_packages import ensure_binary
+
 from zkcdc.ground.child_processes import stop
-from zkcdc.stack.debian_packages import ensure_binary
 from zkcdc.stack.errors import StackError
 
 PACKAGE = "prometheus-alertmanager"
