@@ -53,7 +53,7 @@ class AlertJob:
     def wait_started(self, timeout_s: float = 300) -> None:
         """Until the job has committed its first micro-batch. A test that then waits for an
         incident's alert times the job's work, not Spark's start: under the suite's load a
-        driver took 84 s to start and its first stage a minute more (run 80)."""
+        driver took 84 s to start and its first stage a minute more."""
         checkpoint = Path(self.option("--checkpoint"))
         self.wait_until(lambda: committed(checkpoint) or None, "no micro-batch committed",
                         timeout_s, interval_s=0.5)  # fmt: skip
@@ -171,8 +171,8 @@ class DeadLetters(TopicReader):
 
 def receiver_port() -> int:
     """A port for a receiver that a test stops and starts again: below the kernel's ephemeral
-    range, so no client's or JVM's port taken meanwhile lands on it (run 65: py4j's callback
-    server took a stopped receiver's port and answered the webhook's POST)."""
+    range, so no client's or JVM's port taken meanwhile lands on it (py4j's callback
+    server once took a stopped receiver's port and answered the webhook's POST)."""
     from zkcdc.stack.probes import free_port_block
 
     return free_port_block(1)

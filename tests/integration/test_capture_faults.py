@@ -230,7 +230,7 @@ def test_a_full_disk_stops_capture_with_one_line_and_once_freed_nothing_is_lost(
         writer.start()
         # Writes until capture stops on the full disk, not a fixed count: a watch reads the
         # newest image, so a capture a few turns behind logs 4 records a turn however many sets
-        # went by (CI run 45: 2,000 sets done before 1 MiB was logged). The bound is a bound.
+        # went by (in CI, 2,000 sets were done before 1 MiB was logged). The bound is a bound.
         deadline, n = time.monotonic() + 180, 0
         while first.process.poll() is None:
             if time.monotonic() > deadline:

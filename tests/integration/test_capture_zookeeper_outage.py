@@ -57,7 +57,7 @@ def _frozen_past_the_sessions(
 ) -> None:
     """ZooKeeper frozen for three sessions' time, and the daemons' sessions expired when it is
     back. A frozen server does not expire them by itself: resumed, it may take a client's
-    reconnect before its expirer runs, and the session lives on (suite run 28). So the daemons
+    reconnect before its expirer runs, and the session lives on (seen in the suite). So the daemons
     are held while the server resumes, until it has expired their sessions."""
     theirs = _sessions(server) - {hex(client.client_id[0])}
     server.process.send_signal(signal.SIGSTOP)

@@ -81,7 +81,7 @@ def test_the_report_at_a_chosen_time_shows_what_the_alert_job_kept_up_to_it(
     with (cut / sorted(LOG.iterdir())[0].name).open("wb") as out:
         fastavro.writer(out, schema, [r for r in records if r["ts_ms"] <= t], codec="null")
     state_out = tmp_path / "state.jsonl"
-    # Its output in a file, so a replay that hangs (run 42: its JVM held by a stray strace)
+    # Its output in a file, so a replay that hangs (its JVM once held by a stray strace)
     # fails with its log, before pytest's own timeout takes the test without one.
     replay_log = tmp_path / "replay.log"
     with replay_log.open("wb") as out:

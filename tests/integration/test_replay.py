@@ -87,7 +87,7 @@ def incident(shared_cluster, tmp_path_factory) -> dict[str, Any]:
         # The live job drains the last records (a committed batch up to the topic's end).
         ends = changes.ends()
         # Generous: on a slow day with the suite's four workers, a live job's start and first
-        # micro-batch took over two minutes (run 37).
+        # micro-batch took over two minutes.
         deadline = time.monotonic() + 300
         while not job_read_to(work / "live-checkpoint", changes.topic, ends):
             assert live.poll() is None, (work / "live.log").read_text()[-3000:]

@@ -166,7 +166,7 @@ def test_the_demo_incident_goes_through_capture_alerts_alertmanager_state_and_re
             except StreamingError:
                 return {}  # no state topic yet
 
-        # The job's Spark start and first micro-batch (capture's snapshot): run 39, under the
+        # The job's Spark start and first micro-batch (capture's snapshot): once, under the
         # suite's load on a slow day, took 1m43s to start Spark and more than 240 s in all.
         wait_until(alive(lambda: "sec/controller" in state()), 420, 1.0,
                    what="the alert job's state of the secured cluster")  # fmt: skip

@@ -298,7 +298,7 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
     assert not problems, "\n".join(problems)
     covered = {a["rule"] for _, (e, _, _) in runs.items() for a in e["alerts"]}
     assert covered == set(SEVERITY), f"rules no scenario raises: {set(SEVERITY) - covered}"
-    # The state by entity over two tasks (issue 37's layout) gives every scenario's alerts as
+    # The state by entity over two tasks (`--shards 2`) gives every scenario's alerts as
     # the one group does: the same lines, alert_id and times included.
     sharded = alert_job(cluster, shared_changes, tmp_path, "sharded", "--shards", "2")
     lines, sharded_lines = (Counter(f.read_text().splitlines()) for f in (alerts_file, sharded))

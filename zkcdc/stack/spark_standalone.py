@@ -29,7 +29,7 @@ class SparkStandalone:
     ) -> None:
         """`workers` workers of `cores` cores each; a second one works in `worker-2`, ...
         `start_timeout_s` for each daemon: on two loaded cores a master took more than 60 s to
-        be ALIVE (run 69: its web UI bound 27 s after launch, still no election at 60 s)."""
+        be ALIVE (its web UI bound 27 s after launch, and no election yet at 60 s)."""
         self._start_timeout_s = start_timeout_s
         self.master_url = f"spark://127.0.0.1:{port}"
         self._ui = f"http://127.0.0.1:{webui_port}/json/"

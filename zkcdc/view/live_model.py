@@ -44,7 +44,7 @@ class LiveModel:
         self._capture: dict[str, dict[str, Any]] = {}
         self._fenced: dict[str, set[int]] = {}  # KRaft: registered brokers the controller fenced
         # Keys and alerts per cluster, kept as they come: working the clusters out of 200,000
-        # keys on every push took the ui a core's tenth in a broker failure (B8).
+        # keys on every push took the ui a core's tenth in a broker failure (BENCHMARKS.md, B8).
         self._state_clusters: Counter[str] = Counter()
         self._alert_clusters: Counter[str] = Counter()
         self._journal_versions: list[int] = []
@@ -242,7 +242,7 @@ def as_tables(
 ) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     """Partitions' views as tables: their field names once, then a row per partition (its key,
     then its values in that order). Every other pair stays a `[key, value]`. A snapshot of
-    200,000 partitions was 54 MB of JSON, half of it the same field names (B8)."""
+    200,000 partitions was 54 MB of JSON, half of it the same field names (BENCHMARKS.md, B8)."""
     loose: list[list[Any]] = []
     tables: dict[tuple[str, ...], list[list[Any]]] = {}
     for key, value in pairs:

@@ -22,7 +22,7 @@ from zkcdc.view.page import render
 
 PUSH_EVERY_S = 0.2
 # A broker failure at 200,000 partitions put 10,000 alerts in one message: a page spent up to
-# 0.5 s parsing and taking it in one task (B8). In bites, it can draw and answer between them.
+# 0.5 s parsing and taking it in one task (BENCHMARKS.md, B8). In bites, it can draw and answer between them.
 CHANGES_PER_MESSAGE = 2_000
 
 
@@ -53,7 +53,7 @@ class SnapshotCache:
             if not gzipped:
                 return self._raw
             if self._gzip is None:
-                # Level 1: 200,000 partitions' snapshot took 5.3 s at level 9, no smaller (B8).
+                # Level 1: 200,000 partitions' snapshot took 5.3 s at level 9, no smaller (BENCHMARKS.md, B8).
                 self._gzip = gzip.compress(self._raw, compresslevel=1, mtime=0)
             return self._gzip
 

@@ -47,8 +47,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(autouse=True)
 def kraft_stack_whole_after_each_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that stopped a broker or controller and failed before starting it again leaves
-    the stack whole for the next test: one failure, not the next tests' too (run 50 lost three
-    to one broker left down)."""
+    the stack whole for the next test: one failure, not the next tests' too (a run once lost
+    three to one broker left down)."""
     yield
     stack = request.config.stash.get(KRAFT_KEY, None)
     if stack is None or "kraft_stack" not in request.fixturenames:

@@ -61,7 +61,7 @@ def test_a_stopped_follower_fires_broker_down_and_under_replicated_then_resolves
             assert str(follower) not in under["details"]["isr"].split(",")
         finally:
             kraft_stack.start_broker(follower)
-        # A bound, not a speed check: in run 40 the job's Kafka source stalled ~3 min fetching
+        # A bound, not a speed check: once the job's Kafka source stalled ~3 min fetching
         # the topic's latest offsets while the broker came back (Spark's three tries of the
         # admin's 60 s listOffsets), then went on.
         for fired in (down, under):

@@ -201,7 +201,7 @@ def test_a_transaction_that_must_abort_sends_its_records_again_first_in_order() 
 
 def test_a_failed_delivery_while_a_timed_out_commit_goes_on_does_not_stall_it() -> None:
     """An abort asked for while librdkafka still works on a commit it timed out on is refused
-    as a conflict, every time (run 35's stuck capture): the commit goes on and decides."""
+    as a conflict, every time (a capture once stuck on it): the commit goes on and decides."""
     publisher, producer = _publisher(["wait", "wait", "ok"])
     publisher.publish(_records(1, 3))
     publisher.poll(0)  # the commit times out: it goes on in the background

@@ -68,7 +68,7 @@ def test_alerts_reach_the_receiver_in_order_each_once() -> None:
     "failure",
     [
         OSError("connection refused"),
-        # Something not HTTP on the port (run 65: py4j's server took a stopped receiver's).
+        # Something not HTTP on the port (py4j's server once took a stopped receiver's).
         http.client.BadStatusLine("!zspy4j.Py4JException: Unknown command received"),
         http.client.RemoteDisconnected("closed"),
         503, 500, 429, 408,
