@@ -40,7 +40,8 @@ NAME = "b3_alert_job"
 
 def synthetic_records(cluster: str, partitions: int, count: int) -> list[bytes]:
     from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
-    from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+    from zkcdc.capture.records import ChangeRecord, ClusterEvent, Znode
+    from zkcdc.ground.change_types import EventType, Op
 
     codec = SingleObjectCodec()
     out: list[bytes] = []

@@ -15,10 +15,10 @@ from zkcdc.capture import failpoints
 from zkcdc.capture.delivery.event_log import Damage, EventLogError, log_files, read_records
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.record_filter import LogStats, RecordFilter, parse_time
-from zkcdc.capture.records import EventType, Op
 from zkcdc.capture.settings import load_settings
 from zkcdc.capture.txnlog.data_dir import LogDamage
 from zkcdc.ground import allocator, logs
+from zkcdc.ground.change_types import EventType, Op
 from zkcdc.ground.cli_options import option_group
 from zkcdc.ground.kafka_options import kafka_config_options
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from zkcdc.capture import failpoints
 from zkcdc.capture.decoders import router
-from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Source, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, Source, Znode
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
+from zkcdc.ground.change_types import EventType, Op
 
 
 @dataclass

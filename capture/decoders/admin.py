@@ -5,7 +5,8 @@ A request znode appearing is the request; the controller deleting it is the comp
 from __future__ import annotations
 
 from zkcdc.capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
-from zkcdc.capture.records import ClusterEvent, EventType, PartitionRef
+from zkcdc.capture.records import ClusterEvent, PartitionRef
+from zkcdc.ground.change_types import EventType
 
 
 def partitions(data: bytes | None, with_replicas: bool) -> tuple[PartitionRef, ...]:

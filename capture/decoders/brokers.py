@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zkcdc.capture.decoders.json_data import Unparseable, integer, json_object
-from zkcdc.capture.records import ClusterEvent, EventType, Znode
+from zkcdc.capture.records import ClusterEvent, Znode
+from zkcdc.ground.change_types import EventType
 
 
 @dataclass(frozen=True)

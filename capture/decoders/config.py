@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from zkcdc.capture.decoders.json_data import Unparseable, decimal, json_object, previous
-from zkcdc.capture.records import ClusterEvent, EventType
+from zkcdc.capture.records import ClusterEvent
+from zkcdc.ground.change_types import EventType
 
 
 def parse(data: bytes | None) -> dict[str, str]:

@@ -20,7 +20,8 @@ from zkcdc.capture.decoders.json_data import (
     json_object,
     previous,
 )
-from zkcdc.capture.records import ClusterEvent, EventType
+from zkcdc.capture.records import ClusterEvent
+from zkcdc.ground.change_types import EventType
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ them, so a watch capture and a KRaft capture say the same."""
 from __future__ import annotations
 
 from zkcdc.capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
-from zkcdc.capture.records import ClusterEvent, EventType
+from zkcdc.capture.records import ClusterEvent
+from zkcdc.ground.change_types import EventType
 
 
 def _broker(data: bytes | None) -> tuple[bool, bool, int]:

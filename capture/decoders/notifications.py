@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from zkcdc.capture.decoders import admin
 from zkcdc.capture.decoders.json_data import integer, json_object
-from zkcdc.capture.records import ClusterEvent, EventType
+from zkcdc.capture.records import ClusterEvent
+from zkcdc.ground.change_types import EventType
 
 LOG_DIR_FAILURE = 1  # LogDirEventNotificationHandler.LogDirFailureEvent
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zkcdc.capture.decoders.json_data import Unparseable, integer, integers, json_object, previous
-from zkcdc.capture.records import ClusterEvent, EventType
+from zkcdc.capture.records import ClusterEvent
+from zkcdc.ground.change_types import EventType
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from zkcdc.capture.decoders import (
     topics,
 )
 from zkcdc.capture.decoders.json_data import Unparseable, decimal
-from zkcdc.capture.records import ClusterEvent, EventType, Znode
+from zkcdc.capture.records import ClusterEvent, Znode
+from zkcdc.ground.change_types import EventType
 
 Decoder = Callable[[re.Match[str], Znode | None, Znode | None], list[ClusterEvent]]
 

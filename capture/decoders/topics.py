@@ -13,7 +13,8 @@ from zkcdc.capture.decoders.json_data import (
     json_object,
     previous,
 )
-from zkcdc.capture.records import ClusterEvent, EventType, PartitionRef
+from zkcdc.capture.records import ClusterEvent, PartitionRef
+from zkcdc.ground.change_types import EventType
 
 Assignment = dict[int, tuple[int, ...]]
 

@@ -98,7 +98,7 @@ class TopicFollower:
             messages = self._consumer.consume(FOLLOWER_BATCH, timeout)
         except KafkaException as exc:
             if _kafka_away(exc):
-                return 0  # a standby waits the brokers out, as the active does (B6)
+                return 0  # a standby waits the brokers out, as the active does (BENCHMARKS.md, B6)
             raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
         taken = 0
         for message in messages:

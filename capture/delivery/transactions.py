@@ -28,7 +28,7 @@ TXN_TIMEOUT_MS = 60_000
 # within the call's wait, the call returns forgetting it was a commit, and an EndTxn answer
 # arriving before the next call is taken for an abort's: "Invalid transaction state
 # transition: CommittingTransaction -> AbortedNotAcked", an assertion that kills the process.
-# Its main thread lagged > 0.1 s under the suite's load (runs 24, 35, 41); with a 1-3 ms wait
+# Its main thread lagged > 0.1 s under the suite's load, repeatedly; with a 1-3 ms wait
 # and CPU-bound neighbours it trips within a few hundred commits. A commit takes ~45 ms, so it
 # rarely needs a second call at all, and a turn blocks at most this long while Kafka is away.
 END_WAIT_S = 1.0

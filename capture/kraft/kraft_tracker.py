@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable
 from zkcdc.capture.kraft.metadata_image import Key, MetadataImage
 from zkcdc.capture.kraft.metadata_records import ControlRecord, Entry, MetadataRecord
 from zkcdc.capture.kraft.zk_tree import Change, render, rendered, whole_tree
-from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.records import ChangeRecord, Source, Znode
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
 from zkcdc.capture.tracker import Tracker, TrackerState, change_record
+from zkcdc.ground.change_types import Op
 
 MODE = "kraft"
 

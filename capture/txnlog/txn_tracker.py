@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.records import ChangeRecord, Source, Znode
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
 from zkcdc.capture.tracker import Tracker, TrackerState, change_record
 from zkcdc.capture.txnlog.snapshot import Snapshot
@@ -27,6 +27,7 @@ from zkcdc.capture.txnlog.transactions import (
     SET_DATA,
     Txn,
 )
+from zkcdc.ground.change_types import Op
 
 MODE = "txnlog"
 

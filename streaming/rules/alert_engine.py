@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from zkcdc.ground.change_types import EventType, Op
 from zkcdc.streaming.rules import alert_rules
 from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
@@ -19,8 +20,8 @@ from zkcdc.streaming.rules.engine_scope import Scope
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert, upserts
 
-_LIVE = {"CREATE", "UPDATE", "DELETE"}
-_ISR_CHANGES = {"ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"}
+_LIVE = {Op.CREATE, Op.UPDATE, Op.DELETE}
+_ISR_CHANGES = {EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED}
 # An alert's place in the single engine's output: (seq, phase, ...) with phases 0 timers,
 # 1 windows left behind, 2 instants, 3 level rules, 4 windows counted.
 Order = tuple[Any, ...]
@@ -80,7 +81,7 @@ class AlertEngine:
                     event, self.windows, self.now_ms, self.window_expiries, self.settings, counts
                 )
                 window_keys += [(i, key) for key in keys]
-            if event["type"] == "CONTROLLER_ELECTED":
+            if event["type"] == EventType.CONTROLLER_ELECTED:
                 self.state.last_controller = event["broker_id"]
         out += self._evaluate(seq, touched, scope)
         for i, key in window_keys:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from typing import Any
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
 from zkcdc.streaming.rules.cluster_state import ClusterState, Entity, Group, Partition, PartitionKey
@@ -196,7 +197,7 @@ def instants(
     out: list[Alert] = []
     topic, partition = event.get("topic"), event.get("partition")
     name = f"{topic}/{partition}"
-    if kind == "LEADER_CHANGED" and event.get("clean") is False:
+    if kind == EventType.LEADER_CHANGED and event.get("clean") is False:
         out += fire("unclean_leader_election", name, "critical",
                     f"{name}: broker {event.get('leader_after')} became leader out of sync",
                     leader_before=event.get("leader_before"), leader_after=event.get("leader_after"))  # fmt: skip
@@ -210,32 +211,37 @@ def instants(
         out += fire("controller_epoch_regression", name, "critical",
                     f"{name} written with controller epoch {written}, current is {epoch}",
                     written_epoch=written, controller_epoch=epoch)  # fmt: skip
-    if kind == "CONTROLLER_EPOCH_CHANGED":
+    if kind == EventType.CONTROLLER_EPOCH_CHANGED:
         old, new = event.get("epoch_before"), event.get("epoch_after")
         if old is not None and new is not None and new < old:
             out += fire("controller_epoch_regression", "controller", "critical",
                         f"/controller_epoch went back from {old} to {new}")  # fmt: skip
-    if kind == "CONTROLLER_ELECTED":
+    if kind == EventType.CONTROLLER_ELECTED:
         previous = event.get("broker_id_before")
         previous = previous if previous is not None else last_controller
         if previous is not None:
             out += fire("controller_failover", "controller", "warning",
                         f"controller moved from broker {previous} to {event['broker_id']}",
                         broker_before=previous, broker_after=event["broker_id"])  # fmt: skip
-    if kind == "OFFSET_COMMITTED":
+    if kind == EventType.OFFSET_COMMITTED:
         old, new = event.get("offset_before"), event.get("offset_after")
         if old is not None and new is not None and new < old:
             out += fire("offset_regression", f"group/{event['group']}", "warning",
                         f"group {event['group']} moved {name} back from {old} to {new}",
                         topic=topic, partition=partition, offset_before=old, offset_after=new)  # fmt: skip
-    if kind == "LOG_DIR_FAILED":
+    if kind == EventType.LOG_DIR_FAILED:
         broker = event.get("broker_id")
         out += fire("log_dir_failure", f"broker/{broker}", "critical",
                     f"a log directory of broker {broker} failed")  # fmt: skip
     return out
 
 
-_STATE_WRITES = {"LEADER_CHANGED", "LEADER_EPOCH_BUMPED", "ISR_SHRUNK", "ISR_EXPANDED"}
+_STATE_WRITES = {
+    EventType.LEADER_CHANGED,
+    EventType.LEADER_EPOCH_BUMPED,
+    EventType.ISR_SHRUNK,
+    EventType.ISR_EXPANDED,
+}
 
 
 # -- window rules ---------------------------------------------------------------------------------
@@ -243,12 +249,12 @@ WindowKey = tuple[str, str]  # (rule, entity)
 
 # event type -> the window rules it counts for, each with the entity it counts against
 _WINDOWED: dict[str, list[tuple[str, Callable[[dict[str, Any]], str]]]] = {
-    "ISR_SHRUNK": [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
-    "ISR_EXPANDED": [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
-    "LEADER_CHANGED": [("leader_election_storm", lambda e: "cluster")],
-    "CONTROLLER_ELECTED": [("controller_flapping", lambda e: "controller")],
-    "BROKER_REGISTERED": [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
-    "BROKER_DEREGISTERED": [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
+    EventType.ISR_SHRUNK: [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
+    EventType.ISR_EXPANDED: [("isr_flapping", lambda e: f"{e['topic']}/{e['partition']}")],
+    EventType.LEADER_CHANGED: [("leader_election_storm", lambda e: "cluster")],
+    EventType.CONTROLLER_ELECTED: [("controller_flapping", lambda e: "controller")],
+    EventType.BROKER_REGISTERED: [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
+    EventType.BROKER_DEREGISTERED: [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
 }
 _SEVERITY = {
     "isr_flapping": "warning",

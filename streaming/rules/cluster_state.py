@@ -10,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from zkcdc.ground.change_types import EventType
+
 PartitionKey = tuple[str, int]
 Entity = tuple[str, Any]  # ("partition", key) | ("broker", id) | ("controller", None) | ...
 
@@ -249,29 +251,29 @@ def _offset(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
 
 
 _HANDLERS: dict[str, Any] = {
-    "BROKER_REGISTERED": _broker(True),
-    "BROKER_UPDATED": _broker(True),
-    "BROKER_DEREGISTERED": _broker(False),
-    "CONTROLLER_ELECTED": _controller_elected,
-    "CONTROLLER_RESIGNED": _controller_resigned,
-    "CONTROLLER_EPOCH_CHANGED": _controller_epoch,
-    "TOPIC_CREATED": _assignment,
-    "PARTITIONS_ADDED": _assignment,
-    "TOPIC_DELETED": lambda state, event: state.drop_topic(event["topic"]),
-    "REPLICAS_CHANGED": _replicas,
-    "PARTITION_STATE_CREATED": _state_created,
-    "LEADER_CHANGED": _state_changed,
-    "LEADER_EPOCH_BUMPED": _state_changed,
-    "ISR_SHRUNK": _state_changed,
-    "ISR_EXPANDED": _state_changed,
-    "PARTITION_OFFLINE": _state_changed,
-    "REASSIGNMENT_REQUESTED": _reassignment(True),
-    "REASSIGNMENT_COMPLETED": _reassignment(False),
-    "TOPIC_DELETION_REQUESTED": _deletion(True),
-    "TOPIC_DELETION_COMPLETED": _deletion(False),
-    "CONFIG_CHANGED": _config,
-    "CONSUMER_REGISTERED": _consumer(True),
-    "CONSUMER_DEREGISTERED": _consumer(False),
-    "PARTITION_OWNER_CHANGED": _owner,
-    "OFFSET_COMMITTED": _offset,
+    EventType.BROKER_REGISTERED: _broker(True),
+    EventType.BROKER_UPDATED: _broker(True),
+    EventType.BROKER_DEREGISTERED: _broker(False),
+    EventType.CONTROLLER_ELECTED: _controller_elected,
+    EventType.CONTROLLER_RESIGNED: _controller_resigned,
+    EventType.CONTROLLER_EPOCH_CHANGED: _controller_epoch,
+    EventType.TOPIC_CREATED: _assignment,
+    EventType.PARTITIONS_ADDED: _assignment,
+    EventType.TOPIC_DELETED: lambda state, event: state.drop_topic(event["topic"]),
+    EventType.REPLICAS_CHANGED: _replicas,
+    EventType.PARTITION_STATE_CREATED: _state_created,
+    EventType.LEADER_CHANGED: _state_changed,
+    EventType.LEADER_EPOCH_BUMPED: _state_changed,
+    EventType.ISR_SHRUNK: _state_changed,
+    EventType.ISR_EXPANDED: _state_changed,
+    EventType.PARTITION_OFFLINE: _state_changed,
+    EventType.REASSIGNMENT_REQUESTED: _reassignment(True),
+    EventType.REASSIGNMENT_COMPLETED: _reassignment(False),
+    EventType.TOPIC_DELETION_REQUESTED: _deletion(True),
+    EventType.TOPIC_DELETION_COMPLETED: _deletion(False),
+    EventType.CONFIG_CHANGED: _config,
+    EventType.CONSUMER_REGISTERED: _consumer(True),
+    EventType.CONSUMER_DEREGISTERED: _consumer(False),
+    EventType.PARTITION_OWNER_CHANGED: _owner,
+    EventType.OFFSET_COMMITTED: _offset,
 }

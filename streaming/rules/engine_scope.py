@@ -27,26 +27,29 @@ from typing import Any
 
 import orjson
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.rules.cluster_state import Entity
 
 CLUSTER_SHARD = 0
 
 # Events about one partition: its shard applies them, and the cluster shard too.
 PARTITION_EVENTS = frozenset({
-    "REPLICAS_CHANGED", "PARTITION_STATE_CREATED", "LEADER_CHANGED", "LEADER_EPOCH_BUMPED",
-    "ISR_SHRUNK", "ISR_EXPANDED", "PARTITION_OFFLINE",
+    EventType.REPLICAS_CHANGED, EventType.PARTITION_STATE_CREATED, EventType.LEADER_CHANGED, EventType.LEADER_EPOCH_BUMPED,
+    EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.PARTITION_OFFLINE,
 })  # fmt: skip
 # Events about a topic's partitions: every shard applies its own partitions of them.
-ASSIGNMENTS = frozenset({"TOPIC_CREATED", "PARTITIONS_ADDED"})
-REASSIGNMENTS = frozenset({"REASSIGNMENT_REQUESTED", "REASSIGNMENT_COMPLETED"})
+ASSIGNMENTS = frozenset({EventType.TOPIC_CREATED, EventType.PARTITIONS_ADDED})
+REASSIGNMENTS = frozenset({EventType.REASSIGNMENT_REQUESTED, EventType.REASSIGNMENT_COMPLETED})
 # Every shard keeps these: the controller's epoch (partition states are checked against it),
 # a topic's min.insync.replicas, a deleted topic's partitions dropped.
 EVERY_SHARD = frozenset({
-    "CONTROLLER_ELECTED", "CONTROLLER_RESIGNED", "CONTROLLER_EPOCH_CHANGED", "TOPIC_DELETED",
-    "CONFIG_CHANGED",
+    EventType.CONTROLLER_ELECTED, EventType.CONTROLLER_RESIGNED, EventType.CONTROLLER_EPOCH_CHANGED, EventType.TOPIC_DELETED,
+    EventType.CONFIG_CHANGED,
 })  # fmt: skip
 # A partition's ISR and epoch changes: of these the cluster shard keeps only the leader.
-ISR_CHANGES = frozenset({"ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"})
+ISR_CHANGES = frozenset(
+    {EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED}
+)
 # Window rules of the partition shards; the others count in the cluster shard.
 _PARTITION_WINDOWS = frozenset({"isr_flapping"})
 

@@ -7,8 +7,9 @@ import fastavro
 from click.testing import CliRunner
 
 from zkcdc.capture.delivery.event_log import EventLogWriter, log_files, read_records, scan_blocks
-from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.records import ChangeRecord, Znode
 from zkcdc.cli import main
+from zkcdc.ground.change_types import Op
 from zkcdc.replay.alerts_replay import readable_copy
 from zkcdc.replay.pacing import Pacer, merged
 

@@ -11,7 +11,8 @@ import threading
 from pathlib import Path
 
 from zkcdc.capture.delivery.event_log import EventLogWriter
-from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, Znode
+from zkcdc.ground.change_types import EventType, Op
 from zkcdc.streaming.job.alert_runner import AlertJobOptions, run
 from zkcdc.streaming.job.change_source import LogInput
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 SEVERITY = {
@@ -40,16 +41,16 @@ SEVERITY = {
 Key = tuple[str, str]  # (rule, entity)
 
 
-def window_key(event_type: str, path: str, fields: dict[str, object]) -> Key | None:
+def window_key(event_type: EventType, path: str, fields: dict[str, object]) -> Key | None:
     """The window rule a change event counts for, as the alert rules count it."""
-    if event_type in ("ISR_SHRUNK", "ISR_EXPANDED"):
+    if event_type in (EventType.ISR_SHRUNK, EventType.ISR_EXPANDED):
         parts = path.split("/")  # /brokers/topics/T/partitions/P/state
         return ("isr_flapping", f"{parts[3]}/{parts[5]}")
-    if event_type == "LEADER_CHANGED":
+    if event_type == EventType.LEADER_CHANGED:
         return ("leader_election_storm", "cluster")
-    if event_type == "CONTROLLER_ELECTED":
+    if event_type == EventType.CONTROLLER_ELECTED:
         return ("controller_flapping", "controller")
-    if event_type in ("BROKER_REGISTERED", "BROKER_DEREGISTERED"):
+    if event_type in (EventType.BROKER_REGISTERED, EventType.BROKER_DEREGISTERED):
         return ("broker_flapping", f"broker/{fields['broker_id']}")
     return None
 
@@ -75,7 +76,7 @@ class AlertForecast:
     def instant(self, rule: str, entity: str) -> None:
         self._fire((rule, entity))
 
-    def count(self, event_type: str, path: str, fields: dict[str, object]) -> None:
+    def count(self, event_type: EventType, path: str, fields: dict[str, object]) -> None:
         key = window_key(event_type, path, fields)
         if key is None:
             return

@@ -9,6 +9,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.simulate import formats, tree_walk
 from zkcdc.simulate import partition_logic as logic
 from zkcdc.simulate.cluster import SimulatedCluster, state_path
@@ -165,10 +166,12 @@ def _write_topics(
         for ops in topic_ops(topic, topic_id, replicas, epoch, epoch_version):
             writer.submit(ops)
             progress(sum(1 for op in ops if isinstance(op, Create)))
-        expect.event("TOPIC_CREATED", f"/brokers/topics/{topic}", topic=topic, topic_id=topic_id)
+        expect.event(
+            EventType.TOPIC_CREATED, f"/brokers/topics/{topic}", topic=topic, topic_id=topic_id
+        )
         for partition in replicas:
             expect.event(
-                "PARTITION_STATE_CREATED",
+                EventType.PARTITION_STATE_CREATED,
                 state_path(topic, partition),
                 topic=topic,
                 partition=partition,

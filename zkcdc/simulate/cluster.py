@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.simulate import formats, tree_walk
 from zkcdc.simulate import partition_logic as logic
 from zkcdc.simulate.errors import SimulateError
@@ -209,7 +210,7 @@ class SimulatedCluster:
         self.sessions[broker] = session
         self.registered.add(broker)
         self.expect.step(f"broker {broker} registered (a session of its own)")
-        self.expect.event("BROKER_REGISTERED", f"/brokers/ids/{broker}", broker_id=broker)
+        self.expect.event(EventType.BROKER_REGISTERED, f"/brokers/ids/{broker}", broker_id=broker)
         self.expect.condition("broker_down", f"broker/{broker}", False)
         self.expect.condition("no_active_controller", "controller", self.controller is None)
         self._expect_imbalance([broker])
@@ -224,11 +225,11 @@ class SimulatedCluster:
             self.client.delete(f"/brokers/ids/{broker}")
         self.registered.discard(broker)
         self.expect.step(f"broker {broker}'s session closed")
-        self.expect.event("BROKER_DEREGISTERED", f"/brokers/ids/{broker}", broker_id=broker)
+        self.expect.event(EventType.BROKER_DEREGISTERED, f"/brokers/ids/{broker}", broker_id=broker)
         self.expect.condition("broker_down", f"broker/{broker}", True)
         if self.controller == broker:
             self.controller, self.last_controller = None, broker
-            self.expect.event("CONTROLLER_RESIGNED", "/controller", True, broker_id=broker)
+            self.expect.event(EventType.CONTROLLER_RESIGNED, "/controller", True, broker_id=broker)
         no_controller = self.controller is None and bool(self.registered)
         self.expect.condition("no_active_controller", "controller", no_controller)
         self._expect_imbalance([broker])
@@ -253,9 +254,12 @@ class SimulatedCluster:
         self.expect.condition("no_active_controller", "controller", False)
         self._epoch_version += 1
         self.expect.step(f"broker {broker} elected controller, controller epoch {epoch}")
-        self.expect.event("CONTROLLER_ELECTED", "/controller", broker_id=broker)
+        self.expect.event(EventType.CONTROLLER_ELECTED, "/controller", broker_id=broker)
         self.expect.event(
-            "CONTROLLER_EPOCH_CHANGED", "/controller_epoch", epoch_before=before, epoch_after=epoch
+            EventType.CONTROLLER_EPOCH_CHANGED,
+            "/controller_epoch",
+            epoch_before=before,
+            epoch_after=epoch,
         )
 
     def resign_controller(self) -> int | None:
@@ -268,7 +272,7 @@ class SimulatedCluster:
         self.controller, self.last_controller = None, old
         self.expect.condition("no_active_controller", "controller", bool(self.registered))
         self.expect.step(f"controller {old} resigned")
-        self.expect.event("CONTROLLER_RESIGNED", "/controller", broker_id=old)
+        self.expect.event(EventType.CONTROLLER_RESIGNED, "/controller", broker_id=old)
         return old
 
     def failover_controller(self) -> None:
@@ -309,21 +313,23 @@ class SimulatedCluster:
         entity = f"{key[0]}/{key[1]}"
         if new.leader != old.leader:
             clean = new.leader == logic.NO_LEADER or new.leader in old.isr
-            self.expect.event("LEADER_CHANGED", path, leader_after=new.leader, clean=clean)
+            self.expect.event(EventType.LEADER_CHANGED, path, leader_after=new.leader, clean=clean)
             if not clean:
                 self.expect.instant("unclean_leader_election", entity)
         elif new.leader_epoch != old.leader_epoch:
-            self.expect.event("LEADER_EPOCH_BUMPED", path, leader_epoch_after=new.leader_epoch)
+            self.expect.event(
+                EventType.LEADER_EPOCH_BUMPED, path, leader_epoch_after=new.leader_epoch
+            )
         if new.leader_epoch < old.leader_epoch:
             self.expect.instant("leader_epoch_regression", entity)
         removed = tuple(b for b in old.isr if b not in new.isr)
         added = tuple(b for b in new.isr if b not in old.isr)
         if removed:
-            self.expect.event("ISR_SHRUNK", path, removed=removed)
+            self.expect.event(EventType.ISR_SHRUNK, path, removed=removed)
         if added:
-            self.expect.event("ISR_EXPANDED", path, added=added)
+            self.expect.event(EventType.ISR_EXPANDED, path, added=added)
         if new.leader == logic.NO_LEADER and old.leader != logic.NO_LEADER:
-            self.expect.event("PARTITION_OFFLINE", path)
+            self.expect.event(EventType.PARTITION_OFFLINE, path)
         online = new.leader != logic.NO_LEADER
         self.expect.condition("offline_partition", entity, not online)
         self.expect.condition(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.simulate import formats
 from zkcdc.simulate.cluster import SimulatedCluster
 from zkcdc.simulate.zk_writer import Create, Delete, SetData, close, connect, run_multi
@@ -49,7 +50,7 @@ class ConsumerGroup:
             session.create(f"{self.base}/ids/{consumer}", data, ephemeral=True)
             self.sessions[consumer] = session
             cluster.expect.event(
-                "CONSUMER_REGISTERED",
+                EventType.CONSUMER_REGISTERED,
                 f"{self.base}/ids/{consumer}",
                 group=self.group,
                 consumer_id=consumer,
@@ -81,7 +82,7 @@ class ConsumerGroup:
                 self.owners[p] = thread
                 if before.get(p) != thread:
                     cluster.expect.event(
-                        "PARTITION_OWNER_CHANGED",
+                        EventType.PARTITION_OWNER_CHANGED,
                         self._owner_path(p),
                         group=self.group,
                         owner_after=thread,
@@ -103,7 +104,11 @@ class ConsumerGroup:
         else:
             self.cluster.run([Create(path, data)])
         self.cluster.expect.event(
-            "OFFSET_COMMITTED", path, group=self.group, partition=partition, offset_after=offset
+            EventType.OFFSET_COMMITTED,
+            path,
+            group=self.group,
+            partition=partition,
+            offset_after=offset,
         )
         self.offsets[partition] = offset
 
@@ -112,12 +117,16 @@ class ConsumerGroup:
         a consumer with a stale view of the group claimed it)."""
         cluster, path = self.cluster, self._owner_path(partition)
         cluster.run([Delete(path)])
-        cluster.expect.event("PARTITION_OWNER_CHANGED", path, group=self.group, owner_after=None)
+        cluster.expect.event(
+            EventType.PARTITION_OWNER_CHANGED, path, group=self.group, owner_after=None
+        )
         pause()  # the release seen before the claim
         session = self.sessions[thread.rsplit("-", 1)[0]]
         session.create(path, formats.consumer_owner(thread), ephemeral=True)
         self.owners[partition] = thread
-        cluster.expect.event("PARTITION_OWNER_CHANGED", path, group=self.group, owner_after=thread)
+        cluster.expect.event(
+            EventType.PARTITION_OWNER_CHANGED, path, group=self.group, owner_after=thread
+        )
         cluster.expect.step(f"{thread} claimed partition {partition} of {self.topic}")
         self._expect_conditions()
 
@@ -126,7 +135,7 @@ class ConsumerGroup:
         close(self.sessions.pop(consumer))
         cluster = self.cluster
         cluster.expect.event(
-            "CONSUMER_DEREGISTERED",
+            EventType.CONSUMER_DEREGISTERED,
             f"{self.base}/ids/{consumer}",
             group=self.group,
             consumer_id=consumer,
@@ -135,7 +144,7 @@ class ConsumerGroup:
             if thread.rsplit("-", 1)[0] == consumer:
                 del self.owners[partition]
                 cluster.expect.event(
-                    "PARTITION_OWNER_CHANGED",
+                    EventType.PARTITION_OWNER_CHANGED,
                     self._owner_path(partition),
                     True,
                     group=self.group,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.simulate.alert_forecast import AlertForecast
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -31,7 +32,9 @@ class Expectation:
     def step(self, line: str) -> None:
         self.did.append(line)
 
-    def event(self, event_type: str, path: str, together: bool = False, **fields: Any) -> None:
+    def event(
+        self, event_type: EventType, path: str, together: bool = False, **fields: Any
+    ) -> None:
         """A change record at `path` should carry an event of `event_type` with these fields.
         `together`: made by the same ZooKeeper transaction as the event before (a session
         closing deletes all its ephemeral znodes at once), so watchers may see the two in

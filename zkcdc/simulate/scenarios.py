@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.simulate import formats
 from zkcdc.simulate import partition_logic as logic
 from zkcdc.simulate.cluster import Key, SimulatedCluster
@@ -141,7 +142,7 @@ def log_dir_failure(cluster: SimulatedCluster, opts: RunOptions) -> None:
     path = session.create(
         "/log_dir_event_notification/log_dir_event_", formats.log_dir_event(broker), sequence=True
     )
-    cluster.expect.event("LOG_DIR_FAILED", path, broker_id=broker)
+    cluster.expect.event(EventType.LOG_DIR_FAILED, path, broker_id=broker)
     cluster.expect.instant("log_dir_failure", f"broker/{broker}")
     # The controller handles the notification and deletes it; a watcher needs a read round
     # trip to see it first.
@@ -289,7 +290,7 @@ def stuck_reassignment(cluster: SimulatedCluster, opts: RunOptions) -> None:
     cluster.run(
         [Create("/admin/reassign_partitions", formats.reassignment([(topic, partition, target)]))]
     )
-    cluster.expect.event("REASSIGNMENT_REQUESTED", "/admin/reassign_partitions")
+    cluster.expect.event(EventType.REASSIGNMENT_REQUESTED, "/admin/reassign_partitions")
     # The controller starts it: the full replica set with adding/removing, then a new leader
     # epoch; the new replica never catches up, so it never completes.
     adding, removing = (spare[0],), (current[-1],)
@@ -299,7 +300,7 @@ def stuck_reassignment(cluster: SimulatedCluster, opts: RunOptions) -> None:
         replicas, cluster.topics[topic].topic_id, {partition: adding}, {partition: removing}
     )
     cluster.run([SetData(f"/brokers/topics/{topic}", data)])
-    cluster.expect.event("REPLICAS_CHANGED", f"/brokers/topics/{topic}", adding=adding)
+    cluster.expect.event(EventType.REPLICAS_CHANGED, f"/brokers/topics/{topic}", adding=adding)
     state = cluster.state(key)
     cluster.write_states(
         {key: logic.elect(state, state.leader, state.isr, cluster.controller_epoch)}
@@ -314,7 +315,7 @@ def _request_deletion(cluster: SimulatedCluster, topic: str) -> str:
         cluster.expect.step(f"deletion of {topic} was requested already")
         return path
     cluster.run([Create(path)])
-    cluster.expect.event("TOPIC_DELETION_REQUESTED", path, topic=topic)
+    cluster.expect.event(EventType.TOPIC_DELETION_REQUESTED, path, topic=topic)
     cluster.expect.condition("topic_deletion_stuck", f"topic/{topic}", True)
     return path
 
@@ -325,8 +326,8 @@ def topic_deletion(cluster: SimulatedCluster, opts: RunOptions) -> None:
     cluster.delete_tree(f"/brokers/topics/{topic}")
     cluster.run([Delete(f"/config/topics/{topic}"), Delete(request)])
     del cluster.topics[topic]
-    cluster.expect.event("TOPIC_DELETED", f"/brokers/topics/{topic}", topic=topic)
-    cluster.expect.event("TOPIC_DELETION_COMPLETED", request, topic=topic)
+    cluster.expect.event(EventType.TOPIC_DELETED, f"/brokers/topics/{topic}", topic=topic)
+    cluster.expect.event(EventType.TOPIC_DELETION_COMPLETED, request, topic=topic)
     cluster.expect.condition("topic_deletion_stuck", f"topic/{topic}", False)
     cluster.expect.step(f"topic {topic} deleted")
 
@@ -351,7 +352,9 @@ def _set_topic_config(cluster: SimulatedCluster, topic: str, changes: dict[str, 
             ),
         ]
     )
-    cluster.expect.event("CONFIG_CHANGED", path, entity_name=topic, changed_keys=sorted(changes))
+    cluster.expect.event(
+        EventType.CONFIG_CHANGED, path, entity_name=topic, changed_keys=sorted(changes)
+    )
     cluster.topic_config_changed(topic, config)
     cluster.expect.step(f"topic {topic} config set {changes}")
 

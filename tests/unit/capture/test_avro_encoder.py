@@ -10,15 +10,8 @@ import pytest
 from zkcdc.capture.delivery.event_log import EventLogWriter
 from zkcdc.capture.encoding.avro_codec import load_schema
 from zkcdc.capture.encoding.avro_encoder import EncoderError, compile_encoder
-from zkcdc.capture.records import (
-    ChangeRecord,
-    ClusterEvent,
-    EventType,
-    Op,
-    PartitionRef,
-    Source,
-    Znode,
-)
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, PartitionRef, Source, Znode
+from zkcdc.ground.change_types import EventType, Op
 
 
 def records() -> list[ChangeRecord]:

@@ -13,7 +13,8 @@ from zkcdc.capture.delivery.event_log import EventLogWriter, log_files, read_rec
 from zkcdc.capture.encoding.avro_codec import load_schema, schema_json
 from zkcdc.capture.encoding.avro_encoder import compile_encoder
 from zkcdc.capture.encoding.avro_spans import SpanError, compile_splitter
-from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.records import ChangeRecord, Source, Znode
+from zkcdc.ground.change_types import Op
 
 KEEP = ("cluster", "seq", "path", "ts_ms", "captured_ms")
 

@@ -6,7 +6,8 @@ import pytest
 
 from zkcdc.capture.decoders import brokers, controller
 from zkcdc.capture.decoders.json_data import Unparseable
-from zkcdc.capture.records import EventType, Znode
+from zkcdc.capture.records import Znode
+from zkcdc.ground.change_types import EventType
 
 V1 = b'{"jmx_port":-1,"timestamp":"1525741823119","version":1,"host":"hadoop1","port":9092}'
 V3 = (

@@ -9,7 +9,8 @@ from pathlib import Path
 import fastavro
 
 from zkcdc.capture.decoders import partition_state
-from zkcdc.capture.records import ChangeRecord, Op, Source, Znode
+from zkcdc.capture.records import ChangeRecord, Source, Znode
+from zkcdc.ground.change_types import Op
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "avro" / "ChangeRecord.avsc"
 
@@ -49,7 +50,8 @@ def test_a_cluster_event_is_built_checked_and_frozen_like_any_dataclass():
 
     import pytest
 
-    from zkcdc.capture.records import ClusterEvent, EventType
+    from zkcdc.capture.records import ClusterEvent
+    from zkcdc.ground.change_types import EventType
 
     event = ClusterEvent(type=EventType.ISR_SHRUNK, topic="t", partition=1, isr_after=(1,))
     assert event.reason is None and event.isr_after == (1,)

@@ -10,7 +10,8 @@ from schema_versions import later_schema_dir
 
 from zkcdc.capture.delivery.event_log import EventLogWriter, read_records, read_spans, scan_blocks
 from zkcdc.capture.encoding import compiled_schema
-from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.ground.change_types import Op
 
 
 def _log(folder: Path, records: int = 3) -> Path:

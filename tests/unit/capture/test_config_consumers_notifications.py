@@ -6,7 +6,8 @@ import pytest
 
 from zkcdc.capture.decoders import config, consumers, notifications
 from zkcdc.capture.decoders.json_data import Unparseable
-from zkcdc.capture.records import EventType, PartitionRef
+from zkcdc.capture.records import PartitionRef
+from zkcdc.ground.change_types import EventType
 
 # The seed documents' example registration (with the article's missing comma restored).
 REGISTRATION = (

@@ -19,8 +19,9 @@ from zkcdc.capture.decoders import router
 from zkcdc.capture.encoding.avro_codec import load_schema
 from zkcdc.capture.encoding.avro_encoder import compile_encoder
 from zkcdc.capture.encoding.record_encoding import encode_records
-from zkcdc.capture.records import ClusterEvent, EventType, Znode
+from zkcdc.capture.records import ClusterEvent, Znode
 from zkcdc.capture.tracker import Tracker, TrackerState
+from zkcdc.ground.change_types import EventType
 
 SCHEMA = load_schema()
 ENCODE = compile_encoder(SCHEMA, sized_arrays=True)

@@ -9,7 +9,8 @@ import pytest
 
 from zkcdc.capture.delivery.event_log import EventLogWriter, file_name, log_files, read_records
 from zkcdc.capture.encoding.avro_codec import CodecError, SingleObjectCodec
-from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.ground.change_types import Op
 
 
 def record(seq: int, path: str = "/x") -> dict:

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery.event_log import EventLogWriter, read_records, read_spans, scan_blocks
 from zkcdc.capture.delivery.log_blocks import Damage
 from zkcdc.capture.encoding.avro_codec import load_schema
-from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, Znode
+from zkcdc.ground.change_types import EventType, Op
 
 BLOCKS, PER_BLOCK = 6, 5
 

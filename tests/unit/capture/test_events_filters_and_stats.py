@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from zkcdc.capture.delivery.event_log import EventLogWriter, log_files
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.record_filter import RecordFilter, parse_time
-from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, Znode
 from zkcdc.cli import main
+from zkcdc.ground.change_types import EventType, Op
 
 T0 = 1_795_000_000_000
 STATE = "/brokers/topics/t/partitions/0/state"

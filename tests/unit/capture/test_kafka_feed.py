@@ -15,7 +15,8 @@ from zkcdc.capture.delivery.kafka_feed import KafkaFeed
 from zkcdc.capture.delivery.log_tail import LogTail
 from zkcdc.capture.delivery.publisher import SEQ_HEADER, Publisher
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
-from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.ground.change_types import Op
 from zkcdc.ground.kafka_connection import KafkaConnection
 
 

@@ -22,7 +22,8 @@ from zkcdc.capture.delivery.event_log import (
     read_records,
 )
 from zkcdc.capture.delivery.log_tail import LogTail
-from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.ground.change_types import Op
 
 
 def _records(first: int, count: int, zxid_every: int = 1) -> list[dict[str, Any]]:

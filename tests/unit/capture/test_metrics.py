@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from zkcdc.capture.metrics import CaptureMetrics
-from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, Znode
+from zkcdc.ground.change_types import EventType, Op
 
 
 def _record(seq: int, op: Op, events: tuple[ClusterEvent, ...], skipped: int = 0) -> ChangeRecord:

@@ -9,7 +9,8 @@ import json
 from zkcdc.capture.encoding.avro_codec import load_schema
 from zkcdc.capture.encoding.avro_encoder import compile_encoder
 from zkcdc.capture.oversize import fitted
-from zkcdc.capture.records import ChangeRecord, ClusterEvent, EventType, Op, Znode
+from zkcdc.capture.records import ChangeRecord, ClusterEvent, Znode
+from zkcdc.ground.change_types import EventType, Op
 
 ENCODE = compile_encoder(load_schema(), sized_arrays=True)
 

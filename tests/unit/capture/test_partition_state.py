@@ -8,7 +8,7 @@ import pytest
 
 from zkcdc.capture.decoders import partition_state
 from zkcdc.capture.decoders.json_data import Unparseable
-from zkcdc.capture.records import EventType
+from zkcdc.ground.change_types import EventType
 
 
 def state(leader: int, isr: list[int], leader_epoch: int = 0, controller_epoch: int = 1) -> bytes:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from zkcdc.capture.decoders import router
-from zkcdc.capture.records import EventType, Znode
+from zkcdc.capture.records import Znode
+from zkcdc.ground.change_types import EventType
 
 STATE = b'{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":0,"isr":[3,0,1]}'
 

@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcdc.capture.records import EventType, Znode
+from zkcdc.capture.records import Znode
 from zkcdc.capture.secret_redaction import MARKER, Redactor, is_secret_key, keep_all
 from zkcdc.capture.tracker import Tracker, TrackerState
 from zkcdc.capture.txnlog.transactions import CREATE, MULTI, SET_DATA, Txn
 from zkcdc.capture.txnlog.transactions import Op as TxnOp
 from zkcdc.capture.txnlog.txn_tracker import TxnTracker
+from zkcdc.ground.change_types import EventType
 
 SCRAM = "salt=c2FsdA==,stored_key=U1RPUkVE,server_key=U0VSVkVS,iterations=4096"
 

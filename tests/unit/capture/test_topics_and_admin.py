@@ -6,7 +6,8 @@ import pytest
 
 from zkcdc.capture.decoders import admin, topics
 from zkcdc.capture.decoders.json_data import Unparseable
-from zkcdc.capture.records import EventType, PartitionRef
+from zkcdc.capture.records import PartitionRef
+from zkcdc.ground.change_types import EventType
 
 V1 = b'{"version":1,"partitions":{"0":[1,2],"1":[2,3]}}'
 V3 = (

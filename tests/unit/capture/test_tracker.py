@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from zkcdc.capture.records import Op, Znode
+from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import Tracker, TrackerState, apply_records
+from zkcdc.ground.change_types import Op
 
 STATE = b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}'
 PATH = "/brokers/topics/t/partitions/0/state"

@@ -28,7 +28,8 @@ from zkcdc.capture.delivery.transactions import (
     refusal,
 )
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
-from zkcdc.capture.records import ChangeRecord, Op, Znode
+from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.ground.change_types import Op
 from zkcdc.ground.kafka_connection import KafkaConnection
 
 

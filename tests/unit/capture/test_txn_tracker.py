@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from zkcdc.capture.records import Op, Znode
+from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import TrackerState, apply_records
 from zkcdc.capture.txnlog.snapshot import Snapshot
 from zkcdc.capture.txnlog.transactions import (
@@ -22,6 +22,7 @@ from zkcdc.capture.txnlog.transactions import (
 )
 from zkcdc.capture.txnlog.transactions import Op as TxnOp
 from zkcdc.capture.txnlog.txn_tracker import TxnTracker
+from zkcdc.ground.change_types import Op
 
 SESSION = 0x77
 
