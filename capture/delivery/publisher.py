@@ -327,12 +327,16 @@ class Publisher:
         wait out its timeout, then fail fatally. A new producer fences this one (its
         transaction aborted) and the records go again."""
         txn = self._txn
-        if txn is None or txn.ending_since is None:
+        # Read once: the end's own thread (`EndInFlight`) may finish it meanwhile and clear
+        # them, between a check and a use.
+        since = None if txn is None else txn.ending_since
+        if txn is None or since is None:
             return
-        waited = self._now() - txn.ending_since
+        ending = txn.ending or "end"
+        waited = self._now() - since
         if min(waited, brokers_answering_s) >= STALLED_S:
             raise TransactionLost(
-                f"a transaction's {txn.ending} has been under way {waited:.0f} s while the "
+                f"a transaction's {ending} has been under way {waited:.0f} s while the "
                 f"brokers answered for {brokers_answering_s:.0f} s: its producer holds a record "
                 f"it does not send; a new producer fences it and sends again"
             )
@@ -340,11 +344,11 @@ class Publisher:
     def due_in(self) -> float | None:
         """Seconds until this publisher wants a turn of the loop: to see whether the end in
         flight is over, or to start a commit that falls due; None: not before more records."""
+        if self._ending is not None:  # before the transaction: its thread may close it now
+            return COLLECT_EVERY_S
         txn = self._txn
         if txn is None or not txn.open:
             return None
-        if self._ending is not None:
-            return COLLECT_EVERY_S
         return txn.due_in(self.commit_interval_s)
 
     def _end_transaction(self, wait: bool = False) -> None:

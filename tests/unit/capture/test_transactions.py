@@ -538,3 +538,33 @@ def test_with_commits_on_their_own_thread_every_record_is_committed_once_in_seq_
             publisher.poll(0)
     assert producer.committed == list(range(1, seq))
     assert publisher.acked_through == seq - 1 and publisher.backlog == 0
+
+
+def test_a_commit_that_ends_on_its_thread_while_the_loop_checks_it_is_no_failure() -> None:
+    """The loop asked whether the commit was stuck while the commit's own thread finished it:
+    its start time, there when checked, was gone when used, and the daemon died of a
+    TypeError (a fault schedule's takeover)."""
+    clock = [0.0]
+    publisher, _ = _publisher(["wait", "ok"], now=lambda: clock[0])
+    publisher.publish(_records(1, 2))
+    publisher.poll(0)  # the commit under way
+    txn = publisher._txn
+    assert txn is not None and txn.ending_since is not None
+
+    class EndsWhenRead:
+        """`ending_since` as the loop sees it when the end finishes between two reads."""
+
+        reads = 0
+
+        def __get__(self, obj: Any, kind: Any = None) -> float | None:
+            EndsWhenRead.reads += 1
+            return 0.0 if EndsWhenRead.reads == 1 else None
+
+        def __set__(self, obj: Any, value: Any) -> None:
+            pass
+
+    racing = type("Racing", (type(txn),), {"ending_since": EndsWhenRead()})
+    txn.__class__ = racing
+    clock[0] += 1.0
+    publisher.check_stalled(brokers_answering_s=3600.0)  # no TypeError, nothing stalled
+    assert EndsWhenRead.reads == 1, "read once, then used as read"
