@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -273,8 +272,7 @@ def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
         if first["type"] == "extra_forbidden":
             # A misspelt key must not quietly run capture without it (say, without Kafka).
             key = ".".join(str(p) for p in first["loc"])
-            close = difflib.get_close_matches(key, CaptureSettings.model_fields, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            hint = environment.did_you_mean(key, CaptureSettings.model_fields)
             where = f" in {config_file}" if config_file is not None else ""
             raise CaptureError(f"unknown setting {key}{where}{hint}") from exc
         raise CaptureError(invalid_setting(exc)) from exc

@@ -19,6 +19,15 @@ SHARED = frozenset({
 FAMILIES = ("ZKCDC_KAFKA_", "ZKCDC_ZOOKEEPER_", "ZKCDC_STACK_", "ZKCDC_TEST_")
 
 
+def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """ " (did you mean X?)" with the known name closest to a misspelt one, or "" when none
+    is close: the hint of every "unknown setting" line. Names are compared after a `prefix`
+    they all share (or every name would be alike)."""
+    rest = {n.removeprefix(prefix): n for n in known}
+    close = difflib.get_close_matches(name.removeprefix(prefix), sorted(rest), n=1)
+    return f" (did you mean {rest[close[0]]}?)" if close else ""
+
+
 def unknown_variable(fields: Iterable[str], environ: Mapping[str, str] | None = None) -> str | None:
     """The first `ZKCDC_*` variable set that is neither one of `fields` (as `ZKCDC_<FIELD>`)
     nor read by every command, with the closest known name: one line, or None."""
@@ -29,9 +38,5 @@ def unknown_variable(fields: Iterable[str], environ: Mapping[str, str] | None = 
             continue
         if name.startswith(FAMILIES):
             continue
-        # Alike after the prefix every name shares, or every name would be alike.
-        known = {n[len(PREFIX) :]: n for n in own | SHARED}
-        close = difflib.get_close_matches(name[len(PREFIX) :], sorted(known), n=1)
-        hint = f" (did you mean {known[close[0]]}?)" if close else ""
-        return f"unknown environment variable {name}{hint}"
+        return f"unknown environment variable {name}{did_you_mean(name, own | SHARED, PREFIX)}"
     return None
