@@ -92,9 +92,13 @@ class AlertJob:
             ) from None
         self._log.close()
         after = self.log_file.read_bytes()[before:].decode(errors="replace")
-        traces = [line for line in after.splitlines() if JAVA_TRACE.search(line)]
+        lines = after.splitlines()
+        first = next((i for i, line in enumerate(lines) if JAVA_TRACE.search(line)), None)
         assert code == 0, f"exit {code} after SIGTERM:\n{self.tail()}"
-        assert not traces, "a Java stack trace after SIGTERM:\n" + "\n".join(traces[:20])
+        # The lines before the trace name what was thrown (an ERROR line, Spark's message).
+        assert first is None, "a Java stack trace after SIGTERM:\n" + "\n".join(
+            lines[max(0, first - 3) : first + 12]
+        )
 
     def tail(self, lines: int = 60) -> str:
         text = self.log_file.read_text(errors="replace").splitlines()

@@ -8,6 +8,7 @@ import contextlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,16 +45,21 @@ log = logs.get("zkcdc.stream")
 # 813 ms, warm) than at 100 ms. An idle look is one offsets request to Kafka (~10 ms).
 TRIGGER_MS = 100
 
-# Spark gives a Python worker that it starts itself (not through its daemon) 10 s to connect
-# back, a figure fixed in its code (PythonWorkerFactory.createSimpleWorker). With --shards,
-# transformWithStateInPandas starts one on the driver as each run of the query plans its first
-# micro-batch, and on a machine under load it can take longer (CI, 2026-11-28: the job ended
-# though nothing was wrong). The query then starts again from its checkpoint, which loses and
-# doubles nothing (the sink ledger), a few times before the job gives up.
 # How long a stop waits for the micro-batch under way to finish before Spark interrupts it:
 # a supervisor's SIGTERM is answered (exit 0) within 30 s, Spark's own stop included.
 STOP_WAIT_S = 15.0
 
+# Spark's stop deletes its local directories. A task that the query's stop interrupted can
+# still be writing there (a shuffle file, a state store's), and the delete then fails with a
+# Java stack trace in the log. So the stop waits for the running tasks to end, for a while.
+TASKS_END_WAIT_S = 8.0
+
+# Spark gives a Python worker that it starts itself (not through its daemon) 10 s to connect
+# back, a figure fixed in its code (PythonWorkerFactory.createSimpleWorker). With --shards,
+# transformWithStateInPandas starts one on the driver as each run of the query plans its first
+# micro-batch, and on a machine under load it can take longer. The query then starts again
+# from its checkpoint, which loses and doubles nothing (the sink ledger), a few times before
+# the job gives up.
 WORKER_START_FAILURE = "Python worker failed to connect back"
 WORKER_START_RESTARTS = 3
 
@@ -155,6 +161,8 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             state_sink.close()
         if dead_letters is not None:
             dead_letters.close()
+        if not tasks_ended(spark, TASKS_END_WAIT_S):
+            log.warning("tasks still running as Spark stops", waited_s=TASKS_END_WAIT_S)
         spark.stop()
         metrics.started(False)
         if server is not None:
@@ -198,6 +206,25 @@ def watch(
         stop.wait(0.5)
     report_progress(first, reported)
     return failed_query(queries)
+
+
+def running_tasks(spark: Any) -> int:
+    """Tasks running on the driver and every executor, as Spark's status tracker counts them
+    (a task counts until its thread has ended, killed or not). PySpark's tracker has no
+    executor list, so this asks the JVM's."""
+    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    return sum(int(info.numRunningTasks()) for info in infos)
+
+
+def tasks_ended(spark: Any, within_s: float, poll_s: float = 0.1) -> bool:
+    """Whether the running tasks all ended within `within_s`."""
+    waiting = threading.Event()  # never set: a bounded sleep between looks
+    deadline = time.monotonic() + within_s
+    while running_tasks(spark):
+        if time.monotonic() >= deadline:
+            return False
+        waiting.wait(poll_s)
+    return True
 
 
 def failed_query(queries: list[tuple[Any, BatchCall]]) -> tuple[Any, BatchCall] | None:
