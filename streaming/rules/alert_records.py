@@ -7,16 +7,6 @@ from typing import Any
 
 import orjson
 
-# The rule ids of CONTRACT.md section 3.
-RULE_IDS = frozenset({
-    "under_replicated", "under_min_isr", "offline_partition", "isr_flapping",
-    "leader_election_storm", "unclean_leader_election", "controller_failover",
-    "controller_flapping", "no_active_controller", "controller_epoch_regression",
-    "leader_epoch_regression", "broker_down", "broker_flapping", "preferred_leader_imbalance",
-    "reassignment_stuck", "topic_deletion_stuck", "consumer_partition_unowned", "consumer_idle",
-    "consumer_owner_mismatch", "offset_regression", "log_dir_failure",
-})  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Alert:

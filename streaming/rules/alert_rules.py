@@ -17,6 +17,7 @@ from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
 from zkcdc.streaming.rules.cluster_state import ClusterState, Entity, Group, Partition, PartitionKey
 from zkcdc.streaming.rules.range_assignment import assign, thread_ids
+from zkcdc.streaming.rules.rule_catalog import SEVERITY
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
@@ -256,12 +257,6 @@ _WINDOWED: dict[str, list[tuple[str, Callable[[dict[str, Any]], str]]]] = {
     EventType.BROKER_REGISTERED: [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
     EventType.BROKER_DEREGISTERED: [("broker_flapping", lambda e: f"broker/{e['broker_id']}")],
 }
-_SEVERITY = {
-    "isr_flapping": "warning",
-    "leader_election_storm": "warning",
-    "controller_flapping": "critical",
-    "broker_flapping": "warning",
-}
 
 
 def _window_text(rule: str, entity: str, n: int, window_ms: int) -> tuple[str, dict[str, str]]:
@@ -342,7 +337,7 @@ def evaluate_windows(
         # As for partitions: a window below its threshold that never crossed it needs nothing.
         if n >= threshold or (rule, entity) in tracker.conditions:
             out += tracker.hold(
-                rule, entity, n >= threshold, now, _SEVERITY[rule],
+                rule, entity, n >= threshold, now, SEVERITY[rule],
                 partial(_window_text, rule, entity, n, window_ms), 0,
             )  # fmt: skip
         if not times:

@@ -13,31 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zkcdc.ground.change_types import EventType
+from zkcdc.streaming.rules.rule_catalog import SEVERITY
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
-SEVERITY = {
-    "under_replicated": "warning",
-    "under_min_isr": "critical",
-    "offline_partition": "critical",
-    "isr_flapping": "warning",
-    "leader_election_storm": "warning",
-    "unclean_leader_election": "critical",
-    "controller_failover": "warning",
-    "controller_flapping": "critical",
-    "no_active_controller": "critical",
-    "controller_epoch_regression": "critical",
-    "leader_epoch_regression": "critical",
-    "broker_down": "critical",
-    "broker_flapping": "warning",
-    "preferred_leader_imbalance": "warning",
-    "reassignment_stuck": "warning",
-    "topic_deletion_stuck": "warning",
-    "consumer_partition_unowned": "critical",
-    "consumer_idle": "info",
-    "consumer_owner_mismatch": "warning",
-    "offset_regression": "warning",
-    "log_dir_failure": "critical",
-}
 Key = tuple[str, str]  # (rule, entity)
 
 

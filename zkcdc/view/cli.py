@@ -21,7 +21,7 @@ from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.metrics_server import MetricsServerError, WebConfig
 from zkcdc.ground.unreadable_messages import UnreadableMessages
-from zkcdc.streaming.rules.alert_records import RULE_IDS
+from zkcdc.streaming.rules.rule_catalog import RULE_IDS
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.view.alerts_tail import AlertFilter, alert_line, tail
 from zkcdc.view.errors import ViewError

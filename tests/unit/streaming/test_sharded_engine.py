@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery.event_log import read_records
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.rules.alert_engine import AlertEngine
-from zkcdc.streaming.rules.alert_records import RULE_IDS
 from zkcdc.streaming.rules.engine_scope import (
     CLUSTER_SHARD,
     Scope,
@@ -22,6 +21,7 @@ from zkcdc.streaming.rules.engine_scope import (
     leaders_text,
     partition_shard,
 )
+from zkcdc.streaming.rules.rule_catalog import RULE_IDS
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.seq_order import SeqOrder
 from zkcdc.streaming.rules.sharded_alerts import ShardedAlerts, merged, shard_record
