@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BUILT := pyproject.toml setup.py capture/kraft/_batch_walk.c
 STAMP := $(VENV)/.installed-$(shell cat $(BUILT) | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo demo-secure test test-times test-census lint fuzz up status down bench bench-quick clean
+.PHONY: setup demo demo-secure test test-times test-census lint docs fuzz up status down bench bench-quick clean
 
 # The venv is filled by uv (from PyPI, pinned): it links packages from its cache and compiles
 # their bytecode on both cores, where pip copied and compiled ~6,000 files on one (a fresh
@@ -47,9 +47,15 @@ demo-secure: setup
 	$(BIN)/zkcdc stack up --secure
 	@$(BIN)/python -m zkcdc.demo; rc=$$?; $(BIN)/zkcdc stack down; exit $$rc
 
-## Lint, types, and every test (unit and integration against the real stack).
-test: setup lint
+## Lint, types, the documentation site, and every test (unit and integration against the
+## real stack).
+test: setup lint docs
 	$(BIN)/pytest
+
+## The documentation site into site/ (MkDocs), strictly: a broken link or anchor, or a page
+## left out of the navigation, fails it. Its reference pages are generated from the code.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## Where the last `make test` spent its time: a per-file table from its JUnit XML, written into
 ## TESTING.md (bench/test_times.py).
@@ -71,6 +77,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy bench
+	$(BIN)/mypy tools
 	$(BIN)/lint-imports
 	$(BIN)/python tests/lint_fixed_waits.py tests
 

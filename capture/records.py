@@ -1,4 +1,4 @@
-"""The change record and its parts (CONTRACT.md §1, §2) as frozen dataclasses, with their Avro form."""
+"""The change record and its parts (docs/reference/records.md) as frozen dataclasses, with their Avro form."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ class CaptureSettings(BaseSettings):
     poll_interval_s: float = Field(default=0.002, gt=0, le=1)
     bootstrap_servers: str | None = None
     topic: str = "zkcdc.changes"
-    topic_partitions: int = Field(default=6, ge=1)
+    topic_partitions: int = Field(default=6, ge=1)  # of a changes topic capture creates
     # Publish into a changes topic whose partition count is not the one the last run keyed
     # its records for (one path's records then span two partitions): the operator's say-so.
     accept_partition_count: bool = False
@@ -90,6 +90,7 @@ class CaptureSettings(BaseSettings):
     wait: bool = False
     ha_path: str = "/zkcdc/capture"
     session_timeout_s: float = Field(default=10.0, ge=2)
+    # How long the first connection to ZooKeeper or Kafka may take before capture gives up.
     connect_timeout_s: float = Field(default=15.0, gt=0)
     zookeeper_auth: SecretStr | None = Field(default=None, description="digest user:password")
     # TLS and SASL to ZooKeeper (zkcdc/zookeeper_connection.py); secrets belong there too.
@@ -100,9 +101,9 @@ class CaptureSettings(BaseSettings):
     redaction_key: SecretStr | None = None  # the same on every daemon of a cluster
     kafka_config: dict[str, SecretStr] = Field(default_factory=dict)
     kafka_config_file: Path | None = None  # librdkafka properties; secrets belong here
-    log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
-    log_rotate_s: float = Field(default=3600.0, gt=0)
-    checkpoint_s: float = Field(default=30.0, gt=0)
+    log_rotate_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # an event-log file's size
+    log_rotate_s: float = Field(default=3600.0, gt=0)  # ... or age, before the next file
+    checkpoint_s: float = Field(default=30.0, gt=0)  # how often the saved tree is written
     # Each event-log block is fsynced before its records go to Kafka or into a checkpoint: off
     # only where losing the log's last second in a power cut is acceptable.
     event_log_fsync: bool = True

@@ -81,7 +81,9 @@ job_options = option_group(
                       "often)."),
     click.option("--available-now", is_flag=True,
                  help="Process what is there now, then stop."),
-    click.option("--starting-offsets", default="earliest", show_default=True),
+    click.option("--starting-offsets", default="earliest", show_default=True,
+                 help="Where a first start (no checkpoint) reads the topic from: earliest, "
+                 "latest, or Spark's JSON of offsets per partition."),
     click.option("--max-records-per-batch", default=100_000, show_default=True,
                  help="Kafka input: at most this many records per micro-batch."),
     click.option("--metrics-port", type=int, help="Serve /metrics and /healthz on this port."),
@@ -155,7 +157,9 @@ def run_job(
 
 @stream.command("alerts")
 @job_options
-@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
+@click.option(
+    "--alerts-topic", default="zkcdc.alerts", show_default=True, help="Where alerts are published."
+)
 @click.option("--no-publish", is_flag=True, help="Publish neither alerts nor state to Kafka.")
 @click.option("--no-state", is_flag=True, help="Do not publish the state topic.")
 @click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
@@ -196,7 +200,7 @@ def alerts_command(
     delivery_max_backoff_s: float,
     **kw: Any,
 ) -> None:
-    """Raise FIRING/RESOLVED alerts (CONTRACT.md section 3) from the change records, and keep
+    """Raise FIRING/RESOLVED alerts (docs/reference/rules.md) from the change records, and keep
     the live state on the state topic."""
     kafka = _kafka(kw)
     publish = kafka if kafka and not no_publish else None
@@ -225,7 +229,12 @@ def state_group() -> None:
 @state_group.command("show")
 @click.option("--bootstrap-servers", help="Kafka holding the state topic.")
 @kafka_config_options
-@click.option("--state-topic", default="zkcdc.state", show_default=True)
+@click.option(
+    "--state-topic",
+    default="zkcdc.state",
+    show_default=True,
+    help="The compacted topic of the live state.",
+)
 @click.option("--cluster", help="Which cluster (needed when the topic holds several).")
 @click.option("--json", "as_json", is_flag=True, help="Print the entities as JSON lines.")
 @click.option("--limit", default=50, show_default=True, help="Partitions listed per table.")

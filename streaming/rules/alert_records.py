@@ -1,4 +1,4 @@
-"""The alert record of CONTRACT.md section 3."""
+"""The alert record (docs/reference/records.md, `Alert`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The alert rules of CONTRACT.md section 3 as pure functions of the cluster state and events.
+"""The alert rules (docs/reference/rules.md) as pure functions of the cluster state and events.
 
 Three kinds:
 - level rules, re-evaluated for the entities a record touched (a partition under-replicated);

@@ -1,4 +1,4 @@
-"""Every alert rule's threshold, with its documented default (CONTRACT.md section 3).
+"""Every alert rule's threshold, with its documented default (docs/reference/rules.md).
 
 For-durations are event time (ZooKeeper time, advanced by capture's heartbeats); none is
 longer than 30 s by default. Instant rules (an election, a regression) fire on the change and

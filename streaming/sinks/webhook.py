@@ -7,7 +7,7 @@ tried again with backoff (a random wait up to 1 s, the cap doubling to 30 s) for
 nothing and never holds up the other sinks; a restarted job goes on with the saved outbox.
 A receiver's other 4xx answer is final for that alert (it will never take it): logged, dropped.
 
-Payloads: `json`, the alert record itself (CONTRACT.md section 3; a receiver dedupes on
+Payloads: `json`, the alert record itself (docs/reference/records.md; a receiver dedupes on
 `alert_id` + `status`); `slack`, Slack's incoming-webhook shape (`{"text": ...}`), which
 Mattermost, Rocket.Chat and Teams' Slack-compatible hooks take too.
 

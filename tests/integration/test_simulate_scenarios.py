@@ -5,8 +5,7 @@ at once (one cluster name per scenario) and raises exactly the alerts each expec
 
 A watch-mode capture on a machine loaded by the other workers may read two quick changes of a
 znode as one (a broker that drops out and registers again within one read's round trip): it
-records that as a skipped version, as it must, and an expected event is then not there (runs
-5 and 33 in TESTING.md). Such a scenario runs once more, on a fresh chroot and cluster name;
+records that as a skipped version, as it must, and an expected event is then not there. Such a scenario runs once more, on a fresh chroot and cluster name;
 an expected event missing with no skip recorded at its path (silence) fails at once."""
 
 from __future__ import annotations

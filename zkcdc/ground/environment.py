@@ -12,11 +12,30 @@ import os
 from collections.abc import Iterable, Mapping
 
 PREFIX = "ZKCDC_"
-SHARED = frozenset({
-    "ZKCDC_CACHE_DIR", "ZKCDC_SCHEMA_DIR", "ZKCDC_PORT_RANGE", "ZKCDC_CONNECT_TIMEOUT_S",
-    "ZKCDC_FAILPOINTS", "ZKCDC_SPARK_CLASS_ARCHIVE", "ZKCDC_SPARK_CLASS_ARCHIVE_TRAINING",
-})  # fmt: skip
-FAMILIES = ("ZKCDC_KAFKA_", "ZKCDC_ZOOKEEPER_", "ZKCDC_STACK_", "ZKCDC_TEST_")
+# Each variable with what it does: the reference's settings page is generated from these.
+SHARED: dict[str, str] = {
+    "ZKCDC_CACHE_DIR": "Where Maven jars, built wheels and Spark's class archive are kept "
+    "[default: `$XDG_CACHE_HOME/zkcdc`, else `~/.cache/zkcdc`].",
+    "ZKCDC_SCHEMA_DIR": "A folder of `.avsc` files read instead of the installed schemas.",
+    "ZKCDC_PORT_RANGE": "`LOW-HIGH`: the ports a local stack or test picks free ports from "
+    "[default: outside the kernel's ephemeral range].",
+    "ZKCDC_CONNECT_TIMEOUT_S": "How long a command waits for ZooKeeper or Kafka to answer "
+    "before it gives up with one line [default: per command].",
+    "ZKCDC_FAILPOINTS": "Fault injection for tests, e.g. `event_log.fsync=3:raise;kafka.ack=10:"
+    "kill`: the named point fails on its Nth pass.",
+    "ZKCDC_SPARK_CLASS_ARCHIVE": "`off`: Spark's JVM neither records nor uses a class-data "
+    "archive (quicker starts when on).",
+    "ZKCDC_SPARK_CLASS_ARCHIVE_TRAINING": "Set by zkcdc itself in the run that records the "
+    "class-data archive.",
+}
+# Families whose rest is open, each with what it holds.
+FAMILIES: dict[str, str] = {
+    "ZKCDC_KAFKA_": "A librdkafka property, e.g. `ZKCDC_KAFKA_SASL_PASSWORD` for "
+    "`sasl.password` (secrets belong here or in a file, never on a command line).",
+    "ZKCDC_ZOOKEEPER_": "A ZooKeeper client setting (TLS, SASL), as the `--zookeeper-*` flags.",
+    "ZKCDC_STACK_": "A `zkcdc stack` setting (below).",
+    "ZKCDC_TEST_": "The test suite's own switches.",
+}
 
 
 def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
@@ -36,7 +55,7 @@ def unknown_variable(fields: Iterable[str], environ: Mapping[str, str] | None = 
     for name in sorted(environ):
         if not name.startswith(PREFIX) or name in own or name in SHARED:
             continue
-        if name.startswith(FAMILIES):
+        if name.startswith(tuple(FAMILIES)):
             continue
-        return f"unknown environment variable {name}{did_you_mean(name, own | SHARED, PREFIX)}"
+        return f"unknown environment variable {name}{did_you_mean(name, own | set(SHARED), PREFIX)}"
     return None

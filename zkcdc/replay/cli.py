@@ -49,7 +49,12 @@ def _report(damage: Damage) -> None:
               "[default: /cluster/id, or the KRaft cluster id].")  # fmt: skip
 @click.option("--bootstrap-servers", help="Re-publish the records to this Kafka.")
 @kafka_config_options
-@click.option("--topic", default="zkcdc.changes", show_default=True)
+@click.option(
+    "--topic",
+    default="zkcdc.changes",
+    show_default=True,
+    help="The changes topic the records are published to.",
+)
 @click.option(
     "--schema-registry",
     metavar="URL",

@@ -100,11 +100,11 @@ def _report(expect: Expectation, expect_file: Path | None) -> None:
 
 @simulate.command("build")
 @_zookeeper
-@click.option("--brokers", default=6, show_default=True)
-@click.option("--topics", default=200, show_default=True)
-@click.option("--partitions-per-topic", default=50, show_default=True)
-@click.option("--replication-factor", default=3, show_default=True)
-@click.option("--topic-prefix", default="sim", show_default=True)
+@click.option("--brokers", default=6, show_default=True, help="Brokers registered.")
+@click.option("--topics", default=200, show_default=True, help="Topics created.")
+@click.option("--partitions-per-topic", default=50, show_default=True, help="Partitions of each.")
+@click.option("--replication-factor", default=3, show_default=True, help="Replicas of each.")
+@click.option("--topic-prefix", default="sim", show_default=True, help="Topics are PREFIX-N.")
 @click.option("--seed", default=0, show_default=True, help="Seeds replica placement and ids.")
 @click.option("--cluster-id", default=None, help="The /cluster/id to write [default: random].")
 @click.option("--force", is_flag=True, help="Replace whatever the chroot holds.")
@@ -157,7 +157,7 @@ def build_command(
 @click.option("--topic", default=None, help="The topic to act on [default: chosen].")
 @click.option("--group", default="sim-group", show_default=True, help="Legacy consumer group.")
 @click.option("--rebalance/--no-rebalance", default=True, help="consumer-leaves: rebalance after.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="The same seed, the same run.")
 @click.option(
     "--hold",
     "hold_s",

@@ -4,7 +4,7 @@ Apicurio serves Confluent's registry API under `/apis/ccompat/v6`, the API zkcdc
 mode speaks. Maven Central holds its application jar but no runnable build, so the build is
 done here, once, into the cache: a Quarkus build of that jar (in-memory H2 storage). As
 Central holds it, 2.3.1 is the newest version whose parts are all there (newer ones lack
-modules: ../shared/STACK.md); its config-index extension comes at 0.1.10, the one version of
+modules there); its config-index extension comes at 0.1.10, the one version of
 that extension whose build-time half is there."""
 
 from __future__ import annotations

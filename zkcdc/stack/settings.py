@@ -33,30 +33,30 @@ class StackSettings(BaseSettings):
     # metadata migrated), kraft-brokers (brokers rolled to KRaft), finalized (controllers
     # rolled without ZooKeeper).
     migration: Literal["", "controllers", "dual-write", "kraft-brokers", "finalized"] = ""
-    cache_dir: Path = Field(default_factory=default_cache_dir)
+    cache_dir: Path = Field(default_factory=default_cache_dir)  # Maven's jars, fetched once
     kafka_version: str = KAFKA_VERSION
     zookeeper_nodes: int = Field(default=1, ge=1, le=7)
     brokers: int = Field(default=3, ge=1, le=9)
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # the address every process listens on
     zookeeper_port: int = Field(default=2181, ge=1024, le=65000)
     kafka_port: int = Field(default=9092, ge=1024, le=65000)
     chroot: str = "/kafka"
-    zookeeper_heap_mb: int = Field(default=256, ge=64)
+    zookeeper_heap_mb: int = Field(default=256, ge=64)  # each ZooKeeper node's JVM heap
     # --mode kraft: the controller quorum (node ids 101, 102, ...; ports from controller_port).
     controllers: int = Field(default=3, ge=1, le=5)
     controller_port: int = Field(default=9192, ge=1024, le=65000)
-    controller_heap_mb: int = Field(default=256, ge=128)
-    kafka_heap_mb: int = Field(default=384, ge=128)
+    controller_heap_mb: int = Field(default=256, ge=128)  # each KRaft controller's JVM heap
+    kafka_heap_mb: int = Field(default=384, ge=128)  # each broker's JVM heap
     # Extra JVM options for every Java process of the stack, after zkcdc's own, e.g.
     # `ZKCDC_STACK_JAVA_OPTIONS='["-XX:TieredStopAtLevel=1"]'` (quicker start-ups on a small
     # machine: the test suite's setting).
     java_options: tuple[str, ...] = ()
     # Short timeouts so that a dead or lagging broker shows within seconds.
     zookeeper_tick_ms: int = 500
-    session_timeout_ms: int = 6000
-    replica_lag_ms: int = 4000
+    session_timeout_ms: int = 6000  # brokers' ZooKeeper session
+    replica_lag_ms: int = 4000  # replica.lag.time.max.ms: a follower this far behind leaves the ISR
     start_timeout_s: float = 120.0
-    stop_timeout_s: float = 60.0
+    stop_timeout_s: float = 60.0  # how long `down` waits for a process before SIGKILL
     broker_config: dict[str, str] = Field(default_factory=dict)
     # Extra log4j levels for every Kafka and ZooKeeper process, e.g. a logger at DEBUG to see
     # when something happened (`{"org.apache.kafka.raft.LeaderState": "DEBUG"}`).
@@ -66,7 +66,7 @@ class StackSettings(BaseSettings):
     # A schema registry (Apicurio, Confluent's API) beside the cluster, for --schema-registry.
     schema_registry: bool = False
     schema_registry_port: int = Field(default=8081, ge=1024, le=65000)
-    schema_registry_heap_mb: int = Field(default=256, ge=128)
+    schema_registry_heap_mb: int = Field(default=256, ge=128)  # the registry's JVM heap
 
     @property
     def has_controllers(self) -> bool:

@@ -68,7 +68,7 @@ LONG = 2**63
 
 
 def alert_record(value: bytes | None) -> dict[str, Any]:
-    """An alert record as CONTRACT.md section 3 has it; ValueError for anything else (the topic
+    """An alert record as docs/reference/records.md has it; ValueError for anything else (the topic
     is anyone's to write)."""
     alert = json_values.loads(value or b"")
     if not isinstance(alert, dict):

@@ -53,8 +53,18 @@ def _port_free(host: str, port: int) -> None:
 @click.command("ui")
 @click.option("--bootstrap-servers", help="Kafka holding the state, alerts and changes topics.")
 @kafka_config_options
-@click.option("--state-topic", default="zkcdc.state", show_default=True)
-@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
+@click.option(
+    "--state-topic",
+    default="zkcdc.state",
+    show_default=True,
+    help="The compacted topic of the live state.",
+)
+@click.option(
+    "--alerts-topic",
+    default="zkcdc.alerts",
+    show_default=True,
+    help="The alerts topic, read from its start.",
+)
 @click.option(
     "--topic",
     default="zkcdc.changes",
@@ -74,7 +84,13 @@ def _port_free(host: str, port: int) -> None:
     help="A capture daemon's /metrics to show its health (repeatable).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="The page's port.",
+)
 @click.option(
     "--web-config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -177,7 +193,12 @@ def alerts_group() -> None:
 @alerts_group.command("tail")
 @click.option("--bootstrap-servers", help="Kafka holding the alerts topic.")
 @kafka_config_options
-@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True)
+@click.option(
+    "--alerts-topic",
+    default="zkcdc.alerts",
+    show_default=True,
+    help="The alerts topic, read from its start.",
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new alerts until interrupted.")
 @click.option("--cluster", "clusters", multiple=True, help="Only this cluster (repeatable).")
 @click.option("--rule", "rules", multiple=True, help="Only this rule (repeatable).")
