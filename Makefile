@@ -80,6 +80,7 @@ lint: setup
 	$(BIN)/mypy tools
 	$(BIN)/lint-imports
 	$(BIN)/python tests/lint_fixed_waits.py tests
+	$(BIN)/python tools/lint_code.py
 
 up: setup
 	$(BIN)/zkcdc stack up

@@ -1,5 +1,5 @@
-"""B9, a broker failure at 1,000,000 partitions (issue 37: "a broker failure across 300,000
-partitions; the alert job's state size, checkpoint size and the alerts of that failure"): a
+"""B9, a broker failure at 1,000,000 partitions (what it
+measures: the alert job's state size, checkpoint size and the alerts of that failure): a
 simulated cluster of 10 brokers (replication factor 3), `zkcdc capture` and `zkcdc stream
 alerts` as users run them; once the job has read capture's snapshot, one broker
 fails and the controller rewrites the state of every partition it held. Timed: the

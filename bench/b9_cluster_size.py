@@ -244,7 +244,7 @@ THROUGHPUT_COLUMNS = [
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
-    """Issue 37's acceptance: latency flat with size, and a second core worth 1.6x."""
+    """The targets: latency flat with size, and a second core worth 1.6x."""
     out = []
     warm = all("warm" in s for s in result["sizes"])
     for when in ("warm", "just started") if warm else ("just started",):

@@ -1,6 +1,5 @@
 """The stateful stage of each micro-batch, read from Spark's event log: how long it ran and in
-how many tasks. B9 measures the stage itself with it (issue 37: "records/s of the stateful
-stage"), beside the whole micro-batch, whose reading of Kafka, decoding and routing run in
+how many tasks. B9 measures the stage itself with it (its records/s), beside the whole micro-batch, whose reading of Kafka, decoding and routing run in
 the stage before it."""
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from conftest import wait_until
 from kafka_tree import controller_id, partition_state, registered_brokers
 from simulate_harness import build_cluster, simulate
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.spark_standalone import SparkStandalone
 
@@ -164,8 +165,8 @@ def test_the_alert_job_runs_on_a_spark_standalone_cluster(
     changes_topic.wait_for(lambda r: r["path"] == "/controller_epoch" and r["op"] == "UPDATE", "")
     # The failover's own election, after the run's first one: watch mode may record the epoch
     # before it, and a capture stopped in between would leave the failover without it.
-    first = changes_topic.wait_event("CONTROLLER_ELECTED")
-    changes_topic.wait_event("CONTROLLER_ELECTED", after_seq=first["_seq"])
+    first = changes_topic.wait_event(EventType.CONTROLLER_ELECTED)
+    changes_topic.wait_event(EventType.CONTROLLER_ELECTED, after_seq=first["_seq"])
     assert daemon.stop() == 0  # both runs below read the same records
 
     port = free_port_block(2)  # in this worker's port range, as the stacks' ports are

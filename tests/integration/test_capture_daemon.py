@@ -10,6 +10,8 @@ import time
 import pytest
 from capture_harness import changes
 
+from zkcdc.ground.change_types import EventType
+
 pytestmark = pytest.mark.integration
 
 STATE = b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}'
@@ -55,10 +57,10 @@ def test_snapshot_then_live_changes_with_heartbeats_and_unknown_paths(
         lambda r: r["op"] == "READ" and r["path"].endswith("/0/state"), "the snapshot READ"
     )[0]
     assert read["source"]["snapshot"] is True
-    assert read["events"][0]["type"] == "PARTITION_STATE_CREATED"
+    assert read["events"][0]["type"] == EventType.PARTITION_STATE_CREATED
 
     zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 3]))
-    shrunk = changes_topic.wait_event("ISR_SHRUNK", topic="t", partition=0)
+    shrunk = changes_topic.wait_event(EventType.ISR_SHRUNK, topic="t", partition=0)
     assert (shrunk["isr_before"], shrunk["isr_after"], shrunk["removed"]) == (
         [1, 2, 3],
         [1, 3],
@@ -67,7 +69,7 @@ def test_snapshot_then_live_changes_with_heartbeats_and_unknown_paths(
 
     zk_chroot.create("/somebody/else", b"x", makepath=True)
     unknown = changes_topic.wait_for(lambda r: r["path"] == "/somebody/else", "a foreign path")[0]
-    assert (unknown["op"], unknown["events"][0]["type"]) == ("CREATE", "UNKNOWN_ZNODE")
+    assert (unknown["op"], unknown["events"][0]["type"]) == ("CREATE", EventType.UNKNOWN_ZNODE)
 
     zk_chroot.delete("/somebody/else")
     changes_topic.wait_for(
@@ -114,13 +116,13 @@ def test_garbage_in_a_state_znode_is_unparseable_and_capture_goes_on(
     daemon.wait_logged("in sync")
 
     zk_chroot.set("/brokers/topics/t/partitions/0/state", b"\xff{not json")
-    bad = changes_topic.wait_event("UNPARSEABLE", topic="t", partition=0)
+    bad = changes_topic.wait_event(EventType.UNPARSEABLE, topic="t", partition=0)
     assert "UTF-8" in bad["reason"]
     record = next(r for r in changes_topic.records if r["seq"] == bad["_seq"])
     assert record["after"]["data"] == b"\xff{not json"  # the raw bytes stay
 
     zk_chroot.set("/brokers/topics/t/partitions/1/state", _state(2, [2, 3], leader_epoch=1))
-    moved = changes_topic.wait_event("LEADER_CHANGED", topic="t", partition=1)
+    moved = changes_topic.wait_event(EventType.LEADER_CHANGED, topic="t", partition=1)
     assert (moved["leader_before"], moved["leader_after"]) == (1, 2)
     assert daemon.process.poll() is None
 
@@ -142,21 +144,23 @@ def test_the_legacy_consumers_tree_in_the_seed_format_gives_consumer_events(
             f"/consumers/{group}/owners/orders/0", f"{consumer}-0".encode(), makepath=True
         )
         kafka_zk.create(f"/consumers/{group}/offsets/orders/0", b"42", makepath=True)
-        changes_topic.wait_event("OFFSET_COMMITTED", group=group, offset_after=42)
+        changes_topic.wait_event(EventType.OFFSET_COMMITTED, group=group, offset_after=42)
         kafka_zk.set(f"/consumers/{group}/offsets/orders/0", b"57")
         kafka_zk.delete(f"/consumers/{group}/ids/{consumer}")
 
-        registered = changes_topic.wait_event("CONSUMER_REGISTERED", group=group)
+        registered = changes_topic.wait_event(EventType.CONSUMER_REGISTERED, group=group)
         assert (registered["consumer_id"], registered["subscription"]) == (consumer, {"orders": 2})
-        owner = changes_topic.wait_event("PARTITION_OWNER_CHANGED", group=group)
+        owner = changes_topic.wait_event(EventType.PARTITION_OWNER_CHANGED, group=group)
         assert (owner["topic"], owner["partition"], owner["owner_after"]) == (
             "orders",
             0,
             f"{consumer}-0",
         )
-        committed = changes_topic.wait_event("OFFSET_COMMITTED", group=group, offset_after=57)
+        committed = changes_topic.wait_event(
+            EventType.OFFSET_COMMITTED, group=group, offset_after=57
+        )
         assert committed["offset_before"] == 42
-        changes_topic.wait_event("CONSUMER_DEREGISTERED", group=group, consumer_id=consumer)
+        changes_topic.wait_event(EventType.CONSUMER_DEREGISTERED, group=group, consumer_id=consumer)
         # The cluster is named by Kafka's own /cluster/id.
         cluster_id = json.loads(kafka_zk.get("/cluster/id")[0])["id"]
         assert {r["cluster"] for r in changes_topic.records} == {cluster_id}
@@ -172,7 +176,7 @@ def test_a_daemon_killed_and_restarted_emits_each_change_once_and_continues_seq(
     first = _daemon(start_capture, cluster, zk_chroot, changes_topic, state_dir=tmp_path)
     first.wait_logged("in sync")
     zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 2]))
-    changes_topic.wait_event("ISR_SHRUNK", partition=0)
+    changes_topic.wait_event(EventType.ISR_SHRUNK, partition=0)
     first.stop(signal.SIGKILL)
     last_seq_before = max(r["seq"] for r in changes_topic.records)
 
@@ -184,8 +188,8 @@ def test_a_daemon_killed_and_restarted_emits_each_change_once_and_continues_seq(
     second = _daemon(start_capture, cluster, zk_chroot, changes_topic, state_dir=tmp_path)
     second.wait_logged("in sync")
     changes_topic.wait_for(lambda r: r["path"].endswith("/2") and r["op"] == "DELETE", "the delete")
-    changes_topic.wait_event("LEADER_CHANGED", partition=1)
-    changes_topic.wait_event("PARTITION_STATE_CREATED", partition=3)
+    changes_topic.wait_event(EventType.LEADER_CHANGED, partition=1)
+    changes_topic.wait_event(EventType.PARTITION_STATE_CREATED, partition=3)
     assert second.stop() == 0
     changes_topic.read_to_end()  # the daemons stopped: anything sent twice is read too
 
@@ -213,7 +217,7 @@ def test_a_standby_takes_over_when_the_active_daemon_is_killed_without_a_gap(
 
     for epoch in range(1, 4):
         zk_chroot.set("/brokers/topics/t/partitions/0/state", _state(1, [1, 2, 3], epoch))
-    changes_topic.wait_event("LEADER_EPOCH_BUMPED", leader_epoch_after=3)
+    changes_topic.wait_event(EventType.LEADER_EPOCH_BUMPED, leader_epoch_after=3)
     active.stop(signal.SIGKILL)
     killed_at = time.monotonic()
     # Changes while nobody is active: the new active must report them, and only them.
@@ -222,8 +226,8 @@ def test_a_standby_takes_over_when_the_active_daemon_is_killed_without_a_gap(
 
     standby.wait_logged("capturing", timeout_s=30)
     took_over_s = time.monotonic() - killed_at
-    changes_topic.wait_event("LEADER_CHANGED", leader_after=2)
-    changes_topic.wait_event("PARTITION_STATE_CREATED", partition=1)
+    changes_topic.wait_event(EventType.LEADER_CHANGED, leader_after=2)
+    changes_topic.wait_event(EventType.PARTITION_STATE_CREATED, partition=1)
     assert took_over_s < 4 + 10  # session timeout, plus the standby's start-up
     assert standby.stop() == 0
     changes_topic.read_to_end()  # the daemons stopped: anything sent twice is read too
@@ -263,7 +267,7 @@ def test_a_znode_capture_may_not_read_is_recorded_as_unreadable_and_counted(
         daemon.wait_logged("in sync")
         synced = next(line for line in daemon.log_lines() if line.get("event") == "in sync")
         assert synced["unreadable_znodes"] == 1
-        first = changes_topic.wait_event("ZNODE_UNREADABLE", snapshot=True)
+        first = changes_topic.wait_event(EventType.ZNODE_UNREADABLE, snapshot=True)
         record = next(r for r in changes_topic.records if r["seq"] == first["_seq"])
         assert (record["path"], record["op"], record["after"]) == (
             "/config/topics/hidden",
@@ -273,7 +277,7 @@ def test_a_znode_capture_may_not_read_is_recorded_as_unreadable_and_counted(
         assert first["reason"].startswith("data: ") and "no READ permission" in first["reason"]
         # A change next to it is captured as ever.
         zk_chroot.set("/config/topics/open", b'{"version":1,"config":{"retention.ms":"1"}}')
-        changes_topic.wait_event("CONFIG_CHANGED")
+        changes_topic.wait_event(EventType.CONFIG_CHANGED)
         assert daemon.stop(signal.SIGTERM) == 0
     finally:
         zk_chroot.delete("/config/topics/hidden")  # the chroot's removal cannot list it
@@ -302,7 +306,7 @@ def test_an_unreadable_znode_made_live_is_recorded_at_once_and_so_is_its_delete(
     try:
         made = changes_topic.wait_for(lambda r: r["path"] == path, "the new znode")
         assert [(r["op"], r["after"], r["events"][0]["type"]) for r in made] == [
-            ("CREATE", None, "ZNODE_UNREADABLE")
+            ("CREATE", None, EventType.ZNODE_UNREADABLE)
         ]
         # No walk came in between: the daemon synced once, at its start.
         assert sum(line.get("event") == "in sync" for line in daemon.log_lines()) == 1
@@ -340,5 +344,5 @@ def test_the_changes_topic_deleted_under_capture_is_named_never_auto_created_nor
                        "--accept-partition-count", state_dir=state_dir)  # fmt: skip
     accepted.wait_logged("in sync")
     # Nothing lost: the change made while the topic was gone reaches the new topic.
-    changes_topic.wait_event("ISR_SHRUNK", topic="t", partition=0)
+    changes_topic.wait_event(EventType.ISR_SHRUNK, topic="t", partition=0)
     assert accepted.stop(signal.SIGTERM) == 0

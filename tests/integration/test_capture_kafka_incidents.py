@@ -24,6 +24,7 @@ from kafka_tree import (
 )
 
 from zkcdc.ground import logs
+from zkcdc.ground.change_types import EventType
 
 pytestmark = pytest.mark.integration
 
@@ -51,15 +52,15 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
 
     # Create a topic, then add partitions.
     topic = new_topic(partitions=2, replication_factor=3)
-    created = changes_topic.wait_event("TOPIC_CREATED", topic=topic)
+    created = changes_topic.wait_event(EventType.TOPIC_CREATED, topic=topic)
     assert sorted(created["assignment"]) == ["0", "1"] and created["topic_id"]
-    changes_topic.wait_event("PARTITION_STATE_CREATED", topic=topic, partition=1)
+    changes_topic.wait_event(EventType.PARTITION_STATE_CREATED, topic=topic, partition=1)
     _admin_call(
         cluster.bootstrap_servers,
         lambda admin: admin.create_partitions([NewPartitions(topic, 3)]),
         KafkaError.INVALID_PARTITIONS,
     )
-    added = changes_topic.wait_event("PARTITIONS_ADDED", topic=topic)
+    added = changes_topic.wait_event(EventType.PARTITIONS_ADDED, topic=topic)
     assert list(added["assignment"]) == ["2"]
 
     # SIGTERM a follower: ISR_SHRUNK with the exact ISRs; back again: ISR_EXPANDED.
@@ -67,28 +68,28 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     follower = next(b for b in before["isr"] if b != before["leader"])
     cluster.stop_broker(follower, signal.SIGTERM)
     try:
-        shrunk = changes_topic.wait_event("ISR_SHRUNK", topic=topic, partition=0)
+        shrunk = changes_topic.wait_event(EventType.ISR_SHRUNK, topic=topic, partition=0)
         assert shrunk["isr_before"] == before["isr"]
         assert shrunk["isr_after"] == [b for b in before["isr"] if b != follower]
         assert shrunk["removed"] == [follower]
-        changes_topic.wait_event("BROKER_DEREGISTERED", broker_id=follower)
+        changes_topic.wait_event(EventType.BROKER_DEREGISTERED, broker_id=follower)
     finally:
         restart_broker(cluster, kafka_zk, follower)
-    expanded = changes_topic.wait_event("ISR_EXPANDED", topic=topic, partition=0)
+    expanded = changes_topic.wait_event(EventType.ISR_EXPANDED, topic=topic, partition=0)
     assert expanded["added"] == [follower]
-    changes_topic.wait_event("BROKER_REGISTERED", broker_id=follower)
+    changes_topic.wait_event(EventType.BROKER_REGISTERED, broker_id=follower)
 
     # Stop the controller: resigned, elected, epoch + 1.
     old_controller = wait_until(lambda: controller_id(kafka_zk), what="a controller")
     old_epoch = controller_epoch(kafka_zk)
     cluster.stop_broker(old_controller, signal.SIGTERM)
     try:
-        resigned = changes_topic.wait_event("CONTROLLER_RESIGNED", broker_id=old_controller)
+        resigned = changes_topic.wait_event(EventType.CONTROLLER_RESIGNED, broker_id=old_controller)
         assert resigned["broker_id_before"] == old_controller
-        elected = changes_topic.wait_event("CONTROLLER_ELECTED", after_seq=resigned["_seq"])
+        elected = changes_topic.wait_event(EventType.CONTROLLER_ELECTED, after_seq=resigned["_seq"])
         assert elected["broker_id"] != old_controller
         bumped = changes_topic.wait_event(
-            "CONTROLLER_EPOCH_CHANGED", epoch_before=old_epoch, after_seq=resigned["_seq"]
+            EventType.CONTROLLER_EPOCH_CHANGED, epoch_before=old_epoch, after_seq=resigned["_seq"]
         )
         assert bumped["epoch_after"] == old_epoch + 1
     finally:
@@ -101,16 +102,18 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
     target = [replicas[0], spare]
     plan = tmp_path / "reassign.json"
     _reassign(cluster, plan, moving, 0, target)
-    changes_topic.wait_event("REPLICAS_CHANGED", topic=moving, partition=0, adding=[spare])
-    requested = changes_topic.wait_event("REASSIGNMENT_REQUESTED", topic=moving)
+    changes_topic.wait_event(EventType.REPLICAS_CHANGED, topic=moving, partition=0, adding=[spare])
+    requested = changes_topic.wait_event(EventType.REASSIGNMENT_REQUESTED, topic=moving)
     assert requested["partitions"] == [{"topic": moving, "partition": 0, "replicas": target}]
-    completed = changes_topic.wait_event("REASSIGNMENT_COMPLETED", topic=moving)
+    completed = changes_topic.wait_event(EventType.REASSIGNMENT_COMPLETED, topic=moving)
     assert completed["partitions"][0]["replicas"] == target
 
     state = full_isr(kafka_zk, topic, 1, 3)
     reordered = [b for b in state["isr"] if b != state["leader"]] + [state["leader"]]
     _reassign(cluster, plan, topic, 1, reordered)
-    changes_topic.wait_event("REPLICAS_CHANGED", topic=topic, partition=1, replicas_after=reordered)
+    changes_topic.wait_event(
+        EventType.REPLICAS_CHANGED, topic=topic, partition=1, replicas_after=reordered
+    )
     cluster.kafka_tool(
         "org.apache.kafka.tools.LeaderElectionCommand",
         "--bootstrap-server",
@@ -123,7 +126,7 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
         "1",
     )
     elected = changes_topic.wait_event(
-        "LEADER_CHANGED", topic=topic, partition=1, leader_after=reordered[0]
+        EventType.LEADER_CHANGED, topic=topic, partition=1, leader_after=reordered[0]
     )
     assert (
         elected["clean"] is True and elected["leader_epoch_after"] > elected["leader_epoch_before"]
@@ -141,7 +144,10 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
         cluster.bootstrap_servers, lambda admin: admin.incremental_alter_configs([resource]), -1
     )
     changed = changes_topic.wait_event(
-        "CONFIG_CHANGED", entity_type="topics", entity_name=topic, changed_keys=["retention.ms"]
+        EventType.CONFIG_CHANGED,
+        entity_type="topics",
+        entity_name=topic,
+        changed_keys=["retention.ms"],
     )
     assert changed["config_before"] == {}
     assert changed["config_after"]["retention.ms"] == "3600000"
@@ -152,10 +158,10 @@ def test_a_staged_kafka_incident_is_captured_as_typed_events(
         lambda admin: admin.delete_topics([moving], operation_timeout=30),
         KafkaError.UNKNOWN_TOPIC_OR_PART,
     )
-    changes_topic.wait_event("TOPIC_DELETION_REQUESTED", topic=moving)
-    deleted = changes_topic.wait_event("TOPIC_DELETED", topic=moving)
+    changes_topic.wait_event(EventType.TOPIC_DELETION_REQUESTED, topic=moving)
+    deleted = changes_topic.wait_event(EventType.TOPIC_DELETED, topic=moving)
     assert deleted["topic_id"]
-    changes_topic.wait_event("TOPIC_DELETION_COMPLETED", topic=moving)
+    changes_topic.wait_event(EventType.TOPIC_DELETION_COMPLETED, topic=moving)
     assert daemon.stop() == 0
 
 

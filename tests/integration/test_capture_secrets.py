@@ -15,6 +15,7 @@ from capture_harness import ChangesTopic, decode
 from conftest import wait_until
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.ground.change_types import EventType
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +83,7 @@ def test_scram_credentials_and_passwords_reach_neither_kafka_nor_the_log_nor_the
 
         (update,) = wait_until(updated, 60, what="the SCRAM change on Kafka")  # type: ignore[misc]
         (event,) = update["events"]
-        assert event["type"] == "CONFIG_CHANGED"
+        assert event["type"] == EventType.CONFIG_CHANGED
         assert event["changed_keys"] == ["SCRAM-SHA-512", "producer_byte_rate"]
         assert event["config_after"]["producer_byte_rate"] == "9"
         assert event["config_after"]["SCRAM-SHA-512"].startswith("zkcdc-redacted:")

@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from zookeeper_servers import zookeeper_server
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.ground.change_types import EventType
 
 pytestmark = pytest.mark.integration
 
@@ -261,9 +262,9 @@ def test_a_staged_kafka_incident_gives_the_watch_events_plus_what_watch_skipped_
     # Below txnlog mode's newest zxid, every watched change must be there too.
     newest = max(r["zxid"] or 0 for r in exact_records)
     watched = [r for r in watched if r["zxid"] is None or r["zxid"] <= newest]
-    assert types >= {"ISR_SHRUNK", "ISR_EXPANDED", "BROKER_DEREGISTERED", "BROKER_REGISTERED",
-                     "CONTROLLER_RESIGNED", "CONTROLLER_ELECTED", "REASSIGNMENT_REQUESTED",
-                     "REASSIGNMENT_COMPLETED"}  # fmt: skip
+    assert types >= {EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.BROKER_DEREGISTERED, EventType.BROKER_REGISTERED,
+                     EventType.CONTROLLER_RESIGNED, EventType.CONTROLLER_ELECTED, EventType.REASSIGNMENT_REQUESTED,
+                     EventType.REASSIGNMENT_COMPLETED}  # fmt: skip
     intermediate = 0
     for record in watched:
         if record["op"] == "DELETE":

@@ -13,6 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 from zookeeper_servers import zookeeper_server
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.stack.probes import free_port_block
 
 pytestmark = pytest.mark.integration
@@ -64,7 +65,7 @@ def test_an_ensemble_replaced_under_capture_has_every_later_version_recorded_or_
             daemon = start_capture(second.hosts + "/kafka", "--cluster", "h",
                                    "--session-timeout-s", "4", state_dir=state_dir,
                                    publish_to=changes_topic)  # fmt: skip
-        changed = changes_topic.wait_event("ZOOKEEPER_HISTORY_CHANGED", timeout_s=120)
+        changed = changes_topic.wait_event(EventType.ZOOKEEPER_HISTORY_CHANGED, timeout_s=120)
         assert "behind" in changed["reason"]
         changes_topic.wait_for(
             lambda r: _versions_recorded(changes_topic.records, changed["_seq"]) >= 6,
@@ -97,7 +98,7 @@ def test_a_txnlog_capture_whose_data_dir_holds_an_older_history_records_every_di
     with zookeeper_server("kafka-3.8.4", work, port=port) as second:
         _kafka_tree(second.hosts, versions=6, padding=0)
         daemon = capture(second)
-        changed = changes_topic.wait_event("ZOOKEEPER_HISTORY_CHANGED", timeout_s=60)
+        changed = changes_topic.wait_event(EventType.ZOOKEEPER_HISTORY_CHANGED, timeout_s=60)
         assert "behind" in changed["reason"] and "data dir" in changed["reason"]
         changes_topic.wait_for(
             lambda r: _versions_recorded(changes_topic.records, changed["_seq"]) >= 6,

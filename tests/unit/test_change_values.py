@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from schema_versions import later_schema_dir
 
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError, schema_fingerprint
 from zkcdc.ground.schema_files import current_schema, schema_dir
 
@@ -25,7 +26,7 @@ def record(**over: Any) -> dict[str, Any]:
         "cluster": "c1", "seq": 7, "op": "UPDATE", "path": "/brokers/ids/1", "before": None,
         "after": None, "zxid": 5, "ts_ms": 1000, "captured_ms": 1001, "versions_skipped": 0,
         "source": {"mode": "watch", "session_id": None, "snapshot": False},
-        "events": [{"type": "BROKER_UPDATED", "broker_id": 1}],
+        "events": [{"type": EventType.BROKER_UPDATED, "broker_id": 1}],
     }  # fmt: skip
     return {**base, **over}
 
@@ -69,7 +70,7 @@ def test_todays_zkcdc_reads_a_later_ones_value_with_an_unknown_event_type_as_its
     confluent = b"\x00" + (9).to_bytes(4, "big") + body(later_zkcdc, value)
     decoder = ChangeValueDecoder(lambda schema_id: json.dumps(later_zkcdc), reader=today)
     decoded = decoder.decode(confluent)
-    assert decoded["events"][0]["type"] == "UNKNOWN_ZNODE" and "region" not in decoded
+    assert decoded["events"][0]["type"] == EventType.UNKNOWN_ZNODE and "region" not in decoded
 
 
 def test_a_confluent_value_fetches_its_writer_schema_once_per_id() -> None:
@@ -126,7 +127,7 @@ def test_the_spark_rows_of_both_wire_forms_and_of_bad_bytes() -> None:
     for value in (SingleObjectCodec().encode(record()), confluent):
         row = decoded_row(decoder, value)
         assert row[:5] == ("c1", 7, "UPDATE", "/brokers/ids/1", 1000)
-        assert json.loads(row[5]) == [{"type": "BROKER_UPDATED", "broker_id": 1}]
+        assert json.loads(row[5]) == [{"type": EventType.BROKER_UPDATED, "broker_id": 1}]
         assert row[6] is None
     bad = decoded_row(decoder, b"nonsense")
     assert bad[:6] == (None,) * 6 and "neither single-object" in bad[6]

@@ -16,6 +16,7 @@ from zkcdc.capture.kraft.source import KraftSource
 from zkcdc.capture.records import ChangeRecord
 from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.tracker import TrackerState
+from zkcdc.ground.change_types import EventType
 
 
 class Quorum:
@@ -166,7 +167,9 @@ def test_a_zookeeper_capture_s_stream_is_taken_over_with_the_seq_going_on(tmp_pa
         stream.write(leader_change(2, 2, 102, [101, 102]))
     quorum.high_watermark = 3
     after = turns(found)
-    epochs = [e for r in after for e in r.events if e.type.value == "CONTROLLER_EPOCH_CHANGED"]
+    epochs = [
+        e for r in after for e in r.events if e.type.value == EventType.CONTROLLER_EPOCH_CHANGED
+    ]
     assert [(e.epoch_before, e.epoch_after) for e in epochs] == [(7, 8)]
 
 

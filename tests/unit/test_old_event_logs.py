@@ -17,6 +17,7 @@ from schema_versions import FIXTURES, golden, later_schema_dir
 
 from zkcdc.capture.delivery.event_log import read_records
 from zkcdc.cli import main
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.schema_files import current_schema, released_versions
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -35,7 +36,12 @@ def test_events_cat_prints_every_record_of_the_kept_log() -> None:
     records = cat_json()
     assert [r["seq"] for r in records] == list(range(1, RECORDS + 1))
     types = {e["type"] for r in records for e in r["events"]}
-    assert {"BROKER_DEREGISTERED", "LEADER_CHANGED", "ISR_SHRUNK", "OFFSET_COMMITTED"} <= types
+    assert {
+        EventType.BROKER_DEREGISTERED,
+        EventType.LEADER_CHANGED,
+        EventType.ISR_SHRUNK,
+        EventType.OFFSET_COMMITTED,
+    } <= types
 
 
 def test_a_later_zkcdc_prints_the_kept_log_with_its_new_fields_at_their_defaults(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from zkcdc.capture.delivery import topic_holdings
 from zkcdc.capture.delivery.topic_follower import TopicFollower as StandbyFollower
 from zkcdc.capture.encoding.avro_codec import SingleObjectCodec
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.change_values import ChangeValueDecoder
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.rules.alert_records import Alert
@@ -130,7 +131,7 @@ CHANGE = {
     "cluster": "c1", "seq": 7, "op": "UPDATE", "path": "/brokers/ids/1", "before": None,
     "after": None, "zxid": 5, "ts_ms": 1000, "captured_ms": 1001, "versions_skipped": 0,
     "source": {"mode": "watch", "session_id": None, "snapshot": False},
-    "events": [{"type": "BROKER_UPDATED", "broker_id": 1}],
+    "events": [{"type": EventType.BROKER_UPDATED, "broker_id": 1}],
 }  # fmt: skip
 CHANGES = [Message(b"c1/brokers/ids/1", SingleObjectCodec().encode({**CHANGE, "seq": s}),
                    [("zkcdc.seq", str(s).encode()), ("zkcdc.cluster", b"c1")], valid=True)

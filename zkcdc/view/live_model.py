@@ -12,6 +12,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.view.event_rows import concerns
 from zkcdc.view.group_assignment import with_expected
@@ -102,9 +103,9 @@ class LiveModel:
                     kept = self._by_entity[key] = deque(maxlen=ROWS_PER_ENTITY)
                 kept.append(row)
                 self._recent.append(row)
-                if row["type"] in ("BROKER_FENCED", "BROKER_UNFENCED"):
+                if row["type"] in (EventType.BROKER_FENCED, EventType.BROKER_UNFENCED):
                     fenced = self._fenced.setdefault(row["cluster"], set())
-                    if row["type"] == "BROKER_FENCED":
+                    if row["type"] == EventType.BROKER_FENCED:
                         fenced.add(int(row["broker_id"]))
                     else:
                         fenced.discard(int(row["broker_id"]))

@@ -13,6 +13,7 @@ from alerts_harness import AlertJob, AlertsTopic
 from capture_harness import CaptureProcess, ChangesTopic
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
@@ -45,7 +46,7 @@ def test_a_stopped_follower_fires_broker_down_and_under_replicated_then_resolves
     )  # fmt: skip
     try:
         capture.wait_logged("in sync")
-        state = changes.wait_event("PARTITION_STATE_CREATED", topic=topic, partition=0)
+        state = changes.wait_event(EventType.PARTITION_STATE_CREATED, topic=topic, partition=0)
         job.wait_started()  # the 180 s below are the incident's, not Spark's start under load
         follower = next(b for b in state["isr"] if b != state["leader"])
         kraft_stack.stop_broker(follower, signal.SIGTERM)

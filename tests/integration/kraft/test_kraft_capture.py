@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import wait_until
 
 from zkcdc.capture.delivery.event_log import log_files, read_records
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
 
@@ -86,28 +87,32 @@ def test_a_follower_stopped_and_started_gives_the_isr_changes_and_its_fencing(
         topic = _topic(kraft_stack)
         capture = captures.start(info.metadata_log_dirs[0], "a", "--topic", changes.topic)
         capture.wait_logged("in sync")
-        state = changes.wait_event("PARTITION_STATE_CREATED", topic=topic, partition=0)
+        state = changes.wait_event(EventType.PARTITION_STATE_CREATED, topic=topic, partition=0)
         follower = next(b for b in state["isr"] if b != state["leader"])
         full = list(state["isr"])
         after = changes.records[-1]["seq"] if changes.records else 0
 
         kraft_stack.stop_broker(follower, signal.SIGTERM)
-        shrunk = changes.wait_event("ISR_SHRUNK", topic=topic, partition=0, after_seq=after)
+        shrunk = changes.wait_event(EventType.ISR_SHRUNK, topic=topic, partition=0, after_seq=after)
         assert shrunk["isr_before"] == full
         assert shrunk["isr_after"] == [b for b in full if b != follower]
         assert shrunk["removed"] == [follower]
-        changes.wait_event("BROKER_CONTROLLED_SHUTDOWN", broker_id=follower, after_seq=after)
-        changes.wait_event("BROKER_FENCED", broker_id=follower, after_seq=after)
-        changes.wait_event("BROKER_DEREGISTERED", broker_id=follower, after_seq=after)
+        changes.wait_event(
+            EventType.BROKER_CONTROLLED_SHUTDOWN, broker_id=follower, after_seq=after
+        )
+        changes.wait_event(EventType.BROKER_FENCED, broker_id=follower, after_seq=after)
+        changes.wait_event(EventType.BROKER_DEREGISTERED, broker_id=follower, after_seq=after)
 
         kraft_stack.start_broker(follower)
         expanded = changes.wait_event(
-            "ISR_EXPANDED", topic=topic, partition=0, after_seq=shrunk["_seq"]
+            EventType.ISR_EXPANDED, topic=topic, partition=0, after_seq=shrunk["_seq"]
         )
         assert expanded["added"] == [follower]
         assert sorted(expanded["isr_after"]) == sorted(full)
-        changes.wait_event("BROKER_UNFENCED", broker_id=follower, after_seq=shrunk["_seq"])
-        changes.wait_event("BROKER_REGISTERED", broker_id=follower, after_seq=shrunk["_seq"])
+        changes.wait_event(EventType.BROKER_UNFENCED, broker_id=follower, after_seq=shrunk["_seq"])
+        changes.wait_event(
+            EventType.BROKER_REGISTERED, broker_id=follower, after_seq=shrunk["_seq"]
+        )
         modes = {r["source"]["mode"] for r in changes.records}
         assert modes == {"kraft"}
         assert capture.stop() == 0
@@ -140,13 +145,15 @@ def test_the_active_controller_killed_gives_the_controller_events(
             return [e for r in records if r["op"] != "READ" for e in r["events"]]
 
         deadline = time.monotonic() + 60
-        while not any(e["type"] == "CONTROLLER_ELECTED" and e["broker_id"] == new_id
+        while not any(e["type"] == EventType.CONTROLLER_ELECTED and e["broker_id"] == new_id
                       for e in events()):  # fmt: skip
             assert time.monotonic() < deadline, "no CONTROLLER_ELECTED for the new controller"
             time.sleep(0.5)
         got = events()
-        assert any(e["type"] == "CONTROLLER_RESIGNED" and e["broker_id"] == leader_id for e in got)
-        assert any(e["type"] == "CONTROLLER_EPOCH_CHANGED" and e["epoch_after"] == new_epoch
+        assert any(
+            e["type"] == EventType.CONTROLLER_RESIGNED and e["broker_id"] == leader_id for e in got
+        )
+        assert any(e["type"] == EventType.CONTROLLER_EPOCH_CHANGED and e["epoch_after"] == new_epoch
                    and e["epoch_before"] == epoch for e in got)  # fmt: skip
     finally:
         kraft_stack.start_controller(name)

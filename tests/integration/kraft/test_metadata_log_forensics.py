@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import wait_until
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack
 
@@ -69,14 +70,14 @@ def test_a_copy_of_the_metadata_log_shows_and_replays_a_stopped_follower(
     bare = _zkcdc("events", "cat", "--from-metadata-log", str(copy))
     assert bare.returncode != 0 and "--cluster NAME" in bare.stderr.strip().splitlines()[-1]
     shown = _zkcdc("events", "cat", "--from-metadata-log", str(copy), "--json", "--cluster", "k",
-                   "--type", "ISR_SHRUNK", "--type", "ISR_EXPANDED")  # fmt: skip
+                   "--type", EventType.ISR_SHRUNK, "--type", EventType.ISR_EXPANDED)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     events = [e for line in shown.stdout.splitlines() for e in json.loads(line)["events"]
               if e.get("topic") == topic]  # fmt: skip
     kinds = [e["type"] for e in events]
-    assert "ISR_SHRUNK" in kinds and "ISR_EXPANDED" in kinds, kinds
-    assert kinds.index("ISR_SHRUNK") < kinds.index("ISR_EXPANDED")
-    shrunk = events[kinds.index("ISR_SHRUNK")]
+    assert EventType.ISR_SHRUNK in kinds and EventType.ISR_EXPANDED in kinds, kinds
+    assert kinds.index(EventType.ISR_SHRUNK) < kinds.index(EventType.ISR_EXPANDED)
+    shrunk = events[kinds.index(EventType.ISR_SHRUNK)]
     assert shrunk["removed"] == [follower]
 
     alerts_file = tmp_path / "alerts.jsonl"

@@ -20,6 +20,7 @@ from capture_harness import CaptureProcess, ChangesTopic
 from cluster_backends import ClusterBackend
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
@@ -30,8 +31,8 @@ pytestmark = pytest.mark.integration
 
 # What only a KRaft capture renders (/kraft), said once when it takes the stream over, and a
 # broker's registration as KRaft holds it (its timestamp, no JMX port): nothing else changed.
-_KRAFT_ONLY = {"BROKER_UNFENCED", "FEATURE_LEVEL_CHANGED", "CONTROLLER_QUORUM_CHANGED",
-               "MIGRATION_STATE_CHANGED", "BROKER_UPDATED"}  # fmt: skip
+_KRAFT_ONLY = {EventType.BROKER_UNFENCED, EventType.FEATURE_LEVEL_CHANGED, EventType.CONTROLLER_QUORUM_CHANGED,
+               EventType.MIGRATION_STATE_CHANGED, EventType.BROKER_UPDATED}  # fmt: skip
 
 
 def _migrate(state_dir: Path, *args: str) -> None:
@@ -81,12 +82,16 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
         )  # fmt: skip
         processes.append(job)
         watch.wait_logged("in sync")
-        changes.wait_event("PARTITION_STATE_CREATED", snapshot=True, topic=topic, partition=0)
+        changes.wait_event(
+            EventType.PARTITION_STATE_CREATED, snapshot=True, topic=topic, partition=0
+        )
 
         # Phases 1-2: controllers with migration enabled, brokers rolled: dual-write.
         _migrate(settings.state_dir, "--until", "dual-write")
-        migrated = changes.wait_event("MIGRATION_STATE_CHANGED", migration_state_after="MIGRATION")
-        elected = changes.wait_event("CONTROLLER_ELECTED", broker_id=101)
+        migrated = changes.wait_event(
+            EventType.MIGRATION_STATE_CHANGED, migration_state_after="MIGRATION"
+        )
+        elected = changes.wait_event(EventType.CONTROLLER_ELECTED, broker_id=101)
         assert elected["epoch_after"] is not None  # a KRaft controller: its Raft epoch
         assert watch.stop() == 0, watch.tail()
 
@@ -103,12 +108,14 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
         )  # fmt: skip
         processes.append(kraft)
         kraft.wait_logged("in sync", 120)
-        _wait_kraft_event(changes, "MIGRATION_STATE_CHANGED", migration_state_after="MIGRATION")
+        _wait_kraft_event(
+            changes, EventType.MIGRATION_STATE_CHANGED, migration_state_after="MIGRATION"
+        )
 
         # Phases 3-4: brokers rolled to KRaft, controllers finalized.
         _migrate(settings.state_dir)
         _wait_kraft_event(
-            changes, "MIGRATION_STATE_CHANGED", migration_state_after="POST_MIGRATION"
+            changes, EventType.MIGRATION_STATE_CHANGED, migration_state_after="POST_MIGRATION"
         )
         stack = LocalStack.open(settings.state_dir)
 
@@ -147,11 +154,11 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
         # Every phase: the controller claiming ZooKeeper and the metadata copied (ZooKeeper's
         # /migration), the KRaft controller elected, the brokers rolled to KRaft, finalized.
         phases = [(e["migration_state_after"], r["source"]["mode"]) for r in records
-                  for e in r["events"] if e["type"] == "MIGRATION_STATE_CHANGED"]  # fmt: skip
+                  for e in r["events"] if e["type"] == EventType.MIGRATION_STATE_CHANGED]  # fmt: skip
         assert phases == [("PRE_MIGRATION", "watch"), ("MIGRATION", "watch"),
                           ("MIGRATION", "kraft"), ("POST_MIGRATION", "kraft")]  # fmt: skip
         kraft_part = records[switch:]
-        rolled = {e["broker_id"] for e in _events(kraft_part, "BROKER_REGISTERED")}
+        rolled = {e["broker_id"] for e in _events(kraft_part, EventType.BROKER_REGISTERED)}
         assert rolled == {1, 2, 3}
         # The take-over said only what ZooKeeper never had (/kraft), no change of brokers,
         # partitions or the controller: it was all the same cluster.
@@ -169,8 +176,8 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
                 alert_id, statuses,
             )  # fmt: skip
         assert not [a for a in alerts.alerts if a["rule"] == "controller_epoch_regression"]
-        assert _events(records, "CONTROLLER_EPOCH_CHANGED") == [
-            e for e in _events(records, "CONTROLLER_EPOCH_CHANGED")
+        assert _events(records, EventType.CONTROLLER_EPOCH_CHANGED) == [
+            e for e in _events(records, EventType.CONTROLLER_EPOCH_CHANGED)
             if e["epoch_after"] >= (e["epoch_before"] or 0)
         ]  # fmt: skip
     finally:

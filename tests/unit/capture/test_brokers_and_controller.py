@@ -166,19 +166,19 @@ def test_a_kraft_controller_s_election_carries_its_epoch_and_states_are_checked_
         return {"seq": seq, "op": "UPDATE", "ts_ms": 1000 + seq, "events": events}
 
     def isr_shrunk(epoch: int) -> dict[str, object]:
-        return {"type": "ISR_SHRUNK", "topic": "t", "partition": 0, "leader": 1,
+        return {"type": EventType.ISR_SHRUNK, "topic": "t", "partition": 0, "leader": 1,
                 "isr_before": [1, 2], "isr_after": [1], "removed": [2],
                 "controller_epoch": epoch}  # fmt: skip
 
     engine = AlertEngine("c")
-    engine.process(record(1, [{"type": "CONTROLLER_EPOCH_CHANGED", "epoch_before": 3,
+    engine.process(record(1, [{"type": EventType.CONTROLLER_EPOCH_CHANGED, "epoch_before": 3,
                                "epoch_after": 4}]))  # fmt: skip
-    engine.process(record(2, [{"type": "CONTROLLER_ELECTED", "broker_id": 101,
+    engine.process(record(2, [{"type": EventType.CONTROLLER_ELECTED, "broker_id": 101,
                                "broker_id_before": None, "epoch_after": 1}]))  # fmt: skip
     alerts = engine.process(record(3, [isr_shrunk(1)]))
     assert "controller_epoch_regression" not in {a.rule for a in alerts}
     # A ZooKeeper controller again: a state written with an old epoch is a zombie's.
-    engine.process(record(4, [{"type": "CONTROLLER_ELECTED", "broker_id": 2,
+    engine.process(record(4, [{"type": EventType.CONTROLLER_ELECTED, "broker_id": 2,
                                "broker_id_before": 101, "epoch_after": None}]))  # fmt: skip
     alerts = engine.process(record(5, [isr_shrunk(1)]))
     assert "controller_epoch_regression" in {a.rule for a in alerts}

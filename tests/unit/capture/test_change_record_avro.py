@@ -10,7 +10,7 @@ import fastavro
 
 from zkcdc.capture.decoders import partition_state
 from zkcdc.capture.records import ChangeRecord, Source, Znode
-from zkcdc.ground.change_types import Op
+from zkcdc.ground.change_types import EventType, Op
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "avro" / "ChangeRecord.avsc"
 
@@ -39,7 +39,7 @@ def test_a_record_with_events_round_trips_through_the_schema_file():
     assert read["op"] == "UPDATE"
     assert read["after"]["data"] == after
     (event,) = read["events"]
-    assert event["type"] == "ISR_SHRUNK"
+    assert event["type"] == EventType.ISR_SHRUNK
     assert (event["isr_before"], event["isr_after"], event["removed"]) == ([1, 2, 3], [1, 3], [2])
     assert event["group"] is None
     assert read == record.to_avro()

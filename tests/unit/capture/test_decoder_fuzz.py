@@ -217,6 +217,6 @@ def test_events_that_do_not_fit_the_schema_become_unparseable_and_keep_the_raw_b
     bad = dataclasses.replace(records[0], events=(event,))
     _, bodies = encode_records(ENCODE, [bad])
     read = _read_back(bodies[0])
-    assert [e["type"] for e in read["events"]] == ["UNPARSEABLE"]
+    assert [e["type"] for e in read["events"]] == [EventType.UNPARSEABLE]
     assert "out of the range of an int" in read["events"][0]["reason"]
     assert read["after"]["data"] == b"x"

@@ -55,7 +55,7 @@ def cat(log, *args: str) -> list[tuple[str, int]]:
 
 def test_cat_filters_by_path_prefix_type_time_and_cluster(log):
     assert cat(log, "--path-prefix", "/brokers/topics") == [("c1", 2), ("c2", 2)]
-    assert cat(log, "--type", "ISR_SHRUNK", "--cluster", "c2") == [("c2", 2)]
+    assert cat(log, "--type", EventType.ISR_SHRUNK, "--cluster", "c2") == [("c2", 2)]
     assert cat(log, "--type", "delete", "--type", "HEARTBEAT", "--cluster", "c1") == [
         ("c1", 3), ("c1", 4)]  # fmt: skip
     since, until = str(T0 + 1000), "2026-11-18T11:06:43Z"  # = T0 + 3000, excluded
@@ -78,7 +78,10 @@ def test_stats_counts_ops_events_time_span_and_skips_per_cluster(log):
     assert stats["records"] == 8
     assert stats["clusters"]["c1"] == {"records": 4, "first_seq": 1, "last_seq": 4}
     assert stats["ops"] == {"DELETE": 2, "HEARTBEAT": 2, "READ": 2, "UPDATE": 2}
-    assert stats["events"]["ISR_SHRUNK"] == 2 and stats["events"]["BROKER_REGISTERED"] == 2
+    assert (
+        stats["events"][EventType.ISR_SHRUNK] == 2
+        and stats["events"][EventType.BROKER_REGISTERED] == 2
+    )
     assert (stats["first_ts_ms"], stats["last_ts_ms"]) == (T0, T0 + 3000)
     assert stats["versions_skipped"] == 4 and stats["records_with_skips"] == 2
     text = CliRunner().invoke(main, ["events", "stats", str(log), "--cluster", "c1"]).output

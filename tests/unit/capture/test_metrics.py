@@ -25,7 +25,7 @@ def test_a_batch_of_records_counts_each_op_event_type_and_skipped_version():
     value = metrics.registry.get_sample_value
     assert value("zkcdc_capture_records_total", {"op": "CREATE"}) == 1
     assert value("zkcdc_capture_records_total", {"op": "UPDATE"}) == 3
-    assert value("zkcdc_capture_events_total", {"type": "ISR_SHRUNK"}) == 3
-    assert value("zkcdc_capture_events_total", {"type": "LEADER_EPOCH_BUMPED"}) == 1
+    assert value("zkcdc_capture_events_total", {"type": EventType.ISR_SHRUNK}) == 3
+    assert value("zkcdc_capture_events_total", {"type": EventType.LEADER_EPOCH_BUMPED}) == 1
     assert value("zkcdc_capture_versions_skipped_total") == 3
     assert value("zkcdc_capture_seq") == 4

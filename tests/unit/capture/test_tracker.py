@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import Tracker, TrackerState, apply_records
-from zkcdc.ground.change_types import Op
+from zkcdc.ground.change_types import EventType, Op
 
 STATE = b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}'
 PATH = "/brokers/topics/t/partitions/0/state"
@@ -122,7 +122,7 @@ def test_an_unreadable_znode_is_recorded_once_until_readable_again_or_gone():
     t.begin_sync()
     (was_known,) = t.unreadable_znode("/brokers/ids/1", "data", "no READ", 7000)
     assert (was_known.op, was_known.after, was_known.before.version) == (Op.UPDATE, None, 1)
-    assert was_known.events[0].type == "ZNODE_UNREADABLE"
+    assert was_known.events[0].type == EventType.ZNODE_UNREADABLE
     assert was_known.events[0].reason == "data: no READ"
     assert t.unreadable_znode("/brokers/ids/1", "children", "no READ") == []  # once a znode
     (new,) = t.unreadable_znode("/admin/x", "data", "no READ")
@@ -145,7 +145,9 @@ def test_a_walk_that_reads_a_znode_behind_what_was_recorded_records_another_hist
     t.read(PATH, z(8))  # recorded: version 8 of czxid 10
     t.begin_sync()
     changed, deleted, created = t.read(PATH, z(5))  # same czxid, older: a history gone back
-    assert changed.op == Op.HEARTBEAT and changed.events[0].type == "ZOOKEEPER_HISTORY_CHANGED"
+    assert (
+        changed.op == Op.HEARTBEAT and changed.events[0].type == EventType.ZOOKEEPER_HISTORY_CHANGED
+    )
     assert (deleted.op, created.op, created.versions_skipped) == (Op.DELETE, Op.CREATE, 5)
     assert t.read("/brokers/ids/1", Znode(b"x", 0, 1, 1)) != []  # unknown: a create as ever
     assert t.end_sync() == []

@@ -22,7 +22,7 @@ from zkcdc.capture.txnlog.transactions import (
 )
 from zkcdc.capture.txnlog.transactions import Op as TxnOp
 from zkcdc.capture.txnlog.txn_tracker import TxnTracker
-from zkcdc.ground.change_types import Op
+from zkcdc.ground.change_types import EventType, Op
 
 SESSION = 0x77
 
@@ -72,8 +72,8 @@ def test_every_set_data_is_an_update_with_its_exact_version_zxid_time_and_before
         1011,
     )
     assert u1.source.mode == "txnlog" and u1.source.session_id == SESSION
-    assert [e.type.value for e in u1.events] == ["ISR_SHRUNK"]
-    assert [e.type.value for e in expanded[0].events] == ["ISR_EXPANDED"]
+    assert [e.type.value for e in u1.events] == [EventType.ISR_SHRUNK]
+    assert [e.type.value for e in expanded[0].events] == [EventType.ISR_EXPANDED]
 
 
 def test_a_multi_applies_its_operations_in_order_and_checks_and_errors_change_nothing():
@@ -96,7 +96,7 @@ def test_a_multi_applies_its_operations_in_order_and_checks_and_errors_change_no
         (Op.UPDATE, 1),
     ]
     assert records[1].after is not None and records[1].after.ephemeral_owner == SESSION
-    assert [e.type.value for r in records for e in r.events] == ["BROKER_REGISTERED"]
+    assert [e.type.value for r in records for e in r.events] == [EventType.BROKER_REGISTERED]
     failed = t.apply(txn(21, TxnOp(ERROR, error=-101), TxnOp(ERROR, error=-2)))
     assert failed == [] and t.state.zxid == 21
 

@@ -10,6 +10,7 @@ import pytest
 
 from zkcdc.capture.decoders import brokers, controller, partition_state, topics
 from zkcdc.capture.records import Znode
+from zkcdc.ground.change_types import EventType
 from zkcdc.simulate import formats
 from zkcdc.simulate import partition_logic as logic
 from zkcdc.simulate.errors import SimulateError
@@ -51,10 +52,10 @@ def test_bytes_equal_what_a_real_kafka_3_9_cluster_wrote():
 
 def test_capture_decodes_every_format_the_simulator_writes():
     reg = formats.broker_registration(4, "h", 9092, 1)
-    assert brokers.decode(4, None, Znode(reg, czxid=10))[0].type == "BROKER_REGISTERED"
+    assert brokers.decode(4, None, Znode(reg, czxid=10))[0].type == EventType.BROKER_REGISTERED
     assert controller.decode_controller(None, formats.controller(4, 1))[0].broker_id == 4
     topic = formats.topic_assignment({0: [1, 2]}, formats.kafka_uuid(random.Random(1)))
-    assert topics.decode("t", None, topic)[0].type == "TOPIC_CREATED"
+    assert topics.decode("t", None, topic)[0].type == EventType.TOPIC_CREATED
     state = formats.partition_state(1, 0, [1, 2], 1)
     assert partition_state.decode("t", 0, None, state)[0].isr == (1, 2)
 
@@ -131,12 +132,12 @@ def test_an_expectation_lists_a_sample_counts_everything_and_round_trips_as_json
     expect = Expectation("broker-failure")
     expect.step("broker 3's session closed")
     for p in range(100):
-        expect.event("ISR_SHRUNK", f"/brokers/topics/t/partitions/{p}/state", removed=(3,))
+        expect.event(EventType.ISR_SHRUNK, f"/brokers/topics/t/partitions/{p}/state", removed=(3,))
     expect.instant("unclean_leader_election", "t/0")
     expect.instant("unclean_leader_election", "t/0")
     expect.write(tmp_path / "e.json")
     loaded = json.loads((tmp_path / "e.json").read_text())
-    assert loaded["event_counts"] == {"ISR_SHRUNK": 100}
+    assert loaded["event_counts"] == {EventType.ISR_SHRUNK: 100}
     assert len(loaded["events"]) == 25
     assert loaded["events"][0]["removed"] == [3]
     assert loaded["alerts"] == [
@@ -159,7 +160,7 @@ def test_the_forecast_fires_conditions_that_last_their_for_duration_and_windows_
     forecast.condition("broker_down", "broker/2", False)
     forecast.condition("under_replicated", "t/0", True)  # open at the end: the hold decides
     for _ in range(3):
-        forecast.count("CONTROLLER_ELECTED", "/controller", {})
+        forecast.count(EventType.CONTROLLER_ELECTED, "/controller", {})
     assert {a["entity"] for a in forecast.alerts(hold_ms=0)} == {"broker/2", "controller"}
     assert {a["rule"] for a in forecast.alerts(hold_ms=10_000)} == {
         "broker_down",

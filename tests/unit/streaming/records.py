@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from zkcdc.ground.change_types import EventType
+
 
 class Feed:
     """Builds records with a running seq; `at(ts)` sets the event time of the next ones."""
@@ -35,18 +37,20 @@ def ev(kind: str, **fields: Any) -> dict[str, Any]:
 
 
 def topic(name: str, assignment: dict[int, list[int]]) -> dict[str, Any]:
-    return ev("TOPIC_CREATED", topic=name, assignment={str(p): r for p, r in assignment.items()})
+    return ev(
+        EventType.TOPIC_CREATED, topic=name, assignment={str(p): r for p, r in assignment.items()}
+    )
 
 
 def state(
     name: str, p: int, leader: int, isr: list[int], epoch: int = 0, ce: int = 1
 ) -> dict[str, Any]:
-    return ev("PARTITION_STATE_CREATED", topic=name, partition=p, leader=leader, isr=isr,
+    return ev(EventType.PARTITION_STATE_CREATED, topic=name, partition=p, leader=leader, isr=isr,
               leader_epoch=epoch, controller_epoch=ce)  # fmt: skip
 
 
 def broker(b: int, up: bool = True) -> dict[str, Any]:
-    return ev("BROKER_REGISTERED" if up else "BROKER_DEREGISTERED", broker_id=b)
+    return ev(EventType.BROKER_REGISTERED if up else EventType.BROKER_DEREGISTERED, broker_id=b)
 
 
 def three_brokers(engine: Any, t0: int) -> Feed:
@@ -55,8 +59,10 @@ def three_brokers(engine: Any, t0: int) -> Feed:
     feed = Feed(engine)
     for b in (1, 2, 3):
         feed.send(t0, f"/brokers/ids/{b}", broker(b), op="READ")
-    feed.send(t0, "/controller", ev("CONTROLLER_ELECTED", broker_id=1), op="READ")
-    feed.send(t0, "/controller_epoch", ev("CONTROLLER_EPOCH_CHANGED", epoch_after=1), op="READ")
+    feed.send(t0, "/controller", ev(EventType.CONTROLLER_ELECTED, broker_id=1), op="READ")
+    feed.send(
+        t0, "/controller_epoch", ev(EventType.CONTROLLER_EPOCH_CHANGED, epoch_after=1), op="READ"
+    )
     feed.send(t0, "/brokers/topics/t", topic("t", {0: [1, 2, 3], 1: [2, 3, 1]}), op="READ")
     feed.send(t0, "/s0", state("t", 0, 1, [1, 2, 3]), op="READ")
     feed.send(t0, "/s1", state("t", 1, 2, [2, 3, 1]), op="READ")

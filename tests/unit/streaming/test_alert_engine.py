@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -20,12 +21,12 @@ def cluster(settings: RuleSettings | None = None) -> Feed:
 
 
 def shrink(p: int, leader: int, before: list[int], after: list[int], ce: int = 1) -> dict:
-    return ev("ISR_SHRUNK", topic="t", partition=p, leader=leader, isr_before=before,
+    return ev(EventType.ISR_SHRUNK, topic="t", partition=p, leader=leader, isr_before=before,
               isr_after=after, removed=[b for b in before if b not in after], controller_epoch=ce)  # fmt: skip
 
 
 def expand(p: int, leader: int, before: list[int], after: list[int]) -> dict:
-    return ev("ISR_EXPANDED", topic="t", partition=p, leader=leader, isr_before=before,
+    return ev(EventType.ISR_EXPANDED, topic="t", partition=p, leader=leader, isr_before=before,
               isr_after=after, controller_epoch=1)  # fmt: skip
 
 
@@ -61,13 +62,13 @@ def test_a_blip_shorter_than_the_for_duration_stays_silent():
 
 def test_broker_down_offline_partition_and_under_min_isr():
     feed = cluster()
-    feed.send(T0 + 1, "/config/topics/t", ev("CONFIG_CHANGED", entity_type="topics",
+    feed.send(T0 + 1, "/config/topics/t", ev(EventType.CONFIG_CHANGED, entity_type="topics",
               entity_name="t", config_after={"min.insync.replicas": "2"}))  # fmt: skip
     feed.send(T0 + 1000, "/brokers/ids/1", broker(1, up=False))
-    feed.send(T0 + 1001, "/s0", ev("LEADER_CHANGED", topic="t", partition=0, leader_before=1,
+    feed.send(T0 + 1001, "/s0", ev(EventType.LEADER_CHANGED, topic="t", partition=0, leader_before=1,
               leader_after=-1, isr_after=[1], leader_epoch_before=0, leader_epoch_after=1,
               clean=True, controller_epoch=1),
-              ev("PARTITION_OFFLINE", topic="t", partition=0, leader=-1, isr=[1]))  # fmt: skip
+              ev(EventType.PARTITION_OFFLINE, topic="t", partition=0, leader=-1, isr=[1]))  # fmt: skip
     feed.send(T0 + 1002, "/s1", shrink(1, 2, [2, 3, 1], [2, 3]))
     assert ("offline_partition", "t/0") in feed.firing()  # no for-duration
     feed.heartbeat(T0 + 30_000)
@@ -81,13 +82,13 @@ def test_broker_down_offline_partition_and_under_min_isr():
 
 def test_instant_rules_fire_on_the_change_and_resolve_after_the_hold():
     feed = cluster(RuleSettings(instant_hold_ms=5000))
-    feed.send(T0 + 10, "/s0", ev("LEADER_CHANGED", topic="t", partition=0, leader_before=1,
+    feed.send(T0 + 10, "/s0", ev(EventType.LEADER_CHANGED, topic="t", partition=0, leader_before=1,
               leader_after=3, isr_before=[1], isr_after=[3], leader_epoch_before=4,
               leader_epoch_after=5, clean=False, controller_epoch=1))  # fmt: skip
     feed.send(T0 + 20, "/s1", shrink(1, 2, [2, 3, 1], [2, 3], ce=0))  # a zombie's write
-    feed.send(T0 + 30, "/o", ev("OFFSET_COMMITTED", group="g", topic="t", partition=0,
+    feed.send(T0 + 30, "/o", ev(EventType.OFFSET_COMMITTED, group="g", topic="t", partition=0,
               offset_before=500, offset_after=100))  # fmt: skip
-    feed.send(T0 + 40, "/s1", ev("LEADER_EPOCH_BUMPED", topic="t", partition=1, leader=2,
+    feed.send(T0 + 40, "/s1", ev(EventType.LEADER_EPOCH_BUMPED, topic="t", partition=1, leader=2,
               leader_epoch_before=7, leader_epoch_after=3, isr_before=[2, 3],
               isr_after=[2, 3], controller_epoch=1))  # fmt: skip
     assert feed.firing() == {
@@ -102,18 +103,20 @@ def test_instant_rules_fire_on_the_change_and_resolve_after_the_hold():
 
 def test_snapshot_reads_raise_no_instant_alerts():
     feed = cluster()
-    feed.send(T0 + 10, "/o", ev("OFFSET_COMMITTED", group="g", topic="t", partition=0,
+    feed.send(T0 + 10, "/o", ev(EventType.OFFSET_COMMITTED, group="g", topic="t", partition=0,
               offset_before=500, offset_after=100), op="READ")  # fmt: skip
     assert feed.alerts == []
 
 
 def test_controller_failover_flapping_and_no_active_controller():
     feed = cluster(RuleSettings(no_active_controller_for_ms=2000))
-    feed.send(T0 + 100, "/controller", ev("CONTROLLER_RESIGNED", broker_id=1))
+    feed.send(T0 + 100, "/controller", ev(EventType.CONTROLLER_RESIGNED, broker_id=1))
     feed.heartbeat(T0 + 2200)
     assert ("no_active_controller", "controller") in feed.firing()
     for i, b in enumerate([2, 3, 2]):
-        feed.send(T0 + 3000 + i * 1000, "/controller", ev("CONTROLLER_ELECTED", broker_id=b))
+        feed.send(
+            T0 + 3000 + i * 1000, "/controller", ev(EventType.CONTROLLER_ELECTED, broker_id=b)
+        )
     assert ("controller_failover", "controller") in feed.firing()
     assert ("controller_flapping", "controller") in feed.firing()
     assert ("no_active_controller", "controller") in feed.resolved()
@@ -134,7 +137,7 @@ def test_isr_flapping_counts_changes_in_its_window():
 def test_preferred_leader_imbalance_counts_only_live_brokers():
     feed = cluster(RuleSettings(preferred_leader_imbalance_for_ms=0))
     # Broker 2 leads its preferred partition 1 no more: 1 of 1 = 100 % > 10 %.
-    feed.send(T0 + 10, "/s1", ev("LEADER_CHANGED", topic="t", partition=1, leader_before=2,
+    feed.send(T0 + 10, "/s1", ev(EventType.LEADER_CHANGED, topic="t", partition=1, leader_before=2,
               leader_after=3, isr_before=[2, 3, 1], isr_after=[2, 3, 1], leader_epoch_before=0,
               leader_epoch_after=1, clean=True, controller_epoch=1))  # fmt: skip
     assert ("preferred_leader_imbalance", "broker/2") in feed.firing()
@@ -144,9 +147,9 @@ def test_preferred_leader_imbalance_counts_only_live_brokers():
 
 def test_reassignment_and_topic_deletion_stuck_after_their_thresholds():
     feed = cluster()
-    feed.send(T0 + 10, "/admin/reassign_partitions", ev("REASSIGNMENT_REQUESTED", partitions=[
+    feed.send(T0 + 10, "/admin/reassign_partitions", ev(EventType.REASSIGNMENT_REQUESTED, partitions=[
         {"topic": "t", "partition": 0, "replicas": [1, 2, 4]}]))  # fmt: skip
-    feed.send(T0 + 20, "/admin/delete_topics/t", ev("TOPIC_DELETION_REQUESTED", topic="t"))
+    feed.send(T0 + 20, "/admin/delete_topics/t", ev(EventType.TOPIC_DELETION_REQUESTED, topic="t"))
     feed.heartbeat(T0 + 29_000)
     assert feed.alerts == []
     feed.heartbeat(T0 + 30_100)
@@ -157,14 +160,14 @@ def test_legacy_consumer_rules_follow_the_range_assignment():
     feed = cluster(RuleSettings(consumer_partition_unowned_for_ms=0, consumer_idle_for_ms=0,
                                 consumer_owner_mismatch_for_ms=0))  # fmt: skip
     for c in ("a", "b", "c"):
-        feed.send(T0 + 1, f"/consumers/g/ids/{c}", ev("CONSUMER_REGISTERED", group="g",
+        feed.send(T0 + 1, f"/consumers/g/ids/{c}", ev(EventType.CONSUMER_REGISTERED, group="g",
                   consumer_id=c, subscription={"t": 1}))  # fmt: skip
     # 2 partitions, 3 consumers: a-0 gets 0, b-0 gets 1, c is idle.
-    feed.send(T0 + 2, "/o0", ev("PARTITION_OWNER_CHANGED", group="g", topic="t", partition=0,
+    feed.send(T0 + 2, "/o0", ev(EventType.PARTITION_OWNER_CHANGED, group="g", topic="t", partition=0,
               owner_after="a-0"))  # fmt: skip
     assert ("consumer_partition_unowned", "group/g") in feed.firing()
     assert ("consumer_idle", "group/g") in feed.firing()
-    feed.send(T0 + 3, "/o1", ev("PARTITION_OWNER_CHANGED", group="g", topic="t", partition=1,
+    feed.send(T0 + 3, "/o1", ev(EventType.PARTITION_OWNER_CHANGED, group="g", topic="t", partition=1,
               owner_after="c-0"))  # fmt: skip
     assert ("consumer_partition_unowned", "group/g") in feed.resolved()
     assert ("consumer_owner_mismatch", "group/g") in feed.firing()
@@ -173,7 +176,7 @@ def test_legacy_consumer_rules_follow_the_range_assignment():
 def test_a_record_seen_twice_raises_nothing_twice_and_the_engine_pickles():
     feed = cluster(RuleSettings(instant_hold_ms=5000))
     record = {"seq": 100, "ts_ms": T0 + 5, "op": "UPDATE", "path": "/o", "events": [
-        ev("OFFSET_COMMITTED", group="g", topic="t", partition=0, offset_before=5, offset_after=1)]}  # fmt: skip
+        ev(EventType.OFFSET_COMMITTED, group="g", topic="t", partition=0, offset_before=5, offset_after=1)]}  # fmt: skip
     assert len(feed.engine.process(record)) == 1
     copy = pickle.loads(pickle.dumps(feed.engine))
     assert copy.process(record) == []

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_scope import Scope
@@ -75,7 +76,7 @@ def test_without_a_state_topic_the_saved_state_does_not_grow_with_the_entities_t
     for a state topic that never gets them."""
     engine = AlertEngine("c", QUICK)
     for seq in range(1, 200):
-        event = {"type": "PARTITION_STATE_CREATED", "topic": "t", "partition": seq, "leader": 1,
+        event = {"type": EventType.PARTITION_STATE_CREATED, "topic": "t", "partition": seq, "leader": 1,
                  "isr": [1], "leader_epoch": 0, "controller_epoch": 1}  # fmt: skip
         engine.process({"seq": seq, "ts_ms": seq, "op": "CREATE", "path": "/p", "events": [event]})
         assert engine.forget_changes() == []

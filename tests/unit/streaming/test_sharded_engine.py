@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_scope import (
@@ -63,54 +64,70 @@ def record_bodies(draw: Any) -> tuple[str, list[dict[str, Any]]]:
     ]))  # fmt: skip
     t, p, b = draw(topics), draw(partitions), draw(brokers)
     if kind == "broker":
-        up = draw(st.sampled_from(["BROKER_REGISTERED", "BROKER_DEREGISTERED", "BROKER_UPDATED"]))
+        up = draw(
+            st.sampled_from(
+                [
+                    EventType.BROKER_REGISTERED,
+                    EventType.BROKER_DEREGISTERED,
+                    EventType.BROKER_UPDATED,
+                ]
+            )
+        )
         return f"/brokers/ids/{b}", [
             {"type": up, "broker_id": b, "broker_epoch": draw(maybe_epoch)}
         ]
     if kind == "controller":
         if draw(st.booleans()):
-            event = {"type": "CONTROLLER_ELECTED", "broker_id": b,
+            event = {"type": EventType.CONTROLLER_ELECTED, "broker_id": b,
                      "broker_id_before": draw(st.one_of(st.none(), brokers)),
                      "epoch_after": draw(maybe_epoch)}  # fmt: skip
         else:
-            event = {"type": "CONTROLLER_RESIGNED", "broker_id": b}
+            event = {"type": EventType.CONTROLLER_RESIGNED, "broker_id": b}
         return "/controller", [event]
     if kind == "controller_epoch":
-        event = {"type": "CONTROLLER_EPOCH_CHANGED", "epoch_before": draw(maybe_epoch),
+        event = {"type": EventType.CONTROLLER_EPOCH_CHANGED, "epoch_before": draw(maybe_epoch),
                  "epoch_after": draw(st.integers(0, 6))}  # fmt: skip
         return "/controller_epoch", [event]
     if kind == "topic":
-        how = draw(st.sampled_from(["TOPIC_CREATED", "PARTITIONS_ADDED", "TOPIC_DELETED"]))
+        how = draw(
+            st.sampled_from(
+                [EventType.TOPIC_CREATED, EventType.PARTITIONS_ADDED, EventType.TOPIC_DELETED]
+            )
+        )
         assignment = draw(st.dictionaries(st.integers(0, 3).map(str), replica_lists, max_size=4))
         return f"/brokers/topics/{t}", [{"type": how, "topic": t, "assignment": assignment}]
     if kind == "replicas":
-        event = {"type": "REPLICAS_CHANGED", "topic": t, "partition": p,
+        event = {"type": EventType.REPLICAS_CHANGED, "topic": t, "partition": p,
                  "replicas_after": draw(replica_lists),
                  "adding": draw(st.lists(brokers, max_size=1)),
                  "removing": draw(st.lists(brokers, max_size=1))}  # fmt: skip
         return f"/brokers/topics/{t}", [event]
     if kind == "state":
-        event = {"type": "PARTITION_STATE_CREATED", "topic": t, "partition": p, "leader": b,
+        event = {"type": EventType.PARTITION_STATE_CREATED, "topic": t, "partition": p, "leader": b,
                  "isr": draw(replica_lists), "leader_epoch": draw(st.integers(0, 6)),
                  "controller_epoch": draw(st.integers(0, 6))}  # fmt: skip
         return _path_state(t, p), [event]
     if kind in ("leader", "offline"):
         after = -1 if kind == "offline" else b
-        leader = {"type": "LEADER_CHANGED", "topic": t, "partition": p,
+        leader = {"type": EventType.LEADER_CHANGED, "topic": t, "partition": p,
                   "leader_before": draw(brokers), "leader_after": after,
                   "isr_after": draw(replica_lists), "leader_epoch_before": draw(maybe_epoch),
                   "leader_epoch_after": draw(maybe_epoch), "controller_epoch": draw(maybe_epoch),
                   "clean": draw(st.one_of(st.none(), st.booleans()))}  # fmt: skip
         events = [leader]
         if kind == "offline":
-            events.append({**leader, "type": "PARTITION_OFFLINE"})
+            events.append({**leader, "type": EventType.PARTITION_OFFLINE})
         return _path_state(t, p), events
     if kind == "isr":
         # One or two ISR and epoch changes, a leader named either way or not at all (the
         # cluster shard takes these as leader moves only: engine_scope.leader_moves).
         isr_events = []
         for _ in range(draw(st.integers(1, 2))):
-            how = draw(st.sampled_from(["ISR_SHRUNK", "ISR_EXPANDED", "LEADER_EPOCH_BUMPED"]))
+            how = draw(
+                st.sampled_from(
+                    [EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED]
+                )
+            )
             named = draw(st.sampled_from(["leader", "leader_after", "both", "none"]))
             event = {"type": how, "topic": t, "partition": p,
                      "isr_before": draw(replica_lists), "isr_after": draw(replica_lists),
@@ -123,38 +140,46 @@ def record_bodies(draw: Any) -> tuple[str, list[dict[str, Any]]]:
             isr_events.append(event)
         return _path_state(t, p), isr_events
     if kind == "reassign":
-        how = draw(st.sampled_from(["REASSIGNMENT_REQUESTED", "REASSIGNMENT_COMPLETED"]))
+        how = draw(
+            st.sampled_from([EventType.REASSIGNMENT_REQUESTED, EventType.REASSIGNMENT_COMPLETED])
+        )
         refs = draw(st.lists(st.fixed_dictionaries({"topic": topics, "partition": partitions}),
                              max_size=4))  # fmt: skip
         return "/admin/reassign_partitions", [{"type": how, "partitions": refs}]
     if kind == "delete":
-        how = draw(st.sampled_from(["TOPIC_DELETION_REQUESTED", "TOPIC_DELETION_COMPLETED"]))
+        how = draw(
+            st.sampled_from(
+                [EventType.TOPIC_DELETION_REQUESTED, EventType.TOPIC_DELETION_COMPLETED]
+            )
+        )
         return f"/admin/delete_topics/{t}", [{"type": how, "topic": t}]
     if kind == "config":
         config = draw(st.dictionaries(st.just("min.insync.replicas"), st.sampled_from("0123"),
                                       max_size=1))  # fmt: skip
-        event = {"type": "CONFIG_CHANGED", "entity_type": "topics", "entity_name": t,
+        event = {"type": EventType.CONFIG_CHANGED, "entity_type": "topics", "entity_name": t,
                  "config_after": config}  # fmt: skip
         return f"/config/topics/{t}", [event]
     g, c = draw(st.sampled_from(["g1", "g1", "g2"])), draw(st.sampled_from(["c1", "c2", "c3"]))
     if kind == "consumer":
-        how = draw(st.sampled_from(["CONSUMER_REGISTERED", "CONSUMER_DEREGISTERED"]))
+        how = draw(
+            st.sampled_from([EventType.CONSUMER_REGISTERED, EventType.CONSUMER_DEREGISTERED])
+        )
         subscription = draw(st.dictionaries(topics, st.integers(1, 2), max_size=2))
         event = {"type": how, "group": g, "consumer_id": c, "subscription": subscription}
         return f"/consumers/{g}/ids/{c}", [event]
     if kind == "owner":
         owner = draw(st.one_of(st.none(), st.sampled_from(["c1-0", "c2-0", "c3-0", "c1-1"])))
-        event = {"type": "PARTITION_OWNER_CHANGED", "group": g, "topic": t, "partition": p,
+        event = {"type": EventType.PARTITION_OWNER_CHANGED, "group": g, "topic": t, "partition": p,
                  "owner_after": owner}  # fmt: skip
         return f"/consumers/{g}/owners/{t}/{p}", [event]
     if kind == "offset":
-        event = {"type": "OFFSET_COMMITTED", "group": g, "topic": t, "partition": p,
+        event = {"type": EventType.OFFSET_COMMITTED, "group": g, "topic": t, "partition": p,
                  "offset_before": draw(st.one_of(st.none(), st.integers(0, 9))),
                  "offset_after": draw(st.integers(0, 9))}  # fmt: skip
         return f"/consumers/{g}/offsets/{t}/{p}", [event]
     if kind == "log_dir":
         return "/log_dir_event_notification/log_dir_event_1", [
-            {"type": "LOG_DIR_FAILED", "broker_id": b}
+            {"type": EventType.LOG_DIR_FAILED, "broker_id": b}
         ]
     return "", []
 
@@ -162,30 +187,33 @@ def record_bodies(draw: Any) -> tuple[str, list[dict[str, Any]]]:
 def _healthy_cluster() -> list[tuple[str, list[dict[str, Any]]]]:
     """A snapshot of a cluster where nothing is wrong, for the random changes to break."""
     bodies: list[tuple[str, list[dict[str, Any]]]] = [
-        (f"/brokers/ids/{b}", [{"type": "BROKER_REGISTERED", "broker_id": b}]) for b in BROKERS
+        (f"/brokers/ids/{b}", [{"type": EventType.BROKER_REGISTERED, "broker_id": b}])
+        for b in BROKERS
     ]
-    bodies.append(("/controller", [{"type": "CONTROLLER_ELECTED", "broker_id": 1}]))
-    bodies.append(("/controller_epoch", [{"type": "CONTROLLER_EPOCH_CHANGED", "epoch_after": 3}]))
+    bodies.append(("/controller", [{"type": EventType.CONTROLLER_ELECTED, "broker_id": 1}]))
+    bodies.append(
+        ("/controller_epoch", [{"type": EventType.CONTROLLER_EPOCH_CHANGED, "epoch_after": 3}])
+    )
     layout = {"orders": [[1, 2, 3], [2, 3, 1], [3, 1, 2]], "payments": [[1, 2], [2, 1]]}
     for t, replicas in layout.items():
         assignment = {str(p): r for p, r in enumerate(replicas)}
         bodies.append((f"/brokers/topics/{t}",
-                       [{"type": "TOPIC_CREATED", "topic": t, "assignment": assignment}]))  # fmt: skip
+                       [{"type": EventType.TOPIC_CREATED, "topic": t, "assignment": assignment}]))  # fmt: skip
         for p, r in enumerate(replicas):
             bodies.append((_path_state(t, p), [{
-                "type": "PARTITION_STATE_CREATED", "topic": t, "partition": p, "leader": r[0],
+                "type": EventType.PARTITION_STATE_CREATED, "topic": t, "partition": p, "leader": r[0],
                 "isr": r, "leader_epoch": 2, "controller_epoch": 3,
             }]))  # fmt: skip
-    config = {"type": "CONFIG_CHANGED", "entity_type": "topics", "entity_name": "orders",
+    config = {"type": EventType.CONFIG_CHANGED, "entity_type": "topics", "entity_name": "orders",
               "config_after": {"min.insync.replicas": "2"}}  # fmt: skip
     bodies.append(("/config/topics/orders", [config]))
     for c in ("c1", "c2"):
-        bodies.append((f"/consumers/g1/ids/{c}", [{"type": "CONSUMER_REGISTERED", "group": "g1",
+        bodies.append((f"/consumers/g1/ids/{c}", [{"type": EventType.CONSUMER_REGISTERED, "group": "g1",
                                                    "consumer_id": c,
                                                    "subscription": {"orders": 1}}]))  # fmt: skip
     for p, owner in enumerate(["c1-0", "c1-0", "c2-0"]):
         bodies.append((f"/consumers/g1/owners/orders/{p}", [{
-            "type": "PARTITION_OWNER_CHANGED", "group": "g1", "topic": "orders", "partition": p,
+            "type": EventType.PARTITION_OWNER_CHANGED, "group": "g1", "topic": "orders", "partition": p,
             "owner_after": owner,
         }]))  # fmt: skip
     return bodies
@@ -300,8 +328,12 @@ def test_the_shard_beside_the_cluster_shard_gets_fewer_partitions(n: int) -> Non
 def test_assignments_and_reassignments_are_split_by_partition() -> None:
     n = 3
     refs = [{"topic": t, "partition": p} for t in TOPICS for p in range(4)]
-    moved = {"type": "REASSIGNMENT_REQUESTED", "partitions": refs}
-    created = {"type": "TOPIC_CREATED", "topic": "t", "assignment": {str(p): [1] for p in range(9)}}
+    moved = {"type": EventType.REASSIGNMENT_REQUESTED, "partitions": refs}
+    created = {
+        "type": EventType.TOPIC_CREATED,
+        "topic": "t",
+        "assignment": {str(p): [1] for p in range(9)},
+    }
     assert Scope(CLUSTER_SHARD, n).view(moved) is None
     assert Scope(CLUSTER_SHARD, n).view(created) == created
     kept: list[tuple[str, int]] = []

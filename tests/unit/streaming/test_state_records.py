@@ -8,6 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
@@ -48,7 +49,7 @@ def test_only_what_changed_since_the_last_take_is_published_again():
     feed = small_cluster()
     compacted(feed)
     feed.send(T0 + 10, "/b3", broker(3, up=False))
-    feed.send(T0 + 20, "/s0", ev("ISR_SHRUNK", topic="t", partition=0, leader=1,
+    feed.send(T0 + 20, "/s0", ev(EventType.ISR_SHRUNK, topic="t", partition=0, leader=1,
                                  isr_before=[1, 2, 3], isr_after=[1, 2], controller_epoch=1))  # fmt: skip
     keys = [key for key, _ in feed.engine.take_state()]
     assert sorted(keys) == ["c1/broker/3", "c1/controller", "c1/partition/t/0"]
@@ -57,7 +58,7 @@ def test_only_what_changed_since_the_last_take_is_published_again():
 def test_a_deleted_topic_leaves_tombstones_for_its_partitions():
     feed = small_cluster()
     latest = compacted(feed)
-    feed.send(T0 + 10, "/brokers/topics/t", ev("TOPIC_DELETED", topic="t"), op="DELETE")
+    feed.send(T0 + 10, "/brokers/topics/t", ev(EventType.TOPIC_DELETED, topic="t"), op="DELETE")
     latest = compacted(feed, latest)
     assert not [k for k in latest if "/t" in k], latest
 
@@ -65,7 +66,7 @@ def test_a_deleted_topic_leaves_tombstones_for_its_partitions():
 def test_the_view_lists_down_brokers_under_replicated_partitions_and_preferred_shares():
     feed = small_cluster()
     feed.send(T0 + 10, "/b3", broker(3, up=False))
-    feed.send(T0 + 20, "/s1", ev("LEADER_CHANGED", topic="t", partition=1, leader_before=2,
+    feed.send(T0 + 20, "/s1", ev(EventType.LEADER_CHANGED, topic="t", partition=1, leader_before=2,
                                  leader_after=3, isr_after=[3], clean=True,
                                  controller_epoch=1))  # fmt: skip
     view = ClusterView.of("c1", compacted(feed))

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from zkcdc.ground.change_types import EventType
 from zkcdc.view import live_model
 from zkcdc.view.alerts_tail import AlertFilter, alert_line, parse
 from zkcdc.view.event_rows import describe, rows
@@ -84,7 +85,7 @@ def _record(op: str, events: list[dict[str, Any]], seq: int = 1) -> dict[str, An
 
 
 def test_rows_tell_an_isr_shrink_and_serve_the_partition_and_its_brokers() -> None:
-    shrink = {"type": "ISR_SHRUNK", "topic": "t", "partition": 0, "isr_before": [1, 2, 3],
+    shrink = {"type": EventType.ISR_SHRUNK, "topic": "t", "partition": 0, "isr_before": [1, 2, 3],
               "isr_after": [1, 2], "removed": [3]}  # fmt: skip
     assert rows(_record("READ", [shrink])) == []  # a snapshot is state, not news
     (row,) = rows(_record("UPDATE", [shrink]))
@@ -92,7 +93,9 @@ def test_rows_tell_an_isr_shrink_and_serve_the_partition_and_its_brokers() -> No
     assert describe(shrink) == "ISR_SHRUNK t/0 isr [1,2,3] → [1,2] removed [3]"
     model = LiveModel()
     model.put_rows([row])
-    model.put_rows(rows(_record("UPDATE", [{"type": "BROKER_FENCED", "broker_id": 3}], seq=2)))
+    model.put_rows(
+        rows(_record("UPDATE", [{"type": EventType.BROKER_FENCED, "broker_id": 3}], seq=2))
+    )
     assert [r["seq"] for r in model.rows_of("c", "t/0")] == [1]
     assert [r["seq"] for r in model.rows_of("c", "broker/3")] == [2]
     assert model.rows_of("c", "t/0", until_ms=100) == []
@@ -222,7 +225,7 @@ def _put(model: LiveModel, kind: str, n: int, seq: int) -> None:
         model.put_alert(_alert("FIRING" if kind == "fire" else "RESOLVED",
                                alert_id=f"a{n}", started_ms=seq))  # fmt: skip
     else:
-        change = {"type": "BROKER_FENCED", "broker_id": n}
+        change = {"type": EventType.BROKER_FENCED, "broker_id": n}
         model.put_rows(rows(_record("UPDATE", [change], seq=seq)))
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zkcdc.cli import main
+from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.webhook import shown
 from zkcdc.view.event_rows import rows
@@ -85,7 +86,7 @@ def test_a_webhook_url_never_shows_credentials_or_path(url: str) -> None:
 
 
 def _group_record(name: str, seq: int) -> dict[str, Any]:
-    event = {"type": "CONSUMER_REGISTERED", "group": name, "consumer_id": "c",
+    event = {"type": EventType.CONSUMER_REGISTERED, "group": name, "consumer_id": "c",
              "subscription": {name: 1}}  # fmt: skip
     return {"cluster": name or "c", "seq": seq, "ts_ms": 1000 + seq, "path": f"/consumers/{name}",
             "op": "CREATE", "events": [event], "versions_skipped": 0}  # fmt: skip
