@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +12,6 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -21,14 +19,12 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from zkcdc.capture.errors import CaptureError
 from zkcdc.capture.oversize import DEFAULT_MAX_RECORD_BYTES
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact, Redactor, keep_all
-from zkcdc.ground import environment, kafka_connection, zookeeper_connection
-from zkcdc.ground.cli_options import invalid_setting
+from zkcdc.ground import command_settings, kafka_connection, zookeeper_connection
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.private_files import safe_name
 from zkcdc.ground.zookeeper_connection import ZooKeeperAccess
@@ -190,9 +186,7 @@ class CaptureSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The file is named by a flag: the one init value a source needs before the others.
-        config_file = getattr(init_settings, "init_kwargs", {}).get("config_file")
-        return (init_settings, env_settings, CaptureToml(settings_cls, config_file))
+        return command_settings.sources(settings_cls, init_settings, env_settings, "capture")
 
     def model_post_init(self, context: Any) -> None:
         pairs = {k: v.get_secret_value() for k, v in self.kafka_config.items()}
@@ -238,42 +232,11 @@ class CaptureSettings(BaseSettings):
         return self.event_log or self.state_path(cluster) / "events"
 
 
-class CaptureToml(TomlConfigSettingsSource):
-    """pydantic-settings' TOML source on `[capture]` of the file (or its top level, if it has
-    no such table), with `dashed-keys` as the flags spell them."""
-
-    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
-        if path is not None and not path.is_file():
-            raise CaptureError(f"cannot read config file {path}: no such file")
-        super().__init__(settings_cls, toml_file=path)
-
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        try:
-            values = super()._read_file(file_path)
-        except OSError as exc:
-            raise CaptureError(f"cannot read config file {file_path}: {exc.strerror}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise CaptureError(f"config file {file_path}: {exc}") from exc
-        section = values.get("capture", values)
-        return {str(k).replace("-", "_"): v for k, v in section.items()}
-
-
 def load_settings(config_file: Path | None, **flags: Any) -> CaptureSettings:
     given = {k: v for k, v in flags.items() if v is not None and v != {}}
-    if (unknown := environment.unknown_variable(CaptureSettings.model_fields)) is not None:
-        raise CaptureError(unknown)
-    if config_file is None and (named := os.environ.get("ZKCDC_CONFIG_FILE")):
-        config_file = Path(named)  # the file named by the environment, as by --config
     if config_file is not None:
         given["config_file"] = config_file
     try:
-        return CaptureSettings(**given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        if first["type"] == "extra_forbidden":
-            # A misspelt key must not quietly run capture without it (say, without Kafka).
-            key = ".".join(str(p) for p in first["loc"])
-            hint = environment.did_you_mean(key, CaptureSettings.model_fields)
-            where = f" in {config_file}" if config_file is not None else ""
-            raise CaptureError(f"unknown setting {key}{where}{hint}") from exc
-        raise CaptureError(invalid_setting(exc)) from exc
+        return command_settings.load(CaptureSettings, given)
+    except command_settings.SettingsError as exc:
+        raise CaptureError(str(exc)) from exc

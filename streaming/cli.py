@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from zkcdc.ground.cli_options import (
     rule_overrides_option,
     shards_option,
 )
+from zkcdc.ground.command_settings import given_flags
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.unreadable_messages import UnreadableMessages
@@ -29,18 +29,19 @@ from zkcdc.streaming.job.alert_runner import TRIGGER_MS, AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
-from zkcdc.streaming.sinks.webhook import FORMATS, PayloadFormat, shown
+from zkcdc.streaming.sinks.webhook import FORMATS, webhook_url_problem
 from zkcdc.streaming.state.state_topic import read_state
 from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
+from zkcdc.streaming.stream_settings import StreamSettings
+from zkcdc.streaming.stream_settings import load as load_stream_settings
 
 
 def webhook_urls(
     ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 ) -> tuple[str, ...]:
     for url in value:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise click.BadParameter(f"{shown(url)!r} is not an http:// or https:// URL")
+        if (problem := webhook_url_problem(url)) is not None:
+            raise click.BadParameter(problem)
     return value
 
 
@@ -55,6 +56,9 @@ def stream() -> None:
 
 # The options `stream alerts` and `stream state` share: input, rules, where Spark runs.
 job_options = option_group(
+    click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+                 help="TOML settings: the [stream] table (or the top level), under the "
+                 "environment (ZKCDC_<SETTING>) and the flags [env ZKCDC_CONFIG_FILE]."),
     click.option("--bootstrap-servers", help="Kafka: read the changes topic, publish there."),
     kafka_config_options,
     click.option("--topic", default="zkcdc.changes", show_default=True,
@@ -98,51 +102,51 @@ job_options = option_group(
 )  # fmt: skip
 
 
-def _kafka(kw: dict[str, Any]) -> KafkaConnection | None:
+def _kafka(settings: StreamSettings) -> KafkaConnection | None:
     return kafka_connection.load(
-        kw.pop("bootstrap_servers"), kw.pop("kafka_config_file"), kw.pop("kafka_config")
+        settings.bootstrap_servers, settings.kafka_config_file, settings.kafka_pairs()
     )
 
 
 def run_job(
-    job: str, sinks: SinkOptions, state: bool, kafka: KafkaConnection | None, **kw: Any
+    job: str, sinks: SinkOptions, state: bool, kafka: KafkaConnection | None, s: StreamSettings
 ) -> None:
     source: KafkaInput | LogInput
-    if kw["event_log"] is not None:
-        if not kw["available_now"]:
+    if s.event_log is not None:
+        if not s.available_now:
             # Spark's file source reads each file once, when it first lists it: what a live
             # capture appends to its current file afterwards would never be read.
             raise StreamingError(
                 "--event-log reads a captured log as it stands: add --available-now "
                 "(to follow a live capture, read its topic with --bootstrap-servers)"
             )
-        source = LogInput(kw["event_log"])
+        source = LogInput(s.event_log)
     elif kafka is not None:
         source = KafkaInput(
             kafka,
-            kw["topic"],
-            kw["starting_offsets"],
-            max_records_per_batch=kw["max_records_per_batch"],
-            registry_url=kw["schema_registry"],
+            s.topic,
+            s.starting_offsets,
+            max_records_per_batch=s.max_records_per_batch,
+            registry_url=s.schema_registry,
         )
     else:
         raise StreamingError("give --bootstrap-servers (the changes topic) or --event-log DIR")
     options = AlertJobOptions(
         source=source,
         sinks=sinks,
-        checkpoint=kw["checkpoint"] or default_checkpoint(job),
-        master=kw["master"],
-        driver_memory=kw["driver_memory"],
-        partition_shards=kw["shards"],
-        rules=RuleSettings().with_overrides(kw["rules"]),
-        trigger_ms=kw["trigger_ms"],
-        available_now=kw["available_now"],
-        dead_letter_topic=kw["dead_letter_topic"] or f"{kw['topic']}.deadletter",
+        checkpoint=s.checkpoint or default_checkpoint(job),
+        master=s.master,
+        driver_memory=s.driver_memory,
+        partition_shards=s.shards,
+        rules=RuleSettings().with_overrides(s.rules),
+        trigger_ms=s.trigger_ms,
+        available_now=s.available_now,
+        dead_letter_topic=s.dead_letter_topic or f"{s.topic}.deadletter",
         state_kafka=kafka if state else None,
-        state_topic=kw["state_topic"],
-        metrics_port=kw["metrics_port"],
-        metrics_host=kw["metrics_host"],
-        metrics_web_config=kw["metrics_web_config"],
+        state_topic=s.state_topic,
+        metrics_port=s.metrics_port,
+        metrics_host=s.metrics_host,
+        metrics_web_config=s.metrics_web_config,
     )
     logs.configure()
     stop = threading.Event()
@@ -187,38 +191,30 @@ def run_job(
 @click.option("--delivery-max-backoff-s", type=click.FloatRange(min=0.1), default=30.0,
               show_default=True, help="Alertmanager or a webhook down: asked again after 1, 2, "
               "4 ... s, up to this.")  # fmt: skip
-def alerts_command(
-    alerts_topic: str,
-    no_publish: bool,
-    no_state: bool,
-    alerts_out: Path | None,
-    console: bool,
-    alertmanager: str | None,
-    alertmanager_resend_s: float,
-    webhooks: tuple[str, ...],
-    webhook_format: PayloadFormat,
-    delivery_max_backoff_s: float,
-    **kw: Any,
-) -> None:
+@click.pass_context
+def alerts_command(ctx: click.Context, /, **params: Any) -> None:
     """Raise FIRING/RESOLVED alerts (docs/reference/rules.md) from the change records, and keep
     the live state on the state topic."""
-    kafka = _kafka(kw)
-    publish = kafka if kafka and not no_publish else None
+    s = load_stream_settings(given_flags(ctx, params))
+    kafka = _kafka(s)
+    publish = kafka if kafka and not s.no_publish else None
     sinks = SinkOptions(
-        publish, alerts_topic, alerts_out, console, alertmanager, alertmanager_resend_s,
-        webhooks, webhook_format, delivery_max_backoff_s,
+        publish, s.alerts_topic, s.alerts_out, s.console, s.alertmanager,
+        s.alertmanager_resend_s, s.webhooks, s.webhook_format, s.delivery_max_backoff_s,
     )  # fmt: skip
-    run_job("alerts", sinks, bool(publish) and not no_state, kafka, **kw)
+    run_job("alerts", sinks, bool(publish) and not s.no_state, kafka, s)
 
 
 @stream.command("state")
 @job_options
-def state_command(**kw: Any) -> None:
+@click.pass_context
+def state_command(ctx: click.Context, /, **params: Any) -> None:
     """Keep only the live state on the state topic (the alert job does this too)."""
-    kafka = _kafka(kw)
+    s = load_stream_settings(given_flags(ctx, params))
+    kafka = _kafka(s)
     if kafka is None:
         raise StreamingError("the state topic needs --bootstrap-servers")
-    run_job("state", SinkOptions(), True, kafka, **kw)
+    run_job("state", SinkOptions(), True, kafka, s)
 
 
 @click.group("state")

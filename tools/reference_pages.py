@@ -64,6 +64,7 @@ def settings_models() -> list[SettingsModel]:
     from zkcdc.capture.settings import CaptureSettings
     from zkcdc.stack.settings import StackSettings
     from zkcdc.streaming.rules.rule_settings import RuleSettings
+    from zkcdc.streaming.stream_settings import StreamSettings
 
     return [
         SettingsModel(
@@ -74,8 +75,16 @@ def settings_models() -> list[SettingsModel]:
             "zkcdc capture",
         ),
         SettingsModel(
+            "zkcdc stream alerts, zkcdc stream state", StreamSettings, "ZKCDC_",
+            "a flag (`--alerts-topic`), a variable (`ZKCDC_ALERTS_TOPIC`) or a key of the TOML "
+            "file's `[stream]` table (`alerts-topic = ...`); flags win over the environment, "
+            "which wins over the file. An unknown key or variable is refused in one line.",
+            "zkcdc stream alerts",
+        ),
+        SettingsModel(
             "zkcdc stack", StackSettings, "ZKCDC_STACK_",
-            "a flag of `zkcdc stack up` where it has one, or a variable (`ZKCDC_STACK_BROKERS=5`).",
+            "a flag of `zkcdc stack up` where it has one, or a variable (`ZKCDC_STACK_BROKERS=5`); "
+            "an unknown `ZKCDC_STACK_*` variable is refused in one line.",
             "zkcdc stack up",
         ),
         SettingsModel(

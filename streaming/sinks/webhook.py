@@ -72,6 +72,14 @@ def post_json(url: str, body: bytes) -> int:
         return int(exc.code)
 
 
+def webhook_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a webhook's (one line that never shows its path), or None."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{shown(url)!r} is not an http:// or https:// URL"
+    return None
+
+
 def shown(url: str) -> str:
     """The URL as logs may show it: scheme and host, never its path or query (a secret)."""
     parts = urllib.parse.urlsplit(url)

@@ -21,6 +21,7 @@ from zkcdc.stack.settings import StackSettings
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.rules.rule_catalog import RULES
 from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.stream_settings import StreamSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import reference_pages
@@ -75,6 +76,7 @@ def test_every_command_and_each_of_its_flags_has_an_entry_that_says_what_it_does
 @pytest.mark.parametrize(
     ("title", "model", "prefix"),
     [("zkcdc capture", CaptureSettings, "ZKCDC_"), ("zkcdc stack", StackSettings, "ZKCDC_STACK_"),
+     ("zkcdc stream alerts, zkcdc stream state", StreamSettings, "ZKCDC_"),
      ("Alert rules", RuleSettings, None)],
 )  # fmt: skip
 def test_every_setting_has_an_entry_with_its_variable_and_what_it_is(

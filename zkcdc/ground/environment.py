@@ -37,6 +37,32 @@ FAMILIES: dict[str, str] = {
     "ZKCDC_TEST_": "The test suite's own switches.",
 }
 
+# Every command's own settings (ZKCDC_<FIELD>), by command. One environment often serves
+# several commands (a host's capture and alert job), so a variable one command reads is no
+# typo for another: only a name no command reads is refused. tests/unit/
+# test_command_settings.py keeps these equal to the settings models.
+COMMAND_SETTINGS: dict[str, frozenset[str]] = {
+    "capture": frozenset({
+        "accept_partition_count", "bootstrap_controllers", "bootstrap_servers", "checkpoint_s",
+        "chroot", "cluster", "commit_interval_ms", "commit_records", "config_file",
+        "connect_timeout_s", "event_log", "event_log_fsync", "ha_path", "heartbeat_s",
+        "kafka_config", "kafka_config_file", "keep_secrets", "log_rotate_bytes", "log_rotate_s",
+        "max_record_bytes", "metadata_log_dir", "metrics_host", "metrics_port",
+        "metrics_web_config", "poll_interval_s", "redaction_key", "schema_registry",
+        "session_timeout_s", "source", "state_dir", "take_over", "topic", "topic_partitions",
+        "transactional_id", "transactions", "wait", "watch_mode", "zk_data_dir", "zookeeper",
+        "zookeeper_auth", "zookeeper_config_file"
+    }),
+    "stream": frozenset({
+        "alertmanager", "alertmanager_resend_s", "alerts_out", "alerts_topic", "available_now",
+        "bootstrap_servers", "checkpoint", "config_file", "console", "dead_letter_topic",
+        "delivery_max_backoff_s", "driver_memory", "event_log", "kafka_config", "kafka_config_file",
+        "master", "max_records_per_batch", "metrics_host", "metrics_port", "metrics_web_config",
+        "no_publish", "no_state", "rules", "schema_registry", "shards", "starting_offsets",
+        "state_topic", "topic", "trigger_ms", "webhook_format", "webhooks"
+    }),
+}  # fmt: skip
+
 
 def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
     """ " (did you mean X?)" with the known name closest to a misspelt one, or "" when none
@@ -48,14 +74,29 @@ def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
 
 
 def unknown_variable(fields: Iterable[str], environ: Mapping[str, str] | None = None) -> str | None:
-    """The first `ZKCDC_*` variable set that is neither one of `fields` (as `ZKCDC_<FIELD>`)
-    nor read by every command, with the closest known name: one line, or None."""
+    """The first `ZKCDC_*` variable set that is neither one of `fields` (as `ZKCDC_<FIELD>`),
+    nor another command's setting, nor read by every command, with the closest name of the
+    command's own: one line, or None."""
     environ = os.environ if environ is None else environ
     own = {PREFIX + f.upper() for f in fields}
+    others = {PREFIX + f.upper() for names in COMMAND_SETTINGS.values() for f in names}
     for name in sorted(environ):
-        if not name.startswith(PREFIX) or name in own or name in SHARED:
+        if not name.startswith(PREFIX) or name in own or name in SHARED or name in others:
             continue
         if name.startswith(tuple(FAMILIES)):
             continue
         return f"unknown environment variable {name}{did_you_mean(name, own | set(SHARED), PREFIX)}"
+    return None
+
+
+def unknown_in_family(
+    family: str, fields: Iterable[str], environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The first variable of a family (`ZKCDC_STACK_*`) that is none of the family's settings
+    (`fields`, as `<family><FIELD>`), with the closest one: one line, or None."""
+    environ = os.environ if environ is None else environ
+    known = {family + f.upper() for f in fields}
+    for name in sorted(environ):
+        if name.startswith(family) and name not in known:
+            return f"unknown environment variable {name}{did_you_mean(name, known, family)}"
     return None

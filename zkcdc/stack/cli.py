@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from zkcdc.ground import environment
 from zkcdc.ground.cli_options import invalid_setting, key_values
 from zkcdc.stack.cluster import LocalStack
 from zkcdc.stack.errors import StackError
@@ -27,6 +28,10 @@ _state_dir_option = click.option(
 
 def _settings(**flags: Any) -> StackSettings:
     given = {key: value for key, value in flags.items() if value not in (None, ())}
+    if (
+        unknown := environment.unknown_in_family("ZKCDC_STACK_", StackSettings.model_fields)
+    ) is not None:
+        raise StackError(unknown)
     try:
         return StackSettings(**given)
     except ValidationError as exc:
