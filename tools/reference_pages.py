@@ -62,6 +62,7 @@ class SettingsModel:
 
 def settings_models() -> list[SettingsModel]:
     from zkcdc.capture.settings import CaptureSettings
+    from zkcdc.replay.replay_settings import ReplaySettings
     from zkcdc.stack.settings import StackSettings
     from zkcdc.streaming.rules.rule_settings import RuleSettings
     from zkcdc.streaming.stream_settings import StreamSettings
@@ -80,6 +81,13 @@ def settings_models() -> list[SettingsModel]:
             "file's `[stream]` table (`alerts-topic = ...`); flags win over the environment, "
             "which wins over the file. An unknown key or variable is refused in one line.",
             "zkcdc stream alerts",
+        ),
+        SettingsModel(
+            "zkcdc replay", ReplaySettings, "ZKCDC_REPLAY_",
+            "a flag (`--master`), a variable of replay's own (`ZKCDC_REPLAY_MASTER`: a one-off "
+            "replay must not take a daemon's `ZKCDC_CHECKPOINT`) or a key of the TOML file's "
+            "`[replay]` table; flags win over the environment, which wins over the file.",
+            "zkcdc replay",
         ),
         SettingsModel(
             "zkcdc stack", StackSettings, "ZKCDC_STACK_",

@@ -214,3 +214,22 @@ def test_the_alert_jobs_options_come_from_flags_environment_and_file(
     assert options.sinks.alerts_out == tmp_path / "alerts.jsonl"  # type: ignore[attr-defined]
     assert options.sinks.webhook_format == "slack"  # type: ignore[attr-defined]
     assert options.checkpoint == tmp_path / "cp"  # type: ignore[attr-defined]
+
+
+def test_replay_reads_its_own_variables_and_table_and_refuses_an_unknown_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zkcdc.replay import replay_settings
+
+    config = toml(tmp_path, '[replay]\ntopic = "replayed"\n[stream]\ntopic = "other"\n')
+    monkeypatch.setenv("ZKCDC_REPLAY_MASTER", "local[1]")
+    monkeypatch.setenv("ZKCDC_CHECKPOINT", "/a/job's/checkpoint")  # the alert job's, not replay's
+    s = replay_settings.load({"config_file": config})
+    assert (s.topic, s.master, s.checkpoint) == ("replayed", "local[1]", None)
+    monkeypatch.setenv("ZKCDC_REPLAY_MASTR", "x")
+    result = CliRunner().invoke(main, ["replay", str(tmp_path), "--alerts-out", "a.jsonl"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "zkcdc: error: unknown environment variable ZKCDC_REPLAY_MASTR "
+        "(did you mean ZKCDC_REPLAY_MASTER?)"
+    )

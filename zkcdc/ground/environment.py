@@ -34,6 +34,7 @@ FAMILIES: dict[str, str] = {
     "`sasl.password` (secrets belong here or in a file, never on a command line).",
     "ZKCDC_ZOOKEEPER_": "A ZooKeeper client setting (TLS, SASL), as the `--zookeeper-*` flags.",
     "ZKCDC_STACK_": "A `zkcdc stack` setting (below).",
+    "ZKCDC_REPLAY_": "A `zkcdc replay` setting (below).",
     "ZKCDC_TEST_": "The test suite's own switches.",
 }
 

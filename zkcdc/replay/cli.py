@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -18,12 +19,14 @@ from zkcdc.capture.txnlog.data_dir import LogDamage
 from zkcdc.capture.txnlog.history import history, write_event_log
 from zkcdc.ground import kafka_connection, logs
 from zkcdc.ground.cli_options import output_file, rule_overrides_option, shards_option
+from zkcdc.ground.command_settings import given_flags
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.kafka_options import kafka_config_options
 from zkcdc.ground.user_dirs import state_home
 from zkcdc.replay.alerts_replay import replay_alerts
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka
+from zkcdc.replay.replay_settings import load as load_replay_settings
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
@@ -39,6 +42,9 @@ def _report(damage: Damage) -> None:
 
 @click.command()
 @click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="TOML settings: the [replay] table (or the top level), under the "
+              "environment (ZKCDC_REPLAY_<SETTING>) and the flags [env ZKCDC_CONFIG_FILE].")  # fmt: skip
 @click.option("--from-txnlog", "txnlog", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Instead of PATH: a ZooKeeper data dir (or a copy), its whole retained history.")  # fmt: skip
 @click.option("--chroot", default="", help="With --from-txnlog: Kafka's chroot, e.g. /kafka.")
@@ -75,55 +81,50 @@ def _report(damage: Damage) -> None:
     "With --alerts-out: as `zkcdc stream alerts --shards` (a large cluster's "
     "alerting over Spark tasks)."
 )
-def replay(
-    path: Path | None,
-    txnlog: Path | None,
-    chroot: str,
-    metadata_log: Path | None,
-    cluster: str | None,
-    bootstrap_servers: str | None,
-    kafka_config_file: Path | None,
-    kafka_config: dict[str, str],
-    topic: str,
-    schema_registry: str | None,
-    speed: float,
-    checkpoint: Path | None,
-    from_start: bool,
-    alerts_out: Path | None,
-    state_out: Path | None,
-    rules: dict[str, str],
-    master: str,
-    shards: int | None,
-) -> None:
+@click.pass_context
+def replay(ctx: click.Context, /, path: Path | None, **params: Any) -> None:
     """Replay a captured event log (file or folder) into Kafka or through the alert rules."""
+    s = load_replay_settings(given_flags(ctx, params))
+    txnlog, metadata_log, alerts_out, state_out = (
+        s.txnlog,
+        s.metadata_log,
+        s.alerts_out,
+        s.state_out,
+    )
     if sum(given is not None for given in (path, txnlog, metadata_log)) != 1:
         raise ReplayError(
             "give an event log PATH, --from-txnlog DIR or --from-metadata-log DIR (one of them)"
         )
-    kafka = kafka_connection.load(bootstrap_servers, kafka_config_file, kafka_config)
+    kafka = kafka_connection.load(s.bootstrap_servers, s.kafka_config_file, s.kafka_pairs())
     if bool(kafka) == bool(alerts_out):
         raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
-    if speed < 0:
+    if s.speed < 0:
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
         raise ReplayError("--state-out goes with --alerts-out")
-    if shards is not None and alerts_out is None:
+    if s.shards is not None and alerts_out is None:
         raise ReplayError("--shards goes with --alerts-out")
-    with _event_log(path, txnlog, chroot, cluster, metadata_log) as (log, identity, txnlog_damage):
+    with _event_log(path, txnlog, s.chroot, s.cluster, metadata_log) as (
+        log,
+        identity,
+        txnlog_damage,
+    ):
         if not log_files(log):
             raise ReplayError(f"no event log files in {log}")
         if alerts_out is not None:
             logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
-            settings = RuleSettings().with_overrides(rules)
+            settings = RuleSettings().with_overrides(s.rules)
             damaged = replay_alerts(
-                log, alerts_out, state_out, settings, master, _report, partition_shards=shards
+                log, alerts_out, state_out, settings, s.master, _report, partition_shards=s.shards
             )
             lines = alerts_out.read_text().count("\n")
             click.echo(f"zkcdc: {lines} alerts written to {alerts_out}", err=True)
         else:
             assert kafka is not None
-            file = checkpoint or default_checkpoint(identity, kafka.bootstrap_servers, topic)
-            damaged = _into_kafka(log, kafka, topic, speed, file, from_start, schema_registry)
+            file = s.checkpoint or default_checkpoint(identity, kafka.bootstrap_servers, s.topic)
+            damaged = _into_kafka(
+                log, kafka, s.topic, s.speed, file, s.from_start, s.schema_registry
+            )
     if damaged:
         click.echo(
             f"zkcdc: {len(damaged)} damaged file(s): their valid records were used", err=True
