@@ -16,8 +16,6 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
@@ -35,8 +33,9 @@ def default_state_root() -> Path:
     return Path(base) / "zkcdc" / "capture"
 
 
-class CaptureSettings(BaseSettings):
+class CaptureSettings(command_settings.CommandSettings):
     model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="forbid")
+    toml_table = "capture"
     _kafka: KafkaConnection | None = PrivateAttr(default=None)
     _zookeeper: ZooKeeperAccess = PrivateAttr(default_factory=ZooKeeperAccess)
 
@@ -176,17 +175,6 @@ class CaptureSettings(BaseSettings):
         if self.zookeeper is None:
             raise CaptureError("no ZooKeeper connect string given (--zookeeper)")
         return self.zookeeper
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return command_settings.sources(settings_cls, init_settings, env_settings, "capture")
 
     def model_post_init(self, context: Any) -> None:
         pairs = {k: v.get_secret_value() for k, v in self.kafka_config.items()}

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 from pydantic import Field, PositiveInt, SecretStr, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from zkcdc.ground import command_settings
 from zkcdc.ground.cli_options import jvm_memory
@@ -18,8 +18,9 @@ from zkcdc.streaming.job.alert_runner import TRIGGER_MS
 from zkcdc.streaming.sinks.webhook import PayloadFormat, webhook_url_problem
 
 
-class StreamSettings(BaseSettings):
+class StreamSettings(command_settings.CommandSettings):
     model_config = SettingsConfigDict(env_prefix="ZKCDC_", frozen=True, extra="forbid")
+    toml_table = "stream"
 
     config_file: Path | None = None  # TOML: `[stream]` (or the top level), under env and flags
     # The input: the changes topic on Kafka, or a folder of event-log files.
@@ -55,17 +56,6 @@ class StreamSettings(BaseSettings):
     webhooks: tuple[str, ...] = ()
     webhook_format: PayloadFormat = "json"
     delivery_max_backoff_s: float = Field(default=30.0, ge=0.1)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return command_settings.sources(settings_cls, init_settings, env_settings, "stream")
 
     @field_validator("driver_memory")
     @classmethod

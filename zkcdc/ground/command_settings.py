@@ -3,8 +3,8 @@ environment variables, then its table of a TOML file (`--config FILE`, or `ZKCDC
 then the settings model's defaults. A variable no zkcdc command knows, or a key the command's
 table does not, is refused in one line with the closest known name.
 
-A command's model is a pydantic-settings class with `env_prefix="ZKCDC_"` and
-`extra="forbid"`; `load` gives it the flags the user typed (click's parameter source tells
+A command's model is a `CommandSettings` with `env_prefix="ZKCDC_"` and `extra="forbid"`;
+`load` gives it the flags the user typed (click's parameter source tells
 them from defaults), so a flag's default never hides the environment or the file."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -56,16 +56,24 @@ class TomlTable(TomlConfigSettingsSource):
         return {str(k).replace("-", "_"): v for k, v in values.items()}
 
 
-def sources(
-    settings_cls: type[BaseSettings],
-    init_settings: PydanticBaseSettingsSource,
-    env_settings: PydanticBaseSettingsSource,
-    table: str,
-) -> tuple[PydanticBaseSettingsSource, ...]:
-    """A model's `settings_customise_sources`: flags, the environment, the file's table."""
-    # The file is named by a flag: the one init value a source needs before the others.
-    config_file = getattr(init_settings, "init_kwargs", {}).get("config_file")
-    return (init_settings, env_settings, TomlTable(settings_cls, config_file, table))
+class CommandSettings(BaseSettings):
+    """A command's settings model: its sources are its flags, the environment and its table
+    of the TOML file named by its `config_file` field (`toml_table`), in that order."""
+
+    toml_table: ClassVar[str]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file is named by a flag: the one init value a source needs before the others.
+        config_file = getattr(init_settings, "init_kwargs", {}).get("config_file")
+        return (init_settings, env_settings, TomlTable(settings_cls, config_file, cls.toml_table))
 
 
 def given_flags(ctx: click.Context, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from zkcdc.ground import command_settings, environment
 
 ENV_PREFIX = "ZKCDC_REPLAY_"
 
 
-class ReplaySettings(BaseSettings):
+class ReplaySettings(command_settings.CommandSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+    toml_table = "replay"
 
     config_file: Path | None = None  # TOML: `[replay]` (or the top level), under env and flags
     # What to replay: an event log (the command's PATH), or the history of Kafka's own files.
@@ -41,17 +42,6 @@ class ReplaySettings(BaseSettings):
     rules: dict[str, str] = Field(default_factory=dict)
     master: str = "local[2]"
     shards: int | None = Field(default=None, ge=0, le=256)  # None: auto
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return command_settings.sources(settings_cls, init_settings, env_settings, "replay")
 
     def kafka_pairs(self) -> dict[str, str]:
         return {k: v.get_secret_value() for k, v in self.kafka_config.items()}
