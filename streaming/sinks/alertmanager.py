@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zkcdc.ground import logs
-from zkcdc.ground.backoff import Backoff
-from zkcdc.ground.private_files import atomic_write
+from zkcdc.streaming.sinks.receiver import ReceiverHealth, SavedOutbox, SenderThread
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText
 
 log = logs.get("zkcdc.alertmanager")
@@ -84,15 +83,14 @@ class AlertmanagerNotifier:
         self.url = url
         self.resend_s = resend_s
         self.max_backoff_s = max_backoff_s
-        self._backoff = Backoff(1.0, max_backoff_s, jitter)
-        self._state_file = state_file
+        self._health = ReceiverHealth("alertmanager", url, max_backoff_s, jitter)
+        self._outbox = SavedOutbox("alertmanager", state_file)
         self._now = now
         self._post = post
         self._lock = threading.Lock()
         self._firing: dict[str, dict[str, Any]] = {}  # alert_id -> payload, sent every resend
         self._resolved: dict[str, dict[str, Any]] = {}  # alert_id -> payload, until taken
         self._due = 0.0  # when the next post is due
-        self._failing = False
         self._load()
 
     # -- fed by the job ----------------------------------------------------------------------
@@ -135,22 +133,16 @@ class AlertmanagerNotifier:
             self._post(self.url, batch)
         except (OSError, ValueError) as exc:
             with self._lock:
-                wait = self._backoff.failed()
+                wait = self._health.failed(str(exc))
                 self._due = now + wait
-            if not self._failing:  # one line when it goes away, one when it is back
-                log.warning("alertmanager unreachable: retrying", url=self.url, reason=str(exc))
-                self._failing = True
             return wait
         with self._lock:
             for alert_id, sent in resolved.items():
                 if self._resolved.get(alert_id) is sent:
                     del self._resolved[alert_id]
             self._due = now + self.resend_s
-            self._backoff.succeeded()
+            self._health.succeeded(sent=len(batch))
             self._save()
-        if self._failing:
-            log.info("alertmanager reachable again", url=self.url, sent=len(batch))
-            self._failing = False
         return self.resend_s
 
     def run(self, stop: threading.Event) -> None:
@@ -161,41 +153,13 @@ class AlertmanagerNotifier:
 
     # -- saved between runs --------------------------------------------------------------------
     def _save(self) -> None:
-        if self._state_file is None:
-            return
-        body = json.dumps({"firing": self._firing, "resolved": self._resolved})
-        try:
-            atomic_write(self._state_file, body)
-        except OSError as exc:
-            log.warning("alertmanager state not saved", file=str(self._state_file), reason=str(exc))
+        self._outbox.save({"firing": self._firing, "resolved": self._resolved})
 
     def _load(self) -> None:
-        if self._state_file is None or not self._state_file.exists():
-            return
-        try:
-            saved = json.loads(self._state_file.read_text())
-            self._firing = dict(saved["firing"])
-            self._resolved = dict(saved["resolved"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("alertmanager state unreadable: starting empty", reason=str(exc))
-
-
-class NotifierThread:
-    """An AlertmanagerNotifier on its own thread, from the job's start to its end."""
-
-    def __init__(self, notifier: AlertmanagerNotifier) -> None:
-        self.notifier = notifier
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=notifier.run, args=(self._stop,), name="alertmanager", daemon=True
-        )
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stops the thread after one last try for what is due (resolved alerts above all)."""
-        self._stop.set()
-        self._thread.join(15)
-        self.notifier.send_due()
+        saved = self._outbox.load()
+        if saved is not None:
+            self._firing = dict(saved.get("firing", {}))
+            self._resolved = dict(saved.get("resolved", {}))
 
 
 class AlertmanagerSink:
@@ -211,11 +175,12 @@ class AlertmanagerSink:
         notifier = AlertmanagerNotifier(
             url, resend_s=resend_s, state_file=state_file, max_backoff_s=max_backoff_s
         )
-        self._thread = NotifierThread(notifier)
+        self.notifier = notifier
+        self._thread = SenderThread(notifier, "alertmanager")
 
     def deliver(self, alerts: list[AlertText]) -> None:
         if alerts:
-            self._thread.notifier.update([json.loads(a.text) for a in alerts])
+            self.notifier.update([json.loads(a.text) for a in alerts])
 
     def delivered(self, since_ms: int) -> set[AlertKey] | None:
         return None  # sending one again is harmless: Alertmanager merges it

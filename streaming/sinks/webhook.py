@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zkcdc.ground import logs
-from zkcdc.ground.backoff import Backoff
-from zkcdc.ground.private_files import atomic_write
+from zkcdc.streaming.sinks.receiver import ReceiverHealth, SavedOutbox, SenderThread
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText
 
 log = logs.get("zkcdc.webhook")
@@ -111,15 +110,14 @@ class WebhookNotifier:
         self.url = url
         self.payload = payload
         self.max_backoff_s = max_backoff_s
-        self._backoff = Backoff(1.0, max_backoff_s, jitter)
-        self._state_file = state_file
+        self._health = ReceiverHealth("webhook", shown(url), max_backoff_s, jitter)
+        self._saved = SavedOutbox("webhook", state_file)
         self._post = post
         self._now = now
         self._lock = threading.Lock()
         self._outbox: list[dict[str, Any]] = []  # {alert_id, status, text, queued}
         self._sent: list[dict[str, Any]] = []  # {alert_id, status, at}: kept SENT_KEPT_S
         self._due = 0.0
-        self._failing = False
         self.dropped = 0
         self._load()
 
@@ -177,11 +175,8 @@ class WebhookNotifier:
 
     def _failed(self, problem: str) -> float:
         with self._lock:
-            wait = self._backoff.failed()
+            wait = self._health.failed(problem)
             self._due = self._now() + wait
-        if not self._failing:  # one line when it goes away, one when it is back
-            log.warning("webhook unreachable: retrying", url=shown(self.url), reason=problem)
-            self._failing = True
         return wait
 
     def _taken(self, first: dict[str, Any]) -> None:
@@ -191,11 +186,8 @@ class WebhookNotifier:
             now = self._now()
             self._sent = [s for s in self._sent if s["at"] > now - SENT_KEPT_S]
             self._sent.append({"alert_id": first["alert_id"], "status": first["status"], "at": now})
-            self._backoff.succeeded()
+            self._health.succeeded()
             self._save()
-        if self._failing:
-            log.info("webhook reachable again", url=shown(self.url))
-            self._failing = False
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -206,22 +198,13 @@ class WebhookNotifier:
         return {(o["alert_id"], o["status"]) for o in self._outbox}
 
     def _save(self) -> None:
-        if self._state_file is None:
-            return
-        try:
-            atomic_write(self._state_file, json.dumps({"outbox": self._outbox, "sent": self._sent}))
-        except OSError as exc:
-            log.warning("webhook outbox not saved", file=str(self._state_file), reason=str(exc))
+        self._saved.save({"outbox": self._outbox, "sent": self._sent})
 
     def _load(self) -> None:
-        if self._state_file is None or not self._state_file.exists():
-            return
-        try:
-            saved = json.loads(self._state_file.read_text())
-            self._outbox = [dict(o) for o in saved["outbox"]]
-            self._sent = [dict(s) for s in saved["sent"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("webhook outbox unreadable: starting empty", reason=str(exc))
+        saved = self._saved.load()
+        if saved is not None:
+            self._outbox = [dict(o) for o in saved.get("outbox", [])]
+            self._sent = [dict(s) for s in saved.get("sent", [])]
 
 
 class WebhookSink:
@@ -240,11 +223,7 @@ class WebhookSink:
     ) -> None:
         state = None if checkpoint is None else state_file_for(checkpoint, url)
         self.notifier = WebhookNotifier(url, payload, state_file=state, max_backoff_s=max_backoff_s)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self.notifier.run, args=(self._stop,), name="webhook", daemon=True
-        )
-        self._thread.start()
+        self._thread = SenderThread(self.notifier, "webhook")
 
     def deliver(self, alerts: list[AlertText]) -> None:
         if alerts:
@@ -254,7 +233,4 @@ class WebhookSink:
         return self.notifier.held(since_ms / 1000)
 
     def close(self) -> None:
-        """One last try for what is due; the rest stays in the outbox for the next run."""
-        self._stop.set()
-        self._thread.join(15)
-        self.notifier.send_due()
+        self._thread.close()

@@ -174,7 +174,7 @@ def test_the_backoff_cap_users_set_reaches_every_retrying_sink(tmp_path: Path) -
     try:
         (manager,) = [s for s in sinks if isinstance(s, AlertmanagerSink)]
         (hook,) = [s for s in sinks if isinstance(s, WebhookSink)]
-        assert manager._thread.notifier.max_backoff_s == 2.5
+        assert manager.notifier.max_backoff_s == 2.5
         assert hook.notifier.max_backoff_s == 2.5
         assert SinkOptions().delivery_max_backoff_s == 30.0  # the product's default
     finally:
