@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +17,8 @@ from typing import Any, TypeVar
 
 from capture_harness import TopicReader
 from confluent_kafka import Producer
+
+from zkcdc.ground import waiting
 
 T = TypeVar("T")
 
@@ -63,14 +64,16 @@ class AlertJob:
     ) -> T:
         """The first value `found` gives that is not None; fails with the job's log when the
         job exits or the time is up, so a slow or broken job is told apart from a lost result."""
-        deadline = time.monotonic() + timeout_s
-        while (value := found()) is None:
-            if self.process.poll() is not None:
-                raise AssertionError(f"alert job exited {self.process.returncode}:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{failure} in {timeout_s:.0f}s:\n{self.tail()}")
-            time.sleep(interval_s)  # fixed wait: the poll's interval between looks, if any
-        return value
+        held = waiting.wait_until(
+            lambda: (value,) if (value := found()) is not None else None,
+            timeout_s, what=failure, interval_s=interval_s, abandon=self._exited,
+            detail=self.tail,
+        )  # fmt: skip
+        return held[0]
+
+    def _exited(self) -> str | None:
+        code = self.process.poll()
+        return None if code is None else f"the alert job exited {code}"
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 120) -> int:
         if self.process.poll() is None:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -19,6 +18,8 @@ import fastavro
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from zkcdc.ground import waiting
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "avro" / "ChangeRecord.avsc"
 SCHEMA = fastavro.parse_schema(json.loads(SCHEMA_FILE.read_text()))
@@ -57,13 +58,14 @@ class CaptureProcess:
         return any(line.get("event") == event for line in self.log_lines())
 
     def wait_logged(self, event: str, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self.logged(event):
-            if self.process.poll() is not None:
-                raise AssertionError(f"capture exited {self.process.returncode}:\n{self.report()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"capture never logged {event!r}:\n{self.report()}")
-            time.sleep(0.1)
+        waiting.wait_until(
+            lambda: self.logged(event), timeout_s, what=f"capture to log {event!r}",
+            abandon=self._exited, detail=self.report,
+        )  # fmt: skip
+
+    def _exited(self) -> str | None:
+        code = self.process.poll()
+        return None if code is None else f"capture exited {code}"
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60) -> int:
         if self.process.poll() is None:
@@ -167,19 +169,20 @@ class TopicReader:
     def read_to_end(self, timeout_s: float = 60) -> None:
         """Everything the topic holds now, up to each partition's high watermark: once its
         producers have stopped, anything they sent twice is read too (no wait for it needed)."""
-        deadline = time.monotonic() + timeout_s
         self.poll()
-        while self._assigned:
+
+        def read_up() -> bool:
+            if not self._assigned:
+                return True
             ends = self.ends()
-            behind = []
             for p in self._consumer.assignment():
                 (at,) = self._consumer.position([TopicPartition(self.topic, p.partition)])
                 if ends[p.partition] > max(at.offset, self._eof.get(p.partition, 0), 0):
-                    behind.append(p.partition)
-            if not behind:
-                return
-            assert time.monotonic() < deadline, f"{self.topic} not read to its end: {behind}"
-            self.poll()
+                    self.poll()
+                    return False
+            return True
+
+        waiting.wait_until(read_up, timeout_s, what=f"{self.topic} read to its end", interval_s=0)
 
     def close(self) -> None:
         self._consumer.close()
@@ -200,14 +203,13 @@ class ChangesTopic(TopicReader):
     def wait_for(
         self, predicate: Callable[[dict[str, Any]], bool], what: str, timeout_s: float = 90
     ) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def found() -> list[dict[str, Any]]:
             self.poll()
-            found = [r for r in self.records if predicate(r)]
-            if found:
-                return found
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no record with {what} on {self.topic} in {timeout_s:.0f}s")
+            return [r for r in self.records if predicate(r)]
+
+        return waiting.wait_until(
+            found, timeout_s, what=f"a record with {what} on {self.topic}", interval_s=0
+        )
 
     def wait_event(
         self,

@@ -31,6 +31,7 @@ from hypothesis import settings as hypothesis_settings
 from kazoo.client import KazooClient
 from memory_peak import MemoryPeak
 
+from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics, passes
 from zkcdc.ground.user_dirs import default_cache_dir
@@ -143,15 +144,14 @@ def wait_until(
     interval_s: float = 0.2,
     what: str = "",
 ) -> object:
-    """Poll until `predicate()` is truthy; its value is returned. Fails the test on timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what or predicate}")
-        time.sleep(interval_s)  # fixed wait: the poll's interval between looks
+    """Poll until `predicate()` is truthy; its value is returned. Fails the test on timeout
+    (the one wait, zkcdc/ground/waiting.py)."""
+    try:
+        return waiting.wait_until(
+            predicate, timeout_s, what=what or str(predicate), interval_s=interval_s
+        )
+    except waiting.WaitFailed as exc:
+        pytest.fail(str(exc))
 
 
 SHARED_STACK_ENV = "ZKCDC_TEST_SHARED_STACK"
