@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 from debian_packages import ensure_binary
 
+from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.stack.errors import StackError
 
@@ -50,14 +50,15 @@ class Alertmanager:
             stdout=self.log_file.open("wb"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
-        while not self._ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise StackError(
-                    f"Alertmanager did not start:\n{self.log_file.read_text()[-2000:]}"
-                )
-            time.sleep(0.2)
+        try:
+            waiting.wait_until(
+                self._ready, 30, what="Alertmanager to start", interval_s=0.2,
+                abandon=lambda: None if self.process.poll() is None else "it exited",
+                detail=lambda: self.log_file.read_text()[-2000:],
+            )  # fmt: skip
+        except waiting.WaitFailed as exc:
+            self.stop()
+            raise StackError(str(exc)) from exc
 
     def _ready(self) -> bool:
         try:

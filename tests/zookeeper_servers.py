@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.maven_jars import ArtifactCache
 from zkcdc.stack import StackSettings
@@ -122,15 +122,14 @@ def _start(kind: str, work: Path, port: int, config: str) -> ZookeeperServer:
 
 
 def _wait_serving(servers: list[ZookeeperServer]) -> None:
-    deadline = time.monotonic() + 60
     for server in servers:
-        while zookeeper_mode("127.0.0.1", server.port) is None:
-            if server.process.poll() is not None or time.monotonic() > deadline:
-                stdout = (server.data_dir.parent / "stdout.log").read_text()[-3000:]
-                raise AssertionError(
-                    f"ZooKeeper {server.kind} did not start:\n{stdout}\n{server.tail()}"
-                )
-            time.sleep(0.2)
+        waiting.wait_until(
+            lambda server=server: zookeeper_mode("127.0.0.1", server.port), 60,
+            what=f"ZooKeeper {server.kind} to serve", interval_s=0.2,
+            abandon=lambda server=server: None if server.process.poll() is None else "it exited",
+            detail=lambda server=server: (server.data_dir.parent / "stdout.log").read_text()[-3000:]
+            + "\n" + server.tail(),
+        )  # fmt: skip
 
 
 def _stop(servers: list[ZookeeperServer]) -> None:

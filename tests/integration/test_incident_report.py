@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import fastavro
 import pytest
 from debian_packages import ensure_binary
 
+from zkcdc.ground import waiting
 from zkcdc.streaming.state.state_view import ClusterView
 from zkcdc.view.incident import build
 
@@ -96,11 +96,11 @@ def test_the_report_at_a_chosen_time_shows_what_the_alert_job_kept_up_to_it(
             for pid in _descendants(replay.pid):  # the JVM prints its threads' stacks
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGQUIT)
-            dumped_by = time.monotonic() + 10  # the JVM's dump, or give up on it
-            while "Full thread dump" not in replay_log.read_text(errors="replace"):
-                if time.monotonic() > dumped_by:
-                    break
-                time.sleep(0.2)
+            with contextlib.suppress(waiting.WaitFailed):  # the JVM's dump, or give up on it
+                waiting.wait_until(
+                    lambda: "Full thread dump" in replay_log.read_text(errors="replace"), 10,
+                    what="the JVM's thread dump", interval_s=0.2,
+                )  # fmt: skip
             replay.kill()
             replay.wait()
             code = None

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from kazoo.client import KazooClient
 from simulate_harness import build_cluster, simulate
 
 from zkcdc.capture.delivery.event_log import log_files
+from zkcdc.ground import waiting
 
 pytestmark = pytest.mark.integration
 
@@ -88,14 +88,12 @@ def incident(shared_cluster, tmp_path_factory) -> dict[str, Any]:
         ends = changes.ends()
         # Generous: on a slow day with the suite's four workers, a live job's start and first
         # micro-batch took over two minutes.
-        deadline = time.monotonic() + 300
-        while not job_read_to(work / "live-checkpoint", changes.topic, ends):
-            assert live.poll() is None, (work / "live.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, (
-                "the live job never read the topic to its end: "
-                + (work / "live.log").read_text()[-3000:]
-            )
-            time.sleep(0.5)
+        waiting.wait_until(
+            lambda: job_read_to(work / "live-checkpoint", changes.topic, ends), 300,
+            what="the live job to read the topic to its end", interval_s=0.5,
+            abandon=lambda: None if live.poll() is None else f"it exited {live.returncode}",
+            detail=lambda: (work / "live.log").read_text()[-3000:],
+        )  # fmt: skip
         assert any(
             a[1] == "FIRING" and ":controller_failover:" in a[0] for a in alerts_of(live_out)
         )

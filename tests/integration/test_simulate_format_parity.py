@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
 from conftest import wait_until
 from kazoo.client import KazooClient
+
+from zkcdc.ground import waiting
 
 pytestmark = pytest.mark.integration
 
@@ -75,11 +76,11 @@ def test_a_simulated_cluster_has_the_znode_formats_real_kafka_wrote(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while "holding" not in log.read_text():
-            assert build.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        waiting.wait_until(
+            lambda: "holding" in log.read_text(), 60, what="the simulator to hold",
+            abandon=lambda: None if build.poll() is None else f"it exited {build.returncode}",
+            detail=log.read_text,
+        )  # fmt: skip
         sim_topic = zk_chroot.get_children("/brokers/topics")[0]
         broker = cluster.broker_ids[0]
         real, simulated = kinds(kafka_zk, real_topic, broker), kinds(zk_chroot, sim_topic, 1)

@@ -10,6 +10,7 @@ an expected event missing with no skip recorded at its path (silence) fails at o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from capture_harness import CaptureProcess, ChangesTopic
 from kazoo.client import KazooClient
 from simulate_harness import build_cluster
 
+from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.simulate.alert_forecast import SEVERITY
 from zkcdc.simulate.scenarios import SCENARIOS
@@ -171,19 +173,21 @@ def run_scenario_once(
         )  # fmt: skip
         outcome = ScenarioRun()
         try:
-            deadline = time.monotonic() + 60
-            while not expect_file.exists():
-                assert run.poll() is None, f"run exited {run.returncode}:\n{log.read_text()}"
-                assert time.monotonic() < deadline, f"no expectation written:\n{log.read_text()}"
-                time.sleep(0.1)
+            waiting.wait_until(
+                expect_file.exists, 60, what="the expectation written",
+                abandon=lambda: None if run.poll() is None else f"run exited {run.returncode}",
+                detail=log.read_text,
+            )  # fmt: skip
             expectation = json.loads(expect_file.read_text())
-            deadline = time.monotonic() + 90
-            while missing := find_in_order(captured := records.of(name), expectation["events"]):
-                if time.monotonic() < deadline:
-                    # fixed wait: a poll returns at the first record of a burst; the shared
-                    # topic's heartbeats would have four threads rescanning it non-stop
-                    time.sleep(0.25)
-                    continue
+            # A poll returns at the first record of a burst; the shared topic's heartbeats would
+            # have four threads rescanning it non-stop: a look every 0.25 s.
+            with contextlib.suppress(waiting.WaitFailed):
+                waiting.wait_until(
+                    lambda: not find_in_order(records.of(name), expectation["events"]), 90,
+                    what="the expected events", interval_s=0.25,
+                )  # fmt: skip
+            captured = records.of(name)
+            if missing := find_in_order(captured, expectation["events"]):
                 skipped = skipped_at(captured, missing)
                 raise AssertionError(
                     f"{len(missing)} expected events never captured, first {missing[0]}"

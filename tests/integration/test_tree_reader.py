@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -13,6 +14,7 @@ from kazoo.client import KazooClient
 from zkcdc.capture.records import Znode
 from zkcdc.capture.watch.messages import Message, Read, Synced
 from zkcdc.capture.watch.tree_reader import TreeReader
+from zkcdc.ground import waiting
 
 pytestmark = pytest.mark.integration
 
@@ -55,16 +57,14 @@ def actual_tree(client: KazooClient, path: str = "/") -> dict[str, tuple[bytes, 
 
 
 def settle(reads: Reads, client: KazooClient, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def seen() -> dict[str, Any]:
         reads.drain()
-        seen = {p: (z.data, z.version) for p, z in reads.tree.items()}
-        actual = actual_tree(client)
-        if seen == actual:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"reads describe {seen}, ZooKeeper has {actual}")
-        time.sleep(0.05)
+        return {p: (z.data, z.version) for p, z in reads.tree.items()}
+
+    waiting.wait_until(
+        lambda: seen() == actual_tree(client), timeout, what="the reads to settle",
+        interval_s=0.05, detail=lambda: f"reads describe {seen()}, ZooKeeper has {actual_tree(client)}",
+    )  # fmt: skip
 
 
 @pytest.fixture(params=["recursive", "one-shot"])

@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from zookeeper_servers import zookeeper_server
 
 from zkcdc.capture.delivery.event_log import read_records
+from zkcdc.ground import waiting
 from zkcdc.ground.change_types import EventType
 
 pytestmark = pytest.mark.integration
@@ -108,15 +109,13 @@ def test_kill_9_and_restart_give_every_transaction_once_in_zxid_order(
             client.exists(f"/kafka/brokers/topics/t/partitions/{p}/state").mzxid
             for p in range(partitions)
         )
-        deadline = time.monotonic() + 120
-        while True:
+
+        def reached() -> bool:
             changes_topic.poll()
             got = [r["zxid"] for r in _live(changes_topic.records)]
-            if got and max(got) >= last_zxid:
-                break
-            assert time.monotonic() < deadline, (
-                f"topic reached zxid {max(got or [0])}, not {last_zxid}"
-            )
+            return bool(got) and max(got) >= last_zxid
+
+        waiting.wait_until(reached, 120, what=f"the topic to reach zxid {last_zxid}", interval_s=0)
         assert second.stop() == 0
         changes_topic.read_to_end()  # stopped: anything sent twice is read too
         client.stop()

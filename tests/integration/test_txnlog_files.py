@@ -5,9 +5,9 @@ every few hundred transactions and grows its files past their preallocation."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import namedtuple
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -26,6 +26,7 @@ from zkcdc.capture.txnlog.data_dir import (
     start_snapshot,
 )
 from zkcdc.capture.txnlog.txn_tracker import TxnTracker
+from zkcdc.ground import waiting
 from zkcdc.stack.probes import zookeeper_mode
 
 pytestmark = pytest.mark.integration
@@ -113,10 +114,10 @@ def test_a_snapshot_and_the_logs_after_it_rebuild_the_servers_tree_exactly(kind,
         client.create("/k/box/item", b"")
         client.create("/k/gone/item", b"")
         client.delete("/k/gone/item")
-        deadline = time.monotonic() + 30
-        while client.exists("/k/gone") or client.exists("/k/ttl-gone"):
-            assert time.monotonic() < deadline, "ZooKeeper kept the container or the TTL znode"
-            time.sleep(0.1)
+        waiting.wait_until(
+            lambda: not (client.exists("/k/gone") or client.exists("/k/ttl-gone")), 30,
+            what="ZooKeeper to remove the container and the TTL znode",
+        )  # fmt: skip
         expected = walk(client)
         assert {"/k/box", "/k/ttl-kept"} <= set(expected)
         directory = server.txnlog_dir
@@ -162,17 +163,19 @@ def test_following_a_live_log_through_roll_overs_and_purges_misses_and_repeats_n
         writer.start()
         zxids: list[int] = []
         versions: list[int] = []
-        deadline = time.monotonic() + 120
-        while not (done.is_set() and writer.join(0) is None and versions[-1:] == [writes]):
-            assert time.monotonic() < deadline, (
-                f"followed up to version {versions[-1:]}\n{server.tail()}"
-            )
+
+        def followed() -> bool:
+            if done.is_set() and writer.join(0) is None and versions[-1:] == [writes]:
+                return True
             for txn in reader.poll():
                 zxids.append(txn.zxid)
-                versions += [
+                versions.extend(
                     op.version or 0 for op in txn.ops if op.path == "/k/p" and op.type == 5
-                ]
-            time.sleep(0.002)
+                )
+            return False
+
+        waiting.wait_until(followed, 120, what=f"the reader to follow to version {writes}",
+                           interval_s=0.002, detail=server.tail)  # fmt: skip
         reader.close()
         assert zxids == list(range(1, zxids[-1] + 1)), "a transaction was missed or read twice"
         assert versions == list(range(1, writes + 1))
@@ -197,13 +200,14 @@ def test_a_follower_and_an_observer_log_every_committed_transaction_as_the_leade
         modes = {zookeeper_mode("127.0.0.1", s.port): s for s in servers}
         assert set(modes) == {"leader", "follower", "observer"}, modes
         seen = {}
-        deadline = time.monotonic() + 30
         for mode, server in modes.items():
-            while True:  # a follower or observer may log a moment after the client's answer
+
+            def logged(server: Any = server) -> list[Any] | None:
                 txns = list(read_history(server.txnlog_dir, 0, lambda d: pytest.fail(d.describe())))
-                if (txns and txns[-1].zxid >= last) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
+                return txns if txns and txns[-1].zxid >= last else None
+
+            # A follower or observer may log a moment after the client's answer.
+            txns = waiting.wait_until(logged, 30, what=f"{mode} to log zxid {last}")
             seen[mode] = [(t.zxid, t.type, t.ops) for t in txns if t.zxid <= last]
         client.stop()
     assert seen["follower"] == seen["leader"] == seen["observer"]

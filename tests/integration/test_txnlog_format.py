@@ -3,6 +3,7 @@ every write, in zxid order, multis and session closes included; damage is found 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from zkcdc.capture.txnlog.transactions import (
     TxnLogError,
     read_entries,
 )
+from zkcdc.ground import waiting
 
 
 def log_files(directory: Path) -> list[Path]:
@@ -79,13 +81,12 @@ def test_every_write_is_in_the_log_in_zxid_order_with_multis_and_session_closes(
         (MULTI, DELETE, "/b", None),
         (DELETE, DELETE, "/a", None),
     ]
-    deadline = time.monotonic() + 30
-    while True:  # the server may still be writing its last entries when we read
-        txns = transactions(directory)
-        found = mine(txns, chroot)
-        if found == expected or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    # The server may still be writing its last entries when we read.
+    with contextlib.suppress(waiting.WaitFailed):
+        waiting.wait_until(lambda: mine(transactions(directory), chroot) == expected, 30,
+                           what="the server's last entries", interval_s=0.2)  # fmt: skip
+    txns = transactions(directory)
+    found = mine(txns, chroot)
     assert found == expected
     versions = [
         op.version for t in txns for op in t.ops if op.type == SET_DATA and op.path == chroot + "/a"

@@ -4,6 +4,7 @@ describes."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections import Counter
@@ -28,6 +29,7 @@ from zkcdc.capture.kraft.metadata_dir import file_entries, load_image, segment_f
 from zkcdc.capture.kraft.metadata_image import MetadataImage
 from zkcdc.capture.kraft.metadata_records import ControlRecord, MetadataRecord, Undecodable
 from zkcdc.capture.kraft.quorum_client import QuorumClient
+from zkcdc.ground import waiting
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
 from zkcdc.stack.probes import free_port_block
@@ -202,10 +204,11 @@ def test_every_record_decodes_and_the_rebuilt_tree_equals_the_admin_api(
                 assert not loaded.damage and not loaded.undecodable
                 return _image_view(loaded.image), _admin_view(info.bootstrap_servers)
 
-            deadline = time.monotonic() + 30  # the Admin API's view catches up, or the files'
-            while (compared := views())[0] != compared[1] and time.monotonic() < deadline:
-                time.sleep(0.5)
-            rebuilt, described = compared
+            # The Admin API's view catches up, or the files'; compared below either way.
+            with contextlib.suppress(waiting.WaitFailed):
+                waiting.wait_until(lambda: (c := views())[0] == c[1], 30,
+                                   what="the two views to agree", interval_s=0.5)  # fmt: skip
+            rebuilt, described = views()
             assert rebuilt == described, directory
     finally:
         quorum.close()

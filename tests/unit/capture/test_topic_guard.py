@@ -20,6 +20,7 @@ from zkcdc.capture.delivery.topic_guard import (
     settled_count,
     starting_count,
 )
+from zkcdc.ground import waiting
 
 
 class Client:
@@ -75,14 +76,15 @@ def test_the_guards_thread_asks_and_the_loop_hears_it_without_waiting() -> None:
     client = Client(None)
     guard = TopicGuard(client, "t", 6, 1.0, every_s=0.01)
     try:
-        deadline = time.monotonic() + 10
-        while True:
+
+        def heard() -> bool:
             try:
                 guard.check()
             except TopicChangedError:
-                break
-            assert time.monotonic() < deadline, "the thread never asked"
-            time.sleep(0.01)
+                return True
+            return False
+
+        waiting.wait_until(heard, 10, what="the guard's thread to ask", interval_s=0.01)
     finally:
         guard.close()
 
@@ -162,9 +164,7 @@ def test_a_metadata_request_left_unanswered_means_the_brokers_do_not_answer() ->
     client.down = True
     asking = threading.Thread(target=guard.check, kwargs={"force": True})
     asking.start()
-    wait_until_asked = time.monotonic() + 10
-    while client.asked < 2 and time.monotonic() < wait_until_asked:
-        time.sleep(0.01)  # fixed wait: a poll's interval
+    waiting.wait_until(lambda: client.asked >= 2, 10, what="a second ask", interval_s=0.01)
     assert guard.answering_for() == 100  # just asked: not late yet
     clock[0] += 3
     assert guard.answering_for() == 0.0
