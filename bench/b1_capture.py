@@ -43,6 +43,8 @@ from harness import (
 )
 from kazoo.client import KazooClient
 
+from zkcdc.ground import waiting
+
 NAME = "b1_capture"
 STATE = '{{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":{},"isr":[1,2,3]}}'
 
@@ -297,13 +299,15 @@ def sweep(
     marks: list[tuple[dict[str, int], dict[str, int]]] = []
     floor: list[dict[str, Any]] = []
     try:
-        deadline = time.time() + 60
-        while not (
-            Path(tree_out + ".ready").exists() and b"in sync" in (work / "capture.log").read_bytes()
-        ):
-            if time.time() > deadline or daemon.poll() is not None:
-                raise SystemExit("watchers did not start:\n" + (work / "capture.log").read_text())
-            time.sleep(0.2)
+        try:
+            waiting.wait_until(
+                lambda: Path(tree_out + ".ready").exists()
+                and b"in sync" in (work / "capture.log").read_bytes(),
+                60, what="the watchers to start", interval_s=0.2,
+                abandon=lambda: None if daemon.poll() is None else "capture exited",
+            )  # fmt: skip
+        except waiting.WaitFailed as exc:
+            raise SystemExit(f"{exc}:\n" + (work / "capture.log").read_text()) from None
         time.sleep(2)  # TreeCache's initial load
         for rate in rates:
             before = _versions(setup, paths)

@@ -25,6 +25,8 @@ from b1_capture import STATE, _paths, _versions, storm
 from harness import ZKCDC, fmt, local_stack, parser, percentile, reproduce, save, stop, table
 from kazoo.client import KazooClient
 
+from zkcdc.ground import waiting
+
 NAME = "b1_transactions"
 # transactions: the default (a commit once a transaction's first record waited 100 ms);
 # every-turn: a commit each turn of the loop (`--commit-interval-ms 0`), for comparison.
@@ -120,11 +122,13 @@ def main() -> None:
                 ), log)  # fmt: skip
                 readers[mode] = Arrivals(info.bootstrap_servers, topic)
                 readers[mode].start()
-            deadline = time.time() + 90
-            while not all(b"in sync" in log.read_bytes() for _, log in daemons.values()):
-                if time.time() > deadline:
-                    raise SystemExit("captures did not start")
-                time.sleep(0.2)
+            try:
+                waiting.wait_until(
+                    lambda: all(b"in sync" in log.read_bytes() for _, log in daemons.values()),
+                    90, what="the captures to start", interval_s=0.2,
+                )  # fmt: skip
+            except waiting.WaitFailed as exc:
+                raise SystemExit(str(exc)) from None
             steps = []
             for rate in rates:
                 before = _versions(setup, paths)

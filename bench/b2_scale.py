@@ -17,6 +17,7 @@ Run: `.venv/bin/python bench/b2_scale.py [--quick] [--topics 200 --partitions-pe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -39,6 +40,7 @@ from harness import (
     vm_hwm_mb,
 )
 
+from zkcdc.ground import waiting
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 
 NAME = "b2_scale"
@@ -169,11 +171,11 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
         if failure.returncode != 0:
             raise SystemExit(f"broker failure failed:\n{failure.stdout}\n{failure.stderr}")
         written = int(re.search(r"controller rewrote (\d+) partition states", failure.stdout)[1])  # type: ignore[index]
-        deadline = time.time() + 300
-        while sum(1 + r["versions_skipped"] for _, r in reader.seen) < written:
-            if time.time() > deadline:
-                break
-            time.sleep(0.1)
+        with contextlib.suppress(waiting.WaitFailed):  # what arrived is counted either way
+            waiting.wait_until(
+                lambda: sum(1 + r["versions_skipped"] for _, r in reader.seen) >= written,
+                300, what="every state write on Kafka",
+            )  # fmt: skip
         storm = reader.seen
         last_write_ms = max(r["ts_ms"] for _, r in storm)
         first_write_ms = min(r["ts_ms"] for _, r in storm)

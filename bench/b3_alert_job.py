@@ -31,6 +31,7 @@ from typing import Any
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
 from spark_stages import event_log_conf, stateful_stages
 
+from zkcdc.ground import waiting
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.view.alerts_tail import alert_of
@@ -269,26 +270,30 @@ def latency(
 
     try:
         # The job is up once a first incident's alert arrives (Spark takes a while to start).
-        deadline = time.monotonic() + first_alert_s
+        started = time.monotonic()
         # A big cluster's snapshot takes a while: incidents start once capture is in sync (and
         # the first one's alert says the job has read the snapshot).
-        while b'"in sync"' not in (work / "capture.log").read_bytes():
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    "capture not in sync:\n" + (work / "capture.log").read_text()[-3000:]
-                )
-            time.sleep(0.5)
-        zk.set(state.format(0), offline)
-        while "sim-0000/0" not in fired:
-            if time.monotonic() > deadline:
-                raise SystemExit("no first alert:\n" + (work / "alerts.log").read_text()[-3000:])
-            time.sleep(0.2)
+        try:
+            waiting.wait_until(
+                lambda: b'"in sync"' in (work / "capture.log").read_bytes(), first_alert_s,
+                what="capture in sync", interval_s=0.5,
+                detail=lambda: (work / "capture.log").read_text()[-3000:],
+            )  # fmt: skip
+            zk.set(state.format(0), offline)
+            waiting.wait_until(
+                lambda: "sim-0000/0" in fired, first_alert_s - (time.monotonic() - started),
+                what="the first alert", interval_s=0.2,
+                detail=lambda: (work / "alerts.log").read_text()[-3000:],
+            )  # fmt: skip
+        except waiting.WaitFailed as exc:
+            raise SystemExit(str(exc)) from None
         cold = timed()
         cold_batches = len(micro_batches(work))
         warm: list[tuple[str, int]] = []
         if warmup_s:
             ends = time.monotonic() + warmup_s
             turn = 0
+            # not a wait: incidents made in turn for the warm-up's length
             while time.monotonic() < ends:
                 for p in range(1, incidents):  # back online, then offline again, in turn
                     zk.set(state.format(p), online if turn % 2 == 0 else offline)

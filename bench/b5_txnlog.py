@@ -50,6 +50,7 @@ from harness import (
 from kazoo.client import KazooClient
 
 from zkcdc.capture.txnlog.transactions import SET_DATA
+from zkcdc.ground import waiting
 from zkcdc.stack.processes import find_marked
 
 NAME = "b5_txnlog"
@@ -153,11 +154,10 @@ def floor_steps(
     steps: list[dict[str, Any]] = []
     marks = []
     try:
-        deadline = time.time() + 60
-        while not Path(out + ".ready").exists():
-            if time.time() > deadline:
-                raise SystemExit("the bare reader did not start")
-            time.sleep(0.1)
+        try:
+            waiting.wait_until(Path(out + ".ready").exists, 60, what="the bare reader to start")
+        except waiting.WaitFailed as exc:
+            raise SystemExit(str(exc)) from None
         time.sleep(2)  # past what was in the log already
         for rate in rates:
             before = _versions(setup, paths)
@@ -223,28 +223,30 @@ def _daemon(
 
 
 def _wait_logged(process: subprocess.Popen[Any], log: Path, text: bytes) -> None:
-    deadline = time.time() + 60
-    while text not in log.read_bytes():
-        if time.time() > deadline or process.poll() is not None:
-            raise SystemExit(f"capture did not start:\n{log.read_text()}")
-        time.sleep(0.2)
+    try:
+        waiting.wait_until(
+            lambda: text in log.read_bytes(), 60, what="capture to start", interval_s=0.2,
+            abandon=lambda: None if process.poll() is None else "it exited",
+        )  # fmt: skip
+    except waiting.WaitFailed as exc:
+        raise SystemExit(f"{exc}:\n{log.read_text()}") from None
 
 
 def _wait_caught_up(events: Path, versions: dict[str, int]) -> None:
     from zkcdc.capture.delivery.event_log import read_records
 
-    deadline = time.time() + 300
-    while True:
+    def caught_up() -> bool:
         seen: dict[str, int] = {}
         if events.exists():
             for r in read_records(events, lambda damage: None):  # a block being written
                 if r["after"] is not None and r["path"] in versions:
                     seen[r["path"]] = max(seen.get(r["path"], 0), r["after"]["version"])
-        if all(seen.get(p, -1) >= v for p, v in versions.items()):
-            return
-        if time.time() > deadline:
-            raise SystemExit("the txnlog capture did not catch up with the log")
-        time.sleep(1)
+        return all(seen.get(p, -1) >= v for p, v in versions.items())
+
+    try:
+        waiting.wait_until(caught_up, 300, what="the txnlog capture to catch up", interval_s=1)
+    except waiting.WaitFailed as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def run_steps(

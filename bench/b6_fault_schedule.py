@@ -54,6 +54,8 @@ from typing import Any
 
 from harness import ZKCDC, figure, fmt, load, parser, plot_link, results_dir, save, table
 
+from zkcdc.ground import waiting
+
 NAME = "b6_fault_schedule"
 CLUSTER = "fs"
 CHROOT = "/fs"
@@ -188,11 +190,10 @@ class Toxiproxy:
 
 
 def wait(check: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.2)  # fixed wait: the poll's interval between looks
+    try:
+        waiting.wait_until(check, timeout_s, what=what, interval_s=0.2)
+    except waiting.WaitFailed as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 # -- the stack -------------------------------------------------------------------------------

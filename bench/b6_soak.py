@@ -41,6 +41,7 @@ import fastavro
 import psutil
 from harness import ZKCDC, figure, fmt, parser, plot_link, reproduce, save, stop, table
 
+from zkcdc.ground import waiting
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 
 NAME = "b6_soak"
@@ -127,13 +128,13 @@ class Capture:
 
 
 def active(captures: list[Capture], timeout_s: float = 60) -> Capture:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for c in captures:
-            if c.alive and c.role() == "active":
-                return c
-        time.sleep(0.5)
-    raise RuntimeError("no active capture daemon")
+    def found() -> Capture | None:
+        return next((c for c in captures if c.alive and c.role() == "active"), None)
+
+    try:
+        return waiting.wait_until(found, timeout_s, what="an active capture daemon", interval_s=0.5)
+    except waiting.WaitFailed as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 class AlertJob:
@@ -363,14 +364,15 @@ class Faults:
 
     def _roles_settle(self, timeout_s: float = 120) -> None:
         """Until one daemon is active and the other standby, or one exited (counted then)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not all(c.alive for c in self.captures):
-                return
-            if sorted(str(c.role()) for c in self.captures) == ["active", "standby"]:
-                return
-            time.sleep(0.5)
-        raise RuntimeError(f"no active/standby pair: {[c.role() for c in self.captures]}")
+        try:
+            waiting.wait_until(
+                lambda: not all(c.alive for c in self.captures)
+                or sorted(str(c.role()) for c in self.captures) == ["active", "standby"],
+                timeout_s, what="an active/standby pair", interval_s=0.5,
+                detail=lambda: str([c.role() for c in self.captures]),
+            )  # fmt: skip
+        except waiting.WaitFailed as exc:
+            raise RuntimeError(str(exc)) from None
 
     def _exits(self) -> int:
         """Daemons that exited (each restarted: the soak goes on, the count is the finding)."""
@@ -483,9 +485,9 @@ def main() -> None:
             final = storm.final_versions()
             ended = time.time()
             # Everything written reaches the topic; the alert job resolves what it raised.
-            deadline = time.time() + 300
-            while time.time() < deadline and not _holds(changes.items, final):
-                time.sleep(2)
+            with contextlib.suppress(waiting.WaitFailed):  # counted as it stands either way
+                waiting.wait_until(lambda: _holds(changes.items, final), 300,
+                                   what="everything written on the topic", interval_s=2)  # fmt: skip
             time.sleep(20)  # the alert job's last batches, Alertmanager's last resends
             for c in captures:
                 if c.process is not None:

@@ -45,6 +45,7 @@ from zkcdc.capture.kraft.log_follower import MetadataLogFollower
 from zkcdc.capture.kraft.metadata_dir import segment_files
 from zkcdc.capture.kraft.metadata_records import entries
 from zkcdc.capture.kraft.record_batches import Batch, batches, compiled_walk
+from zkcdc.ground import waiting
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
 from zkcdc.stack.probes import free_port_block
@@ -279,11 +280,14 @@ def main() -> None:
         watcher = FileWatcher(directory)
         watcher.start()
         try:
-            deadline = time.monotonic() + 60
-            while "in sync" not in (work / "capture.log").read_text(errors="replace"):
-                if capture.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit((work / "capture.log").read_text())
-                time.sleep(0.2)
+            try:
+                waiting.wait_until(
+                    lambda: "in sync" in (work / "capture.log").read_text(errors="replace"), 60,
+                    what="capture in sync", interval_s=0.2,
+                    abandon=lambda: None if capture.poll() is None else "capture exited",
+                )  # fmt: skip
+            except waiting.WaitFailed as exc:
+                raise SystemExit(f"{exc}\n" + (work / "capture.log").read_text()) from None
             steps, seq = [], 0
             for rate in (float(r) for r in args.rates.split(",")):
                 step, seq = lag_step(stack, log, "b7", seq, topics, rate, args.duration, watcher)

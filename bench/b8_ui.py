@@ -205,6 +205,7 @@ def settled(count: Any, quiet_s: float = 5.0, timeout_s: float = 600) -> int:
     """`count()` once it has not changed for `quiet_s`."""
     deadline = time.monotonic() + timeout_s
     last, since = count(), time.monotonic()
+    # not a wait: a count watched until it has been still for a quiet period
     while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
         time.sleep(0.5)
         now = count()

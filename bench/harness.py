@@ -20,14 +20,13 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import psutil
 
-from zkcdc.ground import child_processes
+from zkcdc.ground import child_processes, waiting
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -184,15 +183,18 @@ def directory_mb(path: Path) -> float:
 def wait_for(what: str, check: Any, timeout_s: float, *processes: subprocess.Popen[Any]) -> None:
     """Until `check()`; ends the run with one line if the time is up or one of `processes`
     (each started as `ZKCDC` and its subcommand) exits first."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
+
+    def exited() -> str | None:
         for process in processes:
             if process.poll() is not None:
                 command = cast(list[str], process.args)  # started with a list
-                raise SystemExit(f"{command[3]} exited while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no {what} in {timeout_s:.0f} s")
-        time.sleep(0.5)
+                return f"{command[3]} exited"
+        return None
+
+    try:
+        waiting.wait_until(check, timeout_s, what=what, interval_s=0.5, abandon=exited)
+    except waiting.WaitFailed as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def vm_hwm_mb(pid: int) -> float | None:

@@ -289,6 +289,7 @@ class CaptureRunner:
     def _pause(self, seconds: float) -> None:
         """Backoff's waits: alive (the loop counts as turning) and ended by a stop."""
         until = time.monotonic() + seconds
+        # not a wait: a pause of a set length that keeps the loop counted alive and ends at a stop
         while not self._stop.is_set() and (left := until - time.monotonic()) > 0:
             self.turned()
             self._stop.wait(min(left, 0.5))
@@ -352,6 +353,7 @@ class CaptureRunner:
         last_out = time.monotonic()
         first_sync = True
         election = self._election
+        # not a wait: the capture loop; next_heartbeat is when a heartbeat falls due
         while not self._stop.is_set() and not self._stepping_down.is_set():
             self.turned()
             if election is not None and election.suspended:

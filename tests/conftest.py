@@ -245,6 +245,7 @@ def _admin_call(
     longer the controller for the whole deadline once (CI), its metadata never refreshed."""
     deadline = time.monotonic() + deadline_s
     attempt = 0
+    # not a wait: a retry of what Kafka refused for now (NOT_CONTROLLER while a controller moves)
     while True:
         try:
             client = AdminClient({"bootstrap.servers": bootstrap})  # alive until answered

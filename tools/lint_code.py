@@ -6,6 +6,11 @@
 - **Comments say why in the reader's terms.** An issue number ("issue 37") or a run number
   ("runs 24, 35") in a comment or docstring is refused: a reader of the repository cannot
   follow either. Say the cause, or name a test.
+- **One way to wait.** A `while` loop that sleeps and watches a deadline of its own
+  (`deadline = time.monotonic() + timeout` ...) is refused outside `zkcdc/ground/waiting.py`:
+  wait with `waiting.wait_until`. A loop that is not a wait (a deadline that moves while work
+  progresses, a work budget, a retry's backoff) says so with "not a wait:" and why on its line
+  or the comment lines above it.
 
     python tools/lint_code.py [FOLDER ...]    (default: the project's code, tests and bench)
 """
@@ -23,6 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("zkcdc", "capture", "streaming", "tests", "bench", "tools")
 CONTRACT_MODULE = Path("zkcdc/ground/change_types.py")
+WAIT_MODULE = Path("zkcdc/ground/waiting.py")
+NOT_A_WAIT = "not a wait:"
+SLEEPS = {"sleep", "wait", "wait_for_timeout"}
+CLOCKS = {"monotonic", "time", "perf_counter", "now", "_now", "clock", "_clock"}
 # zkcdc/capture and zkcdc/streaming are links to capture/ and streaming/: read once.
 LINKS = (Path("zkcdc/capture"), Path("zkcdc/streaming"))
 NUMBERED = re.compile(r"\bissues?\s+#?\d+|\bruns?\s+#?\d+(\s*(,|and|-|\u2013)\s*\d+)*\b", re.I)
@@ -68,6 +77,53 @@ def number_problems(path: Path, source: str, tree: ast.AST) -> Iterator[str]:
             yield f"{path}:{line}: {match.group(0)!r}: say the cause, or name a test"
 
 
+def _deadlines(function: ast.AST) -> set[str]:
+    """Names a function sets to a time ahead: `x = <clock call> + <anything>`."""
+    out = set()
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp)
+            and isinstance(node.value.op, ast.Add) and isinstance(node.value.left, ast.Call)
+            and _called(node.value.left) in CLOCKS
+        ):  # fmt: skip
+            out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return out
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else str(getattr(func, "id", ""))
+
+
+def _sleeps(loop: ast.While) -> bool:
+    return any(isinstance(n, ast.Call) and _called(n) in SLEEPS for n in ast.walk(loop))
+
+
+def _marked(lines: list[str], line_no: int) -> bool:
+    if NOT_A_WAIT in lines[line_no - 1]:
+        return True
+    above = line_no - 2
+    while above >= 0 and lines[above].strip().startswith("#"):
+        if NOT_A_WAIT in lines[above]:
+            return True
+        above -= 1
+    return False
+
+
+def wait_problems(path: Path, source: str, tree: ast.AST) -> Iterator[str]:
+    lines = source.splitlines()
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        deadlines = _deadlines(function)
+        for loop in ast.walk(function):
+            if not isinstance(loop, ast.While) or not deadlines or not _sleeps(loop):
+                continue
+            names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
+            if names & deadlines and not _marked(lines, loop.lineno):
+                yield f"{path}:{loop.lineno}: a hand-rolled deadline wait: use waiting.wait_until"
+
+
 def files(folders: list[str]) -> Iterator[Path]:
     for folder in folders:
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -88,6 +144,8 @@ def problems(folders: list[str]) -> list[str]:
             out += literal_problems(path, tree, names)
         if path != Path("tools/lint_code.py"):
             out += number_problems(path, source, tree)
+        if path != WAIT_MODULE:
+            out += sorted(set(wait_problems(path, source, tree)))
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from zkcdc.ground import child_processes
+from zkcdc.ground import child_processes, waiting
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
@@ -95,13 +95,18 @@ class Alerts:
 
 def wait(what: str, done: Callable[[], bool], jobs: list[Job], tick: Callable[[], None],
          timeout_s: float = 180) -> None:  # fmt: skip
-    deadline = time.monotonic() + timeout_s
-    while not done():
+    def look() -> bool:
         for job in jobs:
             job.check()
-        if time.monotonic() > deadline:
-            raise SystemExit(f"demo: timed out waiting for {what}")
-        tick()
+        if done():
+            return True
+        tick()  # reads what came: the wait between looks is the tick's own
+        return False
+
+    try:
+        waiting.wait_until(look, timeout_s, what=what, interval_s=0)
+    except waiting.WaitFailed as exc:
+        raise SystemExit(f"demo: {exc}") from exc
     print(f"demo: {what}", flush=True)
 
 

@@ -148,6 +148,7 @@ class TopicFollower:
         (a throttled link, a loaded machine) is read to its end however long that takes."""
         stall_s = max(timeout, 1.0) * 10
         deadline = self._now() + stall_s
+        # not a wait: a retry while a topic made a moment ago has no partition leaders yet
         while True:
             try:
                 self._assign(timeout)

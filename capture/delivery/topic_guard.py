@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zkcdc.capture.delivery.delivery_errors import DeliveryError
+from zkcdc.ground import waiting
 from zkcdc.ground.private_files import atomic_write
 
 CHECK_EVERY_S = 5.0
@@ -88,22 +89,24 @@ def topic_answer(client: Any, topic: str, timeout_s: float) -> tuple[int | None,
 def settled_count(client: Any, topic: str, timeout_s: float) -> int:
     """The partition count of a topic just made or found, once Kafka's metadata shows it (a
     topic created a moment ago is listed before its partitions have leaders)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        unanswered: TopicUnanswered | None = None
+    unanswered: list[TopicUnanswered] = []  # the latest look's, if it had no answer
+
+    def count() -> int | None:
+        unanswered.clear()
         try:
-            count = partition_count(client, topic, timeout_s)
+            return partition_count(client, topic, timeout_s)
         except TopicUnanswered as exc:  # a refusal (TopicRefused) is said at once
-            count, unanswered = None, exc
-        if count is not None:
-            return count
-        if time.monotonic() > deadline:
-            if unanswered is not None:
-                raise TopicChangedError(f"changes topic {topic}: Kafka gave no usable answer "
-                                        f"in {timeout_s:.0f} s ({unanswered})")  # fmt: skip
-            raise TopicChangedError(f"changes topic {topic} is not on Kafka (deleted as capture "
-                                    f"started?)")  # fmt: skip
-        time.sleep(0.5)
+            unanswered.append(exc)
+            return None
+
+    try:
+        return waiting.wait_until(count, timeout_s, what=f"topic {topic}", interval_s=0.5)
+    except waiting.WaitFailed:
+        if unanswered:
+            raise TopicChangedError(f"changes topic {topic}: Kafka gave no usable answer "
+                                    f"in {timeout_s:.0f} s ({unanswered[0]})") from None  # fmt: skip
+        raise TopicChangedError(f"changes topic {topic} is not on Kafka (deleted as capture "
+                                f"started?)") from None  # fmt: skip
 
 
 def saved_count(state_dir: Path, topic: str) -> int | None:

@@ -31,7 +31,7 @@ from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.source import Turn
 from zkcdc.capture.tracker import TrackerState
 from zkcdc.capture.txnlog.dir_wakeup import DirectoryWakeup
-from zkcdc.ground import logs
+from zkcdc.ground import logs, waiting
 
 log = logs.get("zkcdc.capture")
 
@@ -128,13 +128,16 @@ class KraftSource:
         capture (same cluster id, same state or topic): the committed image compared with the
         tree that capture last gave, the differences given out as changes with the seq going
         on, then the log followed from there."""
-        deadline = time.monotonic() + max(30.0, self._settings.connect_timeout_s * 3)
-        while not self._ask_quorum():
-            if time.monotonic() > deadline:
-                raise CaptureError(
-                    f"cannot take the stream over from the {mode} capture: no high watermark "
-                    "from the quorum (--bootstrap-controllers)"
-                )
+        try:
+            waiting.wait_until(
+                self._ask_quorum, max(30.0, self._settings.connect_timeout_s * 3),
+                what="a high watermark from the quorum", interval_s=0,
+            )  # fmt: skip
+        except waiting.WaitFailed:
+            raise CaptureError(
+                f"cannot take the stream over from the {mode} capture: no high watermark "
+                "from the quorum (--bootstrap-controllers)"
+            ) from None
         loaded = load_image(self._directory, upto=self._high_watermark)
         last = loaded.next_offset - 1
         records = tracker.load(loaded.image, last, self._now_ms())

@@ -8,12 +8,11 @@ import contextlib
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zkcdc.ground import logs
+from zkcdc.ground import logs, waiting
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
@@ -216,14 +215,12 @@ def running_tasks(spark: Any) -> int:
     return sum(int(info.numRunningTasks()) for info in infos)
 
 
-def tasks_ended(spark: Any, within_s: float, poll_s: float = 0.1) -> bool:
+def tasks_ended(spark: Any, within_s: float) -> bool:
     """Whether the running tasks all ended within `within_s`."""
-    waiting = threading.Event()  # never set: a bounded sleep between looks
-    deadline = time.monotonic() + within_s
-    while running_tasks(spark):
-        if time.monotonic() >= deadline:
-            return False
-        waiting.wait(poll_s)
+    try:
+        waiting.wait_until(lambda: running_tasks(spark) == 0, within_s, what="the tasks to end")
+    except waiting.WaitFailed:
+        return False
     return True
 
 

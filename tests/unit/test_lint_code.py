@@ -39,3 +39,42 @@ def test_issue_and_run_numbers_as_reasons_are_refused_in_comments_and_docstrings
 
 def test_the_projects_code_tests_and_benchmarks_have_neither() -> None:
     assert lint_code.problems(list(lint_code.FOLDERS)) == []
+
+
+def _waits(source: str) -> list[str]:
+    return list(lint_code.wait_problems(Path("x.py"), source, ast.parse(source)))
+
+
+def test_a_hand_rolled_deadline_wait_is_refused() -> None:
+    loop = (
+        "import time\n"
+        "def f(ready):\n"
+        "    deadline = time.monotonic() + 30\n"
+        "    while not ready():\n"
+        "        assert time.monotonic() < deadline\n"
+        "        time.sleep(0.5)\n"
+    )
+    [problem] = _waits(loop)
+    assert "x.py:4" in problem and "wait_until" in problem
+
+
+def test_a_loop_that_is_not_a_wait_says_so_and_a_loop_without_a_deadline_is_none() -> None:
+    marked = (
+        "import time\n"
+        "def f(step):\n"
+        "    ends = time.monotonic() + 60\n"
+        "    # not a wait: incidents made in turn for the warm-up's length\n"
+        "    while time.monotonic() < ends:\n"
+        "        step()\n"
+        "        time.sleep(0.5)\n"
+    )
+    plain = "import time\ndef f(more):\n    while more():\n        time.sleep(0.1)\n"
+    paced = (
+        "import time\n"
+        "def f(rate, start):\n"
+        "    due = int(time.monotonic() - start) + 1\n"
+        "    while due:\n"
+        "        due -= 1\n"
+        "        time.sleep(1 / rate)\n"
+    )
+    assert _waits(marked) == [] and _waits(plain) == [] and _waits(paced) == []

@@ -409,6 +409,7 @@ def _watermarks(consumer: Any, tp: Any, timeout_s: float) -> tuple[int, int]:
     from confluent_kafka import KafkaError, KafkaException
 
     deadline = time.monotonic() + timeout_s
+    # not a wait: a retry while a partition's leader moves (a few hundred ms)
     while True:
         try:
             low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)

@@ -59,6 +59,7 @@ def create_topics(
     pending = {topic.topic: topic for topic in topics}
     tried: set[str] = set()
     attempt = 0
+    # not a wait: a retry of what Kafka refused for now, each try with a client of its own
     while pending:
         admin = new_admin()  # kept alive until its answers are in
         # The answer waits (up to 30 s) until the topic is made on its brokers, not only asked.
@@ -111,6 +112,7 @@ def ensure_topic(
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     deadline = now() + timeout_s
+    # not a wait: a retry while brokers come and go (the replication factor counted again)
     while True:
         metadata = read_metadata()
         found = metadata.topics.get(topic)

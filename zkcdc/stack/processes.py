@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from zkcdc.ground import waiting
 from zkcdc.stack.errors import StackError
 
 MARKER_PROPERTY = "zkcdc.stack"
@@ -141,13 +141,16 @@ def _wait_gone(processes: list[psutil.Process], timeout_s: float) -> list[psutil
     """Waits until each has exited; those still running after `timeout_s` are returned. An
     exited process that another process started (`zkcdc stack migrate` stopping a broker that
     `up` in a test started) stays a zombie until its parent reaps it: gone all the same."""
-    deadline = time.monotonic() + timeout_s
     alive = processes
-    while alive:
+
+    def gone() -> bool:
+        nonlocal alive
         _, alive = psutil.wait_procs(alive, timeout=0.2)
         alive = [p for p in alive if not _exited(p)]
-        if time.monotonic() > deadline:
-            break
+        return not alive
+
+    with contextlib.suppress(waiting.WaitFailed):
+        waiting.wait_until(gone, timeout_s, what="the processes to exit", interval_s=0)
     return alive
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from zkcdc.ground import child_processes
+from zkcdc.ground import child_processes, waiting
 from zkcdc.ground.fill_lock import filling
 from zkcdc.ground.maven_jars import JarFetchError
 from zkcdc.stack.errors import StackError
@@ -192,11 +191,13 @@ def start_registry(
     )  # fmt: skip
     log.close()
     registry = SchemaRegistry(process, port, log_file)
-    deadline = time.monotonic() + ready_s
-    while not registry.answering():
-        if process.poll() is not None or time.monotonic() > deadline:
-            registry.stop()
-            tail = log_file.read_text(errors="replace")[-2000:]
-            raise StackError(f"the schema registry did not start (log {log_file}):\n{tail}")
-        time.sleep(0.3)
+    try:
+        waiting.wait_until(
+            registry.answering, ready_s, what="the schema registry to start", interval_s=0.3,
+            abandon=lambda: None if process.poll() is None else f"it exited {process.returncode}",
+        )  # fmt: skip
+    except waiting.WaitFailed as exc:
+        registry.stop()
+        tail = log_file.read_text(errors="replace")[-2000:]
+        raise StackError(f"{exc} (log {log_file}):\n{tail}") from exc
     return registry

@@ -8,10 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.stack.errors import StackError
 from zkcdc.streaming.job.spark_jars import pyspark_home
@@ -69,21 +71,27 @@ class SparkStandalone:
             subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
         )
 
-    def _wait(self, ready: object, what: str) -> None:
-        deadline = time.monotonic() + self._start_timeout_s
-        while True:
+    def _wait(self, ready: Callable[[Any], bool], what: str) -> None:
+        def up() -> bool:
             try:
                 with urllib.request.urlopen(self._ui, timeout=2) as response:
-                    if ready(json.loads(response.read())):  # type: ignore[operator]
-                        return
+                    return bool(ready(json.loads(response.read())))
             except OSError:
-                pass
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
-                tail = "\n".join(log.read_text(errors="replace")[-1500:] for log in self.logs
-                                 if log.exists())  # fmt: skip
-                self.stop()
-                raise StackError(f"Spark standalone: {what} did not come up:\n{tail}")
-            time.sleep(0.5)
+                return False
+
+        def exited() -> str | None:
+            return (
+                "a process exited" if any(p.poll() is not None for p in self._processes) else None
+            )
+
+        try:
+            waiting.wait_until(up, self._start_timeout_s, what=f"Spark standalone: {what}",
+                               interval_s=0.5, abandon=exited)  # fmt: skip
+        except waiting.WaitFailed as exc:
+            tail = "\n".join(log.read_text(errors="replace")[-1500:] for log in self.logs
+                             if log.exists())  # fmt: skip
+            self.stop()
+            raise StackError(f"{exc}:\n{tail}") from exc
 
     def stop(self) -> None:
         for process in reversed(self._processes):

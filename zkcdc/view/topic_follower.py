@@ -3,9 +3,9 @@ consumer group offsets, no commits), so a reader keeps nothing a restart would l
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from zkcdc.ground import waiting
 from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.view.errors import ViewError
@@ -26,23 +26,29 @@ class TopicFollower:
         self._ends: dict[int, int] = {}  # non-empty partition -> its end at the start
         self._assigned: list[int] = []
         self._read_to: dict[int, int] = {}  # partition -> the offset after the newest read
-        deadline = time.monotonic() + wait_s
+        last: list[tuple[str, KafkaException | None]] = []  # why the latest look found none
+
+        def found() -> list[int] | None:
+            # A topic the alert job has just made is listed before its partitions have
+            # leaders; their offsets are asked again until the wait is spent.
+            try:
+                partitions = self._partitions()
+                if partitions is not None:
+                    self._ends = self._ends_of(partitions)
+                    return partitions
+                last[:] = [(f"no topic {topic} on {kafka.describe()}", None)]
+            except KafkaException as exc:
+                last[:] = [(f"cannot read {topic} from {kafka.describe()}: {exc}", exc)]
+            return None
+
         try:
-            while True:
-                # A topic the alert job has just made is listed before its partitions have
-                # leaders; their offsets are asked again until the wait is spent.
-                cause: KafkaException | None = None
-                try:
-                    partitions = self._partitions()
-                    if partitions is not None:
-                        self._ends = self._ends_of(partitions)
-                        break
-                    reason = f"no topic {topic} on {kafka.describe()}"
-                except KafkaException as exc:
-                    reason, cause = f"cannot read {topic} from {kafka.describe()}: {exc}", exc
-                if time.monotonic() >= deadline:
-                    raise ViewError(reason) from cause
-                time.sleep(0.5)
+            try:
+                partitions = waiting.wait_until(
+                    found, wait_s, what=f"topic {topic}", interval_s=0.5
+                )
+            except waiting.WaitFailed:
+                reason, cause = last[0]
+                raise ViewError(reason) from cause
             self._assigned = partitions
             self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         except KafkaException as exc:
