@@ -58,14 +58,14 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## Where the last `make test` spent its time: a per-file table from its JUnit XML, written into
-## TESTING.md (bench/test_times.py).
+## TESTING.md (tools/test_times.py).
 test-times: setup
-	$(BIN)/python bench/test_times.py
+	$(BIN)/python tools/test_times.py
 
 ## `make test` with the CPU of every process it ran counted by role (Kafka, ZooKeeper, Spark's
-## JVMs and Python workers, capture...): test-artifacts/census.json (bench/suite_census.py).
+## JVMs and Python workers, capture...): test-artifacts/census.json (tools/suite_census.py).
 test-census: setup
-	$(BIN)/python bench/suite_census.py --out test-artifacts/census.json -- $(MAKE) test
+	$(BIN)/python tools/suite_census.py --out test-artifacts/census.json -- $(MAKE) test
 
 ## The fuzzing properties (decoders, event-log reader) with 20,000 examples each instead of
 ## the few hundred `make test` runs.
@@ -79,7 +79,7 @@ lint: setup
 	$(BIN)/mypy bench
 	$(BIN)/mypy tools
 	$(BIN)/lint-imports
-	$(BIN)/python tests/lint_fixed_waits.py tests
+	$(BIN)/python tools/lint_fixed_waits.py tests
 	$(BIN)/python tools/lint_code.py
 
 up: setup

@@ -32,8 +32,10 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 ZKCDC = [sys.executable, "-m", "zkcdc"]
 # The tools the tests and benchmarks share but zkcdc does not ship (Alertmanager, Debian's and
-# Go's binaries fetched for them) are the tests' own modules.
+# Go's binaries fetched for them) are the tests' own modules, and the suite's tools.
 sys.path.append(str(ROOT / "tests"))
+sys.path.append(str(ROOT / "tests" / "support"))
+sys.path.append(str(ROOT / "tools"))
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:

@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# What provisions the tests' tools (Alertmanager, ZooKeeper servers, Debian's and Go's
+# binaries), shared with the benchmarks: tests/support/, importable as top-level modules.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
 import worker_groups
 from alertmanager_server import Alertmanager, alertmanager_binary
 from alerts_harness import AlertJob, AlertsTopic

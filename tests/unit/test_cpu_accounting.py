@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cpu_accounting import CpuPerTest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "tools"
 sys.path.insert(0, str(BENCH))
 test_times = importlib.import_module("test_times")
 

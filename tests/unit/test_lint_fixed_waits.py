@@ -3,8 +3,11 @@ needs it by its nature."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from pathlib import Path as _Path
 
+sys.path.insert(0, str(_Path(__file__).resolve().parents[2] / "tools"))
 from lint_fixed_waits import problems
 
 

@@ -1,4 +1,4 @@
-"""`make test-census` (bench/suite_census.py) counts the CPU of every process that ran while its
+"""`make test-census` (tools/suite_census.py) counts the CPU of every process that ran while its
 command did, those its command started included, by role."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "tools"
 sys.path.insert(0, str(BENCH))
 suite_census = importlib.import_module("suite_census")
 

@@ -9,7 +9,7 @@ sample: the table's total runs a little under the machine's busy CPU.
 
 Run: `make test-census` (a `make test` under it, the table written to
 test-artifacts/census.json and printed), or
-`.venv/bin/python bench/suite_census.py [--out FILE] [--interval S] -- COMMAND [ARG...]`.
+`.venv/bin/python tools/suite_census.py [--out FILE] [--interval S] -- COMMAND [ARG...]`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ so where the XML has each test's CPU seconds (its `cpu_s` property, tests/cpu_ac
 the table is sorted by them: that is what a cheaper test gives back to the run.
 
 Run: `make test-times` (after `make test`), or
-`.venv/bin/python bench/test_times.py [JUNIT_XML] [--top N] [--print]`.
+`.venv/bin/python tools/test_times.py [JUNIT_XML] [--top N] [--print]`.
 """
 
 from __future__ import annotations

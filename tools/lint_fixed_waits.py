@@ -6,7 +6,7 @@ whose length is not a literal of at most 0.5 s (500 ms) must have a comment hold
 "fixed wait:" on its line or on the comment lines just above it. Everything else waits for an
 event: `wait_until`, a log line, a record, a process's exit.
 
-    python tests/lint_fixed_waits.py [FOLDER ...]    (default: tests)
+    python tools/lint_fixed_waits.py [FOLDER ...]    (default: tests)
 """
 
 from __future__ import annotations
