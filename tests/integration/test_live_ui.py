@@ -82,6 +82,10 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
         with sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            # The page runs under its Content-Security-Policy: anything it refused is said here.
+            refused: list[str] = []
+            page.on("console", lambda m: refused.append(m.text)
+                    if "Content Security Policy" in m.text else None)  # fmt: skip
             wait_until(lambda: answers(port), 30, what="the ui serving")
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("#brokers .broker[data-status='up'] >> nth=2", timeout=180_000)
@@ -134,6 +138,7 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
                 max(alerts.arrived_ms[(a["alert_id"], "RESOLVED")] for a in (resolved, other)),
             )
             page.screenshot(path=str(SHOTS / "back-in-sync.png"), full_page=True)
+            assert refused == [], refused
             browser.close()
     finally:
         stop(ui, 10)

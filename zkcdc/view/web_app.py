@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from zkcdc.view.live_model import LiveModel
-from zkcdc.view.page import render
+from zkcdc.view.page import content_security_policy, render
 
 PUSH_EVERY_S = 0.2
 # A broker failure at 200,000 partitions put 10,000 alerts in one message: a page spent up to
@@ -62,6 +62,31 @@ class SnapshotCache:
             taken = self._model.snapshot()
             self._raw, self._gzip = orjson.dumps(taken), None
             self._version = taken["version"]
+
+
+class SecurityHeaders:
+    """Every response says what it is and may not be taken for something else (nosniff), and
+    the page runs only its own code (its Content-Security-Policy)."""
+
+    def __init__(self, inner: Any, policy: str) -> None:
+        self._inner = inner
+        self._headers = [
+            (b"x-content-type-options", b"nosniff"),
+            (b"content-security-policy", policy.encode()),
+            (b"referrer-policy", b"no-referrer"),
+        ]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self._inner(scope, receive, send)
+            return
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self._headers]}
+            await send(message)
+
+        await self._inner(scope, receive, with_headers)
 
 
 def app(model: LiveModel, title: str = "zkcdc", default_min_isr: int = 1) -> Starlette:
@@ -131,4 +156,5 @@ def app(model: LiveModel, title: str = "zkcdc", default_min_isr: int = 1) -> Sta
     # GZip would hold the event stream's small messages back: it skips text/event-stream, and
     # the snapshot, gzipped already (see SnapshotCache); it compresses a partition's rows.
     gzipped = Middleware(GZipMiddleware, minimum_size=4096, compresslevel=1)
-    return Starlette(routes=routes, middleware=[gzipped])
+    secured = Middleware(SecurityHeaders, policy=content_security_policy(page))
+    return Starlette(routes=routes, middleware=[secured, gzipped])

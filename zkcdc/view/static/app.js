@@ -17,7 +17,11 @@ const M = {
 const $ = (id) => document.getElementById(id);
 const el = (tag, attrs = {}, text = "") => {
   const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  // A style through the CSS object model: the page's Content-Security-Policy refuses style
+  // attributes (and every inline style or script it does not name by its hash).
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "style") node.style.cssText = v; else node.setAttribute(k, v);
+  }
   if (text !== "") node.textContent = text;
   return node;
 };
