@@ -102,6 +102,11 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
                     lambda a: a["rule"] == "broker_down" and a["status"] == "FIRING"
                     and a["entity"] == f"broker/{follower}", "broker_down", 120, job)  # fmt: skip
                 _shown(page, "down", alerts.arrived_ms[(down["alert_id"], "FIRING")])
+                # The rule's line names the broker that is down, not a count that reads as one.
+                page.wait_for_selector(
+                    f"#active-alerts li.alert-group[data-rule='broker_down'] "
+                    f"summary:has-text('broker {follower}')", timeout=10_000,
+                )  # fmt: skip
                 # This topic's two partitions: the capture watches the whole shared stack, where
                 # other tests' partitions can be under-replicated since long before.
                 ours = [alerts.wait_for(

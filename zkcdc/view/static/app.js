@@ -189,6 +189,12 @@ function groupOf(entity) {
   const cut = (entity || "").lastIndexOf("/");
   return cut > 0 ? entity.slice(0, cut) : entity || "-";
 }
+// An entity as a person names it: a broker or a consumer group by kind and id ("broker 2"),
+// a partition as topic/partition.
+function entityName(entity) {
+  const m = /^(broker|group)\/(.+)$/.exec(entity || "");
+  return m ? `${m[1]} ${m[2]}` : entity || "-";
+}
 function regroup(x, a, delta) {
   const groups = (x.groups[a.rule] = x.groups[a.rule] || new Map());
   const key = groupOf(a.entity), n = (groups.get(key) || 0) + delta;
@@ -462,8 +468,14 @@ function renderAlerts() {
     // One line a rule (a broker failure reads as one line), opened to its topics and alerts.
     return rules.map(([rule, n]) => {
       const groups = counts(rule);
+      // A group of one names its entity ("broker 2"), more say how many ("orders: 12"): a
+      // count beside a kind would read as an id ("broker 1" for one broker down).
+      const named = ([g, k]) => {
+        const only = k === 1 && active.find((a) => a.rule === rule && groupOf(a.entity) === g);
+        return only ? entityName(only.entity) : `${g}: ${k}`;
+      };
       const head = `${x.severity[rule] || ""} ${rule}: ${n} firing` + (groups.length
-        ? ` (${groups.slice(0, 6).map(([g, k]) => `${g} ${k}`).join(", ")}${groups.length > 6 ? `, +${groups.length - 6} more` : ""})` : "");
+        ? ` (${groups.slice(0, 6).map(named).join(", ")}${groups.length > 6 ? `, +${groups.length - 6} more` : ""})` : "");
       const details = el("details", { "data-rule": rule });
       details.append(el("summary", {}, head));
       for (const [group, k] of groups.slice(0, LISTED)) {
