@@ -124,6 +124,9 @@ def test_the_page_shows_a_stopped_follower_down_and_its_partitions_under_replica
                 for p in (0, 1):
                     page.wait_for_selector(f"#active-alerts ul[data-group='{topic}'] "
                                            f"li[data-entity='{topic}/{p}']", timeout=10_000)  # fmt: skip
+                # The timeline: one lane a rule, named with its count.
+                page.wait_for_selector("#alert-timeline text.lane[data-rule='under_replicated']"
+                                       ":has-text('firing')", timeout=10_000)  # fmt: skip
                 page.screenshot(path=str(SHOTS / "broker-down.png"), full_page=True)
                 page.evaluate(WATCH, [
                     ["up", f"#brokers .broker[data-broker='{follower}'][data-status='up']", 1],

@@ -177,7 +177,7 @@ function alertIndex(cluster) {
     x = { all: new Set(), firing: new Set(), rules: {}, groups: {}, severity: {} };
     const started = (id) => M.alerts.get(id).started_ms;
     x.active = new FirstN(LISTED, started, () => x.firing);
-    x.recent = new FirstN(40, (id) => -started(id), () => x.all);
+    x.recent = new FirstN(100, (id) => -started(id), () => x.all);
     ALX.set(cluster, x);
   }
   return x;
@@ -496,31 +496,54 @@ function renderAlerts() {
       return li;
     });
   });
-  drawAlertTimeline(x.recent.get().map((id) => M.alerts.get(id)).reverse());
+  // The latest alerts, and the firing ones listed above: every rule firing has its lane.
+  const recent = x.recent.get().map((id) => M.alerts.get(id)).reverse();
+  drawAlertTimeline([...new Map([...active, ...recent].map((a) => [a.alert_id, a])).values()]);
 }
+// One lane a rule (a broker failure's 500 alerts are one lane, not 500 bars): its latest
+// alerts as bars over time, overlapping where many were at once; how many of the rule's
+// alerts fire beside its name.
+// A lane's name opens that rule's alerts in the list above.
 function drawAlertTimeline(shown) {
   const svg = $("alert-timeline");
   const now = M.t != null ? M.t : Date.now();
   const start = Math.min(now - 60000, ...shown.map((a) => a.started_ms));
-  const width = widthOf(svg, 400), span = Math.max(now - start, 1), h = 10;
-  svg.setAttribute("height", String(Math.max(20, shown.length * (h + 2) + 14)));
+  const width = widthOf(svg, 400), span = Math.max(now - start, 1), h = 10, label = 150;
+  const lanes = new Map();
+  for (const a of shown) (lanes.get(a.rule) || lanes.set(a.rule, []).get(a.rule)).push(a);
+  const rules = [...lanes.keys()].sort();
+  svg.setAttribute("height", String(Math.max(20, rules.length * (h + 4) + 14)));
   const ns = "http://www.w3.org/2000/svg";
-  const nodes = shown.map((a, i) => {
-    const end = a.status === "RESOLVED" && a.ended_ms != null ? a.ended_ms : now;
-    const rect = document.createElementNS(ns, "rect");
-    const x = ((a.started_ms - start) / span) * width;
-    rect.setAttribute("x", String(x)); rect.setAttribute("y", String(i * (h + 2)));
-    rect.setAttribute("width", String(Math.max(2, ((end - a.started_ms) / span) * width)));
-    rect.setAttribute("height", String(h));
-    rect.setAttribute("fill", a.status === "RESOLVED" ? "#9ca3af" : COLORS[a.severity === "critical" ? "offline" : a.severity === "warning" ? "under_replicated" : "reassigning"]);
-    const title = document.createElementNS(ns, "title");
-    title.textContent = `${a.status} ${a.rule} ${a.entity} ${iso(a.started_ms)} → ${a.ended_ms == null ? "now" : iso(a.ended_ms)}`;
-    rect.append(title);
-    rect.addEventListener("click", () => showCauses(a));
-    return rect;
+  const color = (a) => a.status === "RESOLVED" ? "#9ca3af" : COLORS[a.severity === "critical" ? "offline" : a.severity === "warning" ? "under_replicated" : "reassigning"];
+  const nodes = rules.flatMap((rule, i) => {
+    const y = i * (h + 4), alerts = lanes.get(rule);
+    const name = document.createElementNS(ns, "text");
+    name.setAttribute("x", "0"); name.setAttribute("y", String(y + h)); name.setAttribute("font-size", "10");
+    name.setAttribute("class", "lane"); name.setAttribute("data-rule", rule);
+    const firing = (alertIndex(M.cluster).rules[rule] || 0);
+    name.textContent = firing ? `${rule} · ${firing} firing` : rule;
+    name.addEventListener("click", () => {
+      const group = document.querySelector(`#active-alerts details[data-rule='${rule}']`);
+      if (group) { group.open = true; group.scrollIntoView({ block: "nearest" }); }
+    });
+    const bars = alerts.map((a) => {
+      const end = a.status === "RESOLVED" && a.ended_ms != null ? a.ended_ms : now;
+      const rect = document.createElementNS(ns, "rect");
+      rect.setAttribute("x", String(label + ((a.started_ms - start) / span) * (width - label)));
+      rect.setAttribute("y", String(y));
+      rect.setAttribute("width", String(Math.max(2, ((end - a.started_ms) / span) * (width - label))));
+      rect.setAttribute("height", String(h));
+      rect.setAttribute("fill", color(a)); rect.setAttribute("fill-opacity", "0.5");
+      const title = document.createElementNS(ns, "title");
+      title.textContent = `${a.status} ${a.rule} ${a.entity} ${iso(a.started_ms)} → ${a.ended_ms == null ? "now" : iso(a.ended_ms)}`;
+      rect.append(title);
+      rect.addEventListener("click", () => showCauses(a));
+      return rect;
+    });
+    return [name, ...bars];
   });
   const axis = document.createElementNS(ns, "text");
-  axis.setAttribute("x", "0"); axis.setAttribute("y", String(shown.length * (h + 2) + 12));
+  axis.setAttribute("x", String(label)); axis.setAttribute("y", String(rules.length * (h + 4) + 12));
   axis.setAttribute("font-size", "10"); axis.textContent = `${iso(start)} … ${iso(now)}`;
   svg.replaceChildren(...nodes, axis);
 }
