@@ -70,7 +70,8 @@ function clusterIndex(cluster) {
   if (!ix) {
     ix = { name: cluster, keys: 0, brokers: new Map(), partitions: new Map(), topics: new Map(),
       groups: new Map(), controller: null, order: null, pos: null, status: new Map(),
-      counts: zeroCounts(), problems: new Set(), byTopic: new Map(), dirty: new Set(), minIsr: new Map() };
+      counts: zeroCounts(), problems: new Set(), byTopic: new Map(), dirty: new Set(), minIsr: new Map(),
+      problemTopics: new Map() };  // topic -> its partitions not in sync
     const at = ix;
     ix.listed = new FirstN(LISTED, (k) => at.pos.get(k), () => at.problems);
     IDX.set(cluster, ix);
@@ -104,14 +105,19 @@ function indexPartition(ix, key, old, value) {
     if (value == null) keys.delete(key); else keys.add(key);
   }
   if (value == null) ix.partitions.delete(key); else ix.partitions.set(key, value);
-  classify(ix, key, value);
+  classify(ix, key, value, (value || old || {}).topic);
 }
-function classify(ix, key, p) {
+function classify(ix, key, p, topic = p && p.topic) {
   const was = ix.status.get(key);
   const now = p == null ? undefined : partitionState(ix, p);
   if (was === now) return;
   if (was) ix.counts[was] -= 1;
   if (now) { ix.counts[now] += 1; ix.status.set(key, now); } else ix.status.delete(key);
+  const bad = (s) => s != null && s !== "in_sync";
+  if (bad(now) !== bad(was) && topic != null) {
+    const n = (ix.problemTopics.get(topic) || 0) + (bad(now) ? 1 : -1);
+    if (n > 0) ix.problemTopics.set(topic, n); else ix.problemTopics.delete(topic);
+  }
   if (now && now !== "in_sync") { ix.problems.add(key); ix.listed.added(key); }
   else if (ix.problems.delete(key)) ix.listed.removed(key);
   ix.dirty.add(key);
@@ -344,6 +350,18 @@ function renderPartitions(view) {
   if (!$("legend").childElementCount) $("legend").replaceChildren(...Object.keys(COLORS).flatMap((s) => [
     el("span", { class: "swatch", style: `background:${COLORS[s]}` }), el("span", {}, STATE_NAMES[s])]));
   drawHeatmap(ix, `${ix.name}|${topicFilter}|${brokerFilter}`);
+  // Not in sync, by topic: where a broker failure's partitions are, before the rows.
+  let byTopic = ix.problemTopics;
+  if (problems !== ix.problems) {
+    byTopic = new Map();
+    for (const k of problems) { const t = ix.partitions.get(k).topic; byTopic.set(t, (byTopic.get(t) || 0) + 1); }
+  }
+  const topicCounts = [...byTopic].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  const byTopicText = topicCounts.slice(0, 12).map(([t, n]) => `${t}: ${n}`).join(" · ")
+    + (topicCounts.length > 12 ? ` · +${topicCounts.length - 12} more topics` : "");
+  const line = $("problem-topics");
+  if (line.textContent !== byTopicText) line.textContent = byTopicText;
+  line.dataset.topics = String(topicCounts.length);
   const listed = problems === ix.problems ? ix.listed.get() : firstN(problems, LISTED, (k) => ix.pos.get(k));
   const body = $("problem-partitions").tBodies[0];
   const many = problems.length === undefined ? problems.size : problems.length;
