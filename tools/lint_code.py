@@ -25,6 +25,8 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
+from lint_fixed_waits import marked  # tools/: the script's own folder
+
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("zkcdc", "capture", "streaming", "tests", "bench", "tools")
 CONTRACT_MODULE = Path("zkcdc/ground/change_types.py")
@@ -99,17 +101,6 @@ def _sleeps(loop: ast.While) -> bool:
     return any(isinstance(n, ast.Call) and _called(n) in SLEEPS for n in ast.walk(loop))
 
 
-def _marked(lines: list[str], line_no: int) -> bool:
-    if NOT_A_WAIT in lines[line_no - 1]:
-        return True
-    above = line_no - 2
-    while above >= 0 and lines[above].strip().startswith("#"):
-        if NOT_A_WAIT in lines[above]:
-            return True
-        above -= 1
-    return False
-
-
 def wait_problems(path: Path, source: str, tree: ast.AST) -> Iterator[str]:
     lines = source.splitlines()
     for function in ast.walk(tree):
@@ -120,7 +111,7 @@ def wait_problems(path: Path, source: str, tree: ast.AST) -> Iterator[str]:
             if not isinstance(loop, ast.While) or not deadlines or not _sleeps(loop):
                 continue
             names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
-            if names & deadlines and not _marked(lines, loop.lineno):
+            if names & deadlines and not marked(lines, loop.lineno, NOT_A_WAIT):
                 yield f"{path}:{loop.lineno}: a hand-rolled deadline wait: use waiting.wait_until"
 
 
