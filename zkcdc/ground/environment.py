@@ -27,6 +27,11 @@ SHARED: dict[str, str] = {
     "archive (quicker starts when on).",
     "ZKCDC_SPARK_CLASS_ARCHIVE_TRAINING": "Set by zkcdc itself in the run that records the "
     "class-data archive.",
+    # The deployment files' own: read by their units and scripts, beside the commands they run.
+    "ZKCDC_ALERTS_ARGS": "The flags of `stream alerts` in its systemd unit "
+    "(`deploy/systemd/zkcdc-alerts@.service`).",
+    "ZKCDC_UI_ARGS": "The flags of `zkcdc ui` in its systemd unit (`deploy/systemd/zkcdc-ui@.service`).",
+    "ZKCDC_ZIP_DIR": "Where `deploy/spark/submit.sh` builds zkcdc's package for the executors.",
 }
 # Families whose rest is open, each with what it holds.
 FAMILIES: dict[str, str] = {
