@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 import subprocess
 import threading
 import time
@@ -48,6 +47,7 @@ from harness import (
     vm_hwm_mb,
     wait_for,
 )
+from ui_harness import free_port, wait_for_page
 
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.state.state_values import state_entry
@@ -122,12 +122,6 @@ async ([topic, expected]) => {
   return performance.now() - started;
 }
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get_json(url: str) -> Any:
@@ -344,7 +338,7 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             for _ in range(3):
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(base + "/")
-                page.wait_for_function(DRAWN, arg=partitions, timeout=300_000, polling=20)
+                wait_for_page(page, DRAWN, partitions, timeout_s=300, what="every partition drawn")
                 first_render_ms.append(round(page.evaluate("performance.now()")))
                 page.close()
             print(f"first render {first_render_ms} ms", flush=True)
@@ -352,7 +346,7 @@ def measure(args: Any, info: Any, work: Path) -> dict[str, Any]:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.add_init_script(PAGE_PROBES)
             page.goto(base + "/")
-            page.wait_for_function(DRAWN, arg=partitions, timeout=300_000, polling=20)
+            wait_for_page(page, DRAWN, partitions, timeout_s=300, what="every partition drawn")
             topic = page.evaluate(
                 "[...window.zkcdcModel.state.values()].find((v) => v.kind === 'topic').topic"
             )

@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 import uvicorn
-from b8_ui import DRAWN, PAGE_PROBES, TIME_PAGE_WORK, free_port
+from b8_ui import DRAWN, PAGE_PROBES, TIME_PAGE_WORK
+from ui_harness import free_port, wait_for_page
 
 from zkcdc.view.live_model import LiveModel
 from zkcdc.view.web_app import app
@@ -128,7 +129,7 @@ def main() -> None:
             profiler.send("Profiler.enable")
             profiler.send("Profiler.start")
             page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_function(DRAWN, arg=len(partitions), timeout=300_000, polling=20)
+            wait_for_page(page, DRAWN, len(partitions), timeout_s=300, what="every partition drawn")
             print(f"first render: {page.evaluate('performance.now()'):.0f} ms")
             hottest(profiler.send("Profiler.stop")["profile"], 12)
             page.evaluate(TIME_PAGE_WORK)

@@ -18,7 +18,7 @@ import pytest
 from conftest import wait_until
 from debian_packages import ensure_binary
 from kafka_tree import controller_id, partition_state, registered_brokers
-from ui_harness import answers, free_port
+from ui_harness import answers, free_port, wait_for_page
 
 from zkcdc.ground.child_processes import stop
 
@@ -46,7 +46,8 @@ WATCH = """
 
 def _shown(page: Any, name: str, arrived_ms: int) -> None:
     """The page shows `name` (it never does if the update is lost); how late is printed."""
-    page.wait_for_function(f"window.shownAt[{name!r}] !== undefined", timeout=60_000)
+    wait_for_page(page, "(name) => window.shownAt[name] !== undefined", name, timeout_s=60,
+                  what=f"{name} shown")  # fmt: skip
     late = page.evaluate(f"window.shownAt[{name!r}]") - arrived_ms
     print(f"{name} shown {late} ms after its alert reached the topic")
 

@@ -18,7 +18,7 @@ import uvicorn
 from conftest import wait_until
 from debian_packages import ensure_binary
 from playwright.sync_api import sync_playwright
-from ui_harness import answers, free_port
+from ui_harness import answers, free_port, wait_for_page
 
 from zkcdc.streaming.rules.alert_records import alert_id
 from zkcdc.streaming.rules.cluster_state import Broker, ClusterState, Partition
@@ -109,11 +109,11 @@ def test_a_broker_failure_at_1000_partitions_reads_well_in_chromium(page_server:
 
         # The page takes a large snapshot in bites: the lanes' counts once all of it is in.
         lanes = [f"under_replicated · {urp} firing", "broker_down · 1 firing"]
-        page.wait_for_function(
-            """(want) => { const got = [...document.querySelectorAll('#alert-timeline text.lane')]
+        wait_for_page(
+            page, """(want) => { const got = [...document.querySelectorAll('#alert-timeline text.lane')]
                 .map((t) => t.textContent).sort(); return JSON.stringify(got) ===
                 JSON.stringify([...want].sort()); }""",
-            arg=lanes, timeout=30_000,
+            lanes, timeout_s=30, what="one lane per firing rule",
         )  # fmt: skip
         by_topic = page.locator("#problem-topics")
         assert by_topic.get_attribute("data-topics") == "10"
