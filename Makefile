@@ -31,9 +31,12 @@ $(STAMP): $(BUILT)
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # Each zkcdc process would otherwise compile the modules it imports from source where the
-# environment sets PYTHONDONTWRITEBYTECODE (this machine's does): ~0.1 s of every start.
+# environment sets PYTHONDONTWRITEBYTECODE (this machine's does): ~0.1 s of every start. Spark's
+# Python workers import PySpark from pyspark.zip, which gets its bytecode too (~1 s of CPU less
+# per worker start: tools/pyspark_zip_bytecode.py says why that matters).
 setup: $(STAMP)
 	@$(BIN)/python -m compileall -q -j 0 zkcdc capture streaming
+	@$(BIN)/python tools/pyspark_zip_bytecode.py
 
 ## The product on the local default stack: the capture daemon and the alert job (Spark) through
 ## a staged incident (a follower broker stopped and started), the alerts it causes and the live
