@@ -37,10 +37,9 @@ class LeanBatch:
         from pyspark.util import _load_from_socket
 
         sock_info = self._jdf.collectToPython()
-        return [
-            tuple(row)
-            for row in _load_from_socket(sock_info, BatchedSerializer(CPickleSerializer()))  # type: ignore[no-untyped-call]
-        ]
+        serializer = BatchedSerializer(CPickleSerializer())  # type: ignore[no-untyped-call]
+        with _load_from_socket(sock_info, serializer) as stream:
+            return [tuple(row) for row in stream]
 
     def frame(self) -> DataFrame:
         """The batch as a PySpark DataFrame, wrapped as PySpark's foreachBatch wraps it."""

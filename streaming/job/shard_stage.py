@@ -34,10 +34,9 @@ from zkcdc.streaming.rules.seq_order import SeqOrder
 SHARDED_OUTPUT_SCHEMA = (
     "kind string, key string, json string, status string, at_ms long, place string"
 )
-CHUNK = 16_384  # bytes of a stored value a state call carries at most
 BUCKETS = 1024  # per shard and map: ~250 partitions a bucket at 1,000,000 partitions, 4 shards
 # The kinds of a shard's state entries: (kind, n) -> bytes.
-META, CORE, PARTITIONS, TOPICS = 0, 1, 2, 3  # META 0: the number of CORE chunks
+META, CORE, PARTITIONS, TOPICS = 0, 1, 2, 3  # META 0: the number of CORE pieces
 
 _STATE_PATH = r"^/brokers/topics/([^/]+)/partitions/([0-9]{1,9})/state\z"
 _CLUSTER_ONLY = r"^/(brokers/ids|consumers|admin/delete_topics)/"
@@ -216,7 +215,7 @@ def _processor_class() -> Any:
             partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
             topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
             engine.state.partitions, engine.state.topics = {}, {}
-            _write_chunks(store, engine_blob(engine, order))
+            _write_core(store, engine_blob(engine, order))
             out = output_rows([alert for _, alert in placed], states)
             out["place"] = [place_text(at) for at, _ in placed] + [None] * len(states)
             report = order.take_report()
@@ -233,22 +232,22 @@ def _processor_class() -> Any:
 
 
 def _read_chunks(store: Any) -> bytes | None:
+    """The engine's value, joined from its pieces: one since PySpark 4.0.2, many in checkpoints
+    written under 4.0.0 (whose state server could read a large message only in part,
+    SPARK-53870), which resume as they are."""
     count = _get(store, META, 0)
     if count is None:
         return None
     return b"".join(_get(store, CORE, n) or b"" for n in range(int(count)))
 
 
-def _write_chunks(store: Any, blob: bytes) -> None:
-    """A value in pieces: PySpark 4.0.0's state server can read a large message partly
-    (SPARK-53870, fixed in 4.0.2) and fail with "invalid pickle opcode"."""
+def _write_core(store: Any, blob: bytes) -> None:
+    """The engine's value as one piece; the pieces an older checkpoint kept beyond it go."""
     old = _get(store, META, 0)
-    pieces = [blob[i : i + CHUNK] for i in range(0, len(blob), CHUNK)] or [b""]
-    for n, piece in enumerate(pieces):
-        _put(store, CORE, n, piece)
-    for n in range(len(pieces), int(old or 0)):
+    _put(store, CORE, 0, blob)
+    for n in range(1, int(old or 0)):
         _put(store, CORE, n, None)
-    _put(store, META, 0, str(len(pieces)).encode())
+    _put(store, META, 0, b"1")
 
 
 def _get(store: Any, kind: int, n: int) -> bytes | None:
