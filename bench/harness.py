@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -60,6 +61,8 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "java": java.splitlines()[0] if java else None,
         "kernel": platform.release(),
+        # Spark's version moves the Spark figures: a result says which it was measured on.
+        "pyspark": importlib.metadata.version("pyspark"),
     }
 
 
