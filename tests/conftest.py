@@ -37,6 +37,7 @@ from kazoo.client import KazooClient
 from memory_peak import MemoryPeak
 
 from zkcdc.ground import waiting
+from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics, passes
 from zkcdc.ground.user_dirs import default_cache_dir
@@ -250,6 +251,7 @@ def _admin_call(
     longer the controller for the whole deadline once (CI), its metadata never refreshed."""
     deadline = time.monotonic() + deadline_s
     attempt = 0
+    backoff = Backoff(first_s=0.5, most_s=2.0)
     # not a wait: a retry of what Kafka refused for now (NOT_CONTROLLER while a controller moves)
     while True:
         try:
@@ -264,7 +266,7 @@ def _admin_call(
             if not passes(error) or time.monotonic() > deadline:
                 raise
         attempt += 1
-        time.sleep(min(0.5 * attempt, 2.0))  # fixed wait: a retry's backoff
+        time.sleep(backoff.failed())  # fixed wait: a retry's backoff, jittered
 
 
 @pytest.fixture

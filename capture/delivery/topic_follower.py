@@ -20,6 +20,7 @@ from zkcdc.capture.delivery.delivery_errors import DeliveryError
 from zkcdc.capture.delivery.publisher import CLUSTER_HEADER
 from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import TrackerState, znode_from_avro
+from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.unreadable_messages import UnreadableMessages
@@ -148,6 +149,7 @@ class TopicFollower:
         (a throttled link, a loaded machine) is read to its end however long that takes."""
         stall_s = max(timeout, 1.0) * 10
         deadline = self._now() + stall_s
+        backoff = Backoff(first_s=0.5, most_s=2.0)
         # not a wait: a retry while a topic made a moment ago has no partition leaders yet
         while True:
             try:
@@ -164,7 +166,7 @@ class TopicFollower:
                 # A topic created a moment ago may not have its partition leaders yet.
                 if self._now() > deadline:
                     raise DeliveryError(f"standby cannot read {self._topic}: {exc}") from exc
-                time.sleep(0.5)
+                time.sleep(backoff.failed())
         read_to: dict[int, int] | None = None
         while True:
             current = {

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from zkcdc.ground import logs
+from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.errors import ZkcdcError
 from zkcdc.ground.secret_files import check_secret_file
@@ -409,6 +410,7 @@ def _watermarks(consumer: Any, tp: Any, timeout_s: float) -> tuple[int, int]:
     from confluent_kafka import KafkaError, KafkaException
 
     deadline = time.monotonic() + timeout_s
+    backoff = Backoff(first_s=0.2, most_s=1.0)
     # not a wait: a retry while a partition's leader moves (a few hundred ms)
     while True:
         try:
@@ -419,4 +421,4 @@ def _watermarks(consumer: Any, tp: Any, timeout_s: float) -> tuple[int, int]:
             moving = error.retriable() or error.name() in _LEADER_MOVING
             if not moving or time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)  # fixed wait: a leader election's few hundred ms
+            time.sleep(backoff.failed())

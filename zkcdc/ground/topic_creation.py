@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as NoAnswer
 from typing import Any
 
+from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.errors import ZkcdcError
 
 
@@ -58,7 +59,7 @@ def create_topics(
     deadline = now() + timeout_s
     pending = {topic.topic: topic for topic in topics}
     tried: set[str] = set()
-    attempt = 0
+    backoff = Backoff(first_s=0.5, most_s=2.0)
     # not a wait: a retry of what Kafka refused for now, each try with a client of its own
     while pending:
         admin = new_admin()  # kept alive until its answers are in
@@ -89,8 +90,7 @@ def create_topics(
                 del pending[name]
             tried.add(name)
         if pending:
-            attempt += 1
-            sleep(min(0.5 * attempt, 2.0))
+            sleep(backoff.failed())
 
 
 def ensure_topic(
@@ -112,6 +112,7 @@ def ensure_topic(
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     deadline = now() + timeout_s
+    backoff = Backoff(first_s=0.5, most_s=2.0)
     # not a wait: a retry while brokers come and go (the replication factor counted again)
     while True:
         metadata = read_metadata()
@@ -131,4 +132,4 @@ def ensure_topic(
             if now() > deadline:
                 exc.transient = True  # brokers still coming and going: later may do
                 raise
-        sleep(0.5)
+        sleep(backoff.failed())
