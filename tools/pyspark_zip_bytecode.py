@@ -20,12 +20,11 @@ import zipfile
 from importlib._bootstrap_external import _code_to_hash_pyc  # type: ignore[attr-defined]
 from pathlib import Path
 
+from zkcdc.streaming.job.spark_jars import pyspark_home
+
 
 def pyspark_zip() -> Path:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise SystemExit("pyspark_zip_bytecode: pyspark is not installed in this Python")
-    return Path(spec.origin).parent / "python" / "lib" / "pyspark.zip"
+    return pyspark_home() / "python" / "lib" / "pyspark.zip"
 
 
 def has_bytecode(archive: Path) -> bool:

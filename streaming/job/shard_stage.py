@@ -193,7 +193,7 @@ def _processor_class() -> Any:
             engine: AlertEngine
             order: SeqOrder
             store = self.store
-            stored = _read_chunks(store)
+            stored = _read_core(store)
             if stored is not None:
                 engine, order = read_engine(stored, self.settings, self.partitions)
             else:
@@ -231,7 +231,7 @@ def _processor_class() -> Any:
     return AlertShard
 
 
-def _read_chunks(store: Any) -> bytes | None:
+def _read_core(store: Any) -> bytes | None:
     """The engine's value, joined from its pieces: one since PySpark 4.0.2, many in checkpoints
     written under 4.0.0 (whose state server could read a large message only in part,
     SPARK-53870), which resume as they are."""
