@@ -72,7 +72,7 @@ class CaptureSettings(command_settings.CommandSettings):
     # A transaction commits once its first record has waited this long, or once it holds
     # `commit_records`, whichever comes first (Kafka Streams commits exactly-once every 100 ms):
     # shorter, records are readable sooner and Kafka does more commits; 0 commits every turn.
-    commit_interval_ms: int = Field(default=100, ge=0, le=60_000)
+    commit_interval_ms: int = Field(default=10, ge=0, le=60_000)
     commit_records: int = Field(default=10_000, ge=1, le=100_000)
     event_log: Path | None = None
     state_dir: Path = Field(default_factory=default_state_root)
