@@ -28,6 +28,7 @@ from zkcdc.streaming.job.checkpoint_layout import settle_layout
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.local_fs_jar import local_file_system
+from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -89,6 +90,9 @@ class AlertJobOptions:
 
 def run(options: AlertJobOptions, stop: threading.Event) -> None:
     shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
+    for metadata in repoint_state_schemas(options.checkpoint / "alerts"):
+        log.info("a moved checkpoint's state schema paths now name its own files",
+                 metadata=str(metadata))  # fmt: skip
     # Sinks first: a Kafka that cannot take alerts is a one-line error before Spark starts.
     sinks = AlertSinks(options.sinks, options.checkpoint)
     state_sink = (

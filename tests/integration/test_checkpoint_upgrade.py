@@ -1,7 +1,8 @@
 """A checkpoint written by an earlier release (tests/fixtures/checkpoint_v1: the job stopped
 halfway through tests/fixtures/event_log_v1, in each layout) resumes under today's: the alerts
 it gave before the stop and those it gives after are, together, the replay's of the whole log,
-none lost and none twice."""
+none lost and none twice. The fixture was written in another folder (/tmp/ckfix), so it also
+resumes moved (streaming/job/moved_checkpoint.py)."""
 
 from __future__ import annotations
 
