@@ -34,10 +34,11 @@ TXN_TIMEOUT_MS = 60_000
 END_WAIT_S = 1.0
 MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a resend
 # A record waits for its transaction's interval, then for the commit (~30-60 ms here, with the
-# one before it still in flight at worst): at Kafka Streams' 100 ms the p99 from a write to
-# readable was 190-330 ms at 1,000 writes/s on two cores, at 10 ms 120 ms (bench B1t). A
-# shorter interval buys little more: the next transaction would meet the last one's markers
-# still being written (CONCURRENT_TRANSACTIONS) and wait out a retry.
+# one before it still in flight at worst). At 1,000 writes/s on two cores the p99 from a write
+# to readable was 190-330 ms at Kafka Streams' 100 ms, and 122-163 ms at 10 ms, about what
+# the same runs measured without transactions (bench B1t). A shorter interval buys little
+# more: the next transaction would meet the last one's markers still being written
+# (CONCURRENT_TRANSACTIONS) and wait out a retry.
 COMMIT_INTERVAL_S = 0.01
 
 FENCED = {

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 _LOCAL = "file:"
+_SCHEMAS = "_stateSchema"
 
 
 def repoint_state_schemas(query_checkpoint: Path) -> list[Path]:
@@ -58,10 +59,12 @@ def _here(path: Any, query_checkpoint: Path) -> Path | None:
     if not isinstance(path, str) or not path.startswith(_LOCAL):
         return None
     named = Path(path.removeprefix(_LOCAL))
-    if named.exists() or "state" not in named.parts:
+    if named.exists():
         return None
-    # The part from the last `state` folder on: `state/<op>/_stateSchema/<store>/<file>`.
+    # The part from `state/<op>/_stateSchema/` on, as Spark lays it out in every checkpoint.
     parts = named.parts
-    last = len(parts) - 1 - parts[::-1].index("state")
-    copy = query_checkpoint.joinpath(*parts[last:])
+    starts = [i for i in range(len(parts) - 2) if parts[i] == "state" and parts[i + 2] == _SCHEMAS]
+    if not starts:
+        return None
+    copy = query_checkpoint.joinpath(*parts[starts[-1] :])
     return copy if copy.is_file() else None
