@@ -5,7 +5,8 @@ others to compare), each on a topic of its own, watching the same partition-stat
 B1's writers run at each target rate of `--rates` (the last flat out). The modes run in turn,
 each daemon alone on the stack as deployed (one capture per cluster): side by side, two
 daemons and the writers outrun two cores at 1,000 writes/s and the figures measure the
-machine. A read_committed consumer per topic notes when each record becomes readable. Per mode and step:
+machine. A read_committed consumer per topic notes when each record becomes readable. Per mode
+and step:
 the versions seen, lag p50/p99/max from the version's ZooKeeper mtime to the record readable on
 Kafka (what a consumer of the topic waits), the same to the daemon's read (`captured_ms`: what
 B1 measures), and records/s reaching the topic. Before the first step, the writers run
@@ -44,11 +45,12 @@ MODES = {
 }
 
 
-def flags(mode: str) -> list[str]:
-    """A mode's capture flags; `interval-N` is transactions with `--commit-interval-ms N`."""
+def flags(mode: str) -> list[str] | None:
+    """A mode's capture flags (None: no such mode); `interval-N` is transactions with
+    `--commit-interval-ms N`."""
     if mode.startswith("interval-") and mode.removeprefix("interval-").isdigit():
         return ["--commit-interval-ms", mode.removeprefix("interval-")]
-    return MODES[mode]
+    return MODES.get(mode)
 
 
 class Arrivals(threading.Thread):
@@ -110,7 +112,7 @@ def _mode_alone(
     daemon = subprocess.Popen(
         [*ZKCDC, "capture", "--zookeeper", hosts, "--cluster", f"b1t-{mode}",
          "--state-dir", str(work / mode), "--ha-path", f"/zkcdc-bench/ha-{mode}",
-         "--bootstrap-servers", info.bootstrap_servers, "--topic", topic, *flags(mode)],
+         "--bootstrap-servers", info.bootstrap_servers, "--topic", topic, *(flags(mode) or [])],
         stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     reader = Arrivals(info.bootstrap_servers, topic)
@@ -165,7 +167,7 @@ def main() -> None:
         else "transactions,idempotent,every-turn,interval-100"
     )
     modes = (args.modes or full).split(",")
-    if unknown := {m for m in modes if m not in MODES and not m.startswith("interval-")}:
+    if unknown := {m for m in modes if flags(m) is None}:
         raise SystemExit(f"unknown mode(s): {', '.join(sorted(unknown))}")
     if args.quick:
         args.duration, args.rates, args.warmup = 4.0, "250,max", 3.0
@@ -197,8 +199,10 @@ def main() -> None:
             setup.stop()
     from zkcdc.capture.delivery.transactions import COMMIT_INTERVAL_S
 
-    result = {"commit_interval_ms": round(COMMIT_INTERVAL_S * 1000), "modes": modes, "paths": args.paths, "writers": args.writers, "window": args.window,
-              "step_s": args.duration, "warmup_s": args.warmup, "steps": steps, "work": str(work)}  # fmt: skip
+    result = {"commit_interval_ms": round(COMMIT_INTERVAL_S * 1000), "modes": modes,
+              "paths": args.paths, "writers": args.writers, "window": args.window,
+              "step_s": args.duration, "warmup_s": args.warmup, "steps": steps,
+              "work": str(work)}  # fmt: skip
     print(render(save(NAME, result, args.quick)))
 
 
@@ -221,7 +225,8 @@ def render(result: dict[str, Any]) -> str:
         f"{result['paths']} partition-state znodes, {result['step_s']:g} s a step after "
         f"{result.get('warmup_s', 0):g} s of writes not counted, B1's writers "
         f"({result['writers']} processes, {result['window']} writes in flight each); the "
-        "modes run in turn, each daemon alone on the stack publishing to its own topic; readable = "
+        "modes run in turn, each daemon alone on the stack publishing to its own topic; "
+        "readable = "
         "when a read_committed consumer had the record; transactions = the default (a commit "
         f"once a transaction's first record has waited {result.get('commit_interval_ms', 100)} "
         "ms), every-turn = `--commit-interval-ms 0`, interval-N = `--commit-interval-ms N`.",
