@@ -122,7 +122,7 @@ def throughput(
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-alerts-"))
     events = work / "event-log"
     spark = session(
-        master, "zkcdc-bench-alerts", shuffle_partitions=max(1, shards), **event_log_conf(events)
+        master, "zkcdc-bench-alerts", shuffle_partitions=max(1, shards), conf=event_log_conf(events)
     )
     counted = [0]
 

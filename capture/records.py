@@ -163,7 +163,7 @@ class ChangeRecord:
                 "session_id": self.source.session_id,
                 "snapshot": self.source.snapshot,
             },
-            "events": [_event(e) for e in self.events],
+            "events": [event_fields(e) for e in self.events],
         }
 
 
@@ -188,7 +188,8 @@ _COMPOUND = tuple(
 )
 
 
-def _event(event: ClusterEvent) -> dict[str, Any]:
+def event_fields(event: ClusterEvent) -> dict[str, Any]:
+    """An event as its Avro record: every field, compound values as plain lists and dicts."""
     out = dict(event.__dict__)  # every field, set or None: a copy, not ~50 getattr calls
     for name in _COMPOUND:
         value = out[name]

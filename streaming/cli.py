@@ -27,6 +27,7 @@ from zkcdc.ground.user_dirs import state_home
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_runner import TRIGGER_MS, AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
+from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
 from zkcdc.streaming.sinks.webhook import FORMATS, webhook_url_problem
@@ -111,28 +112,8 @@ def _kafka(settings: StreamSettings) -> KafkaConnection | None:
 def run_job(
     job: str, sinks: SinkOptions, state: bool, kafka: KafkaConnection | None, s: StreamSettings
 ) -> None:
-    source: KafkaInput | LogInput
-    if s.event_log is not None:
-        if not s.available_now:
-            # Spark's file source reads each file once, when it first lists it: what a live
-            # capture appends to its current file afterwards would never be read.
-            raise StreamingError(
-                "--event-log reads a captured log as it stands: add --available-now "
-                "(to follow a live capture, read its topic with --bootstrap-servers)"
-            )
-        source = LogInput(s.event_log)
-    elif kafka is not None:
-        source = KafkaInput(
-            kafka,
-            s.topic,
-            s.starting_offsets,
-            max_records_per_batch=s.max_records_per_batch,
-            registry_url=s.schema_registry,
-        )
-    else:
-        raise StreamingError("give --bootstrap-servers (the changes topic) or --event-log DIR")
     options = AlertJobOptions(
-        source=source,
+        source=_source(s, kafka),
         sinks=sinks,
         checkpoint=s.checkpoint or default_checkpoint(job),
         master=s.master,
@@ -149,6 +130,11 @@ def run_job(
         metrics_web_config=s.metrics_web_config,
     )
     logs.configure()
+    run(options, _stop_on_signals())
+
+
+def _stop_on_signals() -> threading.Event:
+    """Set by SIGTERM or SIGINT: the job finishes its micro-batch and stops."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -156,7 +142,28 @@ def run_job(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    run(options, stop)
+    return stop
+
+
+def _source(s: StreamSettings, kafka: KafkaConnection | None) -> KafkaInput | LogInput:
+    if s.event_log is not None:
+        if not s.available_now:
+            # Spark's file source reads each file once, when it first lists it: what a live
+            # capture appends to its current file afterwards would never be read.
+            raise StreamingError(
+                "--event-log reads a captured log as it stands: add --available-now "
+                "(to follow a live capture, read its topic with --bootstrap-servers)"
+            )
+        return LogInput(s.event_log)
+    if kafka is not None:
+        return KafkaInput(
+            kafka,
+            s.topic,
+            s.starting_offsets,
+            max_records_per_batch=s.max_records_per_batch,
+            registry_url=s.schema_registry,
+        )
+    raise StreamingError("give --bootstrap-servers (the changes topic) or --event-log DIR")
 
 
 @stream.command("alerts")
@@ -215,6 +222,49 @@ def state_command(ctx: click.Context, /, **params: Any) -> None:
     if kafka is None:
         raise StreamingError("the state topic needs --bootstrap-servers")
     run_job("state", SinkOptions(), True, kafka, s)
+
+
+@stream.command("history")
+@click.option("--lake", metavar="URI", help="The lake: a folder, or s3a://, abfss://, hdfs:// "
+              "... as Spark's Hadoop is configured for.")  # fmt: skip
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="TOML settings: the [stream] table (or the top level), under the "
+              "environment (ZKCDC_<SETTING>) and the flags [env ZKCDC_CONFIG_FILE].")  # fmt: skip
+@click.option("--bootstrap-servers", help="Kafka: read the changes topic.")
+@kafka_config_options
+@click.option("--topic", default="zkcdc.changes", show_default=True, help="The changes topic.")
+@click.option("--event-log", type=click.Path(file_okay=False, path_type=Path),
+              help="Read event-log files from this folder instead of Kafka (with --available-now).")  # fmt: skip
+@click.option("--checkpoint", type=click.Path(file_okay=False, path_type=Path),
+              help="Checkpoint folder [default ~/.local/state/zkcdc/stream/history].")  # fmt: skip
+@click.option("--master", default="local[2]", show_default=True,
+              help="Spark master: local[N] or spark://HOST:PORT.")  # fmt: skip
+@click.option("--driver-memory", default="512m", show_default=True, callback=jvm_memory,
+              help="The Spark driver's heap (in local mode it runs the tasks too).")  # fmt: skip
+@click.option("--available-now", is_flag=True, help="Process what is there now, then stop.")
+@click.option("--starting-offsets", default="earliest", show_default=True,
+              help="Where a first start (no checkpoint) reads the topic from.")  # fmt: skip
+@click.option("--max-records-per-batch", default=100_000, show_default=True,
+              help="Kafka input: at most this many records per micro-batch.")  # fmt: skip
+@click.pass_context
+def history_command(ctx: click.Context, /, **params: Any) -> None:
+    """Keep the lake's tables (`changes`) from the change records, exactly once: the
+    control plane's past for `zkcdc history`."""
+    s = load_stream_settings(given_flags(ctx, params))
+    if not s.lake:
+        raise StreamingError("give --lake URI: where the history's tables are kept")
+    kafka = _kafka(s)
+    source = _source(s, kafka)
+    options = HistoryJobOptions(
+        source=source,
+        lake=s.lake,
+        checkpoint=s.checkpoint or default_checkpoint("history"),
+        master=s.master,
+        driver_memory=s.driver_memory,
+        available_now=s.available_now,
+    )
+    logs.configure()
+    run_history(options, _stop_on_signals())
 
 
 @click.group("state")

@@ -56,6 +56,7 @@ class StreamSettings(command_settings.CommandSettings):
     webhooks: tuple[str, ...] = ()
     webhook_format: PayloadFormat = "json"
     delivery_max_backoff_s: float = Field(default=30.0, ge=0.1)
+    lake: str | None = None  # `stream history`: the lake's folder URI
 
     @field_validator("driver_memory")
     @classmethod

@@ -513,7 +513,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from zkcdc.streaming.job.spark_jars import spark_jars
 
     kafka_libs()
-    spark_jars()
+    spark_jars(lake=True)  # Delta Lake's jars too, for the history tests
     registry_jar(default_cache_dir(), lambda line: print(line, file=sys.stderr))
     from go_tools import HELM, ensure_go_binary
 

@@ -62,6 +62,7 @@ class SettingsModel:
 
 def settings_models() -> list[SettingsModel]:
     from zkcdc.capture.settings import CaptureSettings
+    from zkcdc.history.history_settings import HistorySettings
     from zkcdc.replay.replay_settings import ReplaySettings
     from zkcdc.stack.settings import StackSettings
     from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -76,7 +77,8 @@ def settings_models() -> list[SettingsModel]:
             "zkcdc capture",
         ),
         SettingsModel(
-            "zkcdc stream alerts, zkcdc stream state", StreamSettings, "ZKCDC_",
+            "zkcdc stream alerts, zkcdc stream state, zkcdc stream history", StreamSettings,
+            "ZKCDC_",
             "a flag (`--alerts-topic`), a variable (`ZKCDC_ALERTS_TOPIC`) or a key of the TOML "
             "file's `[stream]` table (`alerts-topic = ...`); flags win over the environment, "
             "which wins over the file. An unknown key or variable is refused in one line.",
@@ -88,6 +90,13 @@ def settings_models() -> list[SettingsModel]:
             "replay must not take a daemon's `ZKCDC_CHECKPOINT`) or a key of the TOML file's "
             "`[replay]` table; flags win over the environment, which wins over the file.",
             "zkcdc replay",
+        ),
+        SettingsModel(
+            "zkcdc history", HistorySettings, "ZKCDC_HISTORY_",
+            "a flag (`--lake`), a variable of its own (`ZKCDC_HISTORY_LAKE`: a question to the "
+            "lake must not take a job's `ZKCDC_MASTER`) or a key of the TOML file's `[history]` "
+            "table; flags win over the environment, which wins over the file.",
+            "zkcdc history sql",
         ),
         SettingsModel(
             "zkcdc stack", StackSettings, "ZKCDC_STACK_",

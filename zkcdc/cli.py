@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stream": ("zkcdc.streaming.cli", "stream"),
     "state": ("zkcdc.streaming.cli", "state_group"),
     "replay": ("zkcdc.replay.cli", "replay"),
+    "history": ("zkcdc.history.cli", "history_group"),
     "ui": ("zkcdc.view.cli", "ui_command"),
     "report": ("zkcdc.view.cli", "report_command"),
     "alerts": ("zkcdc.view.cli", "alerts_group"),

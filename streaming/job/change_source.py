@@ -135,7 +135,29 @@ RECORD_COLUMNS = ("cluster", "seq", "partition", "op", "path", "ts_ms", "events"
 DEAD_LETTER_OP = "DEAD"
 
 
+def read_change_structs(spark: Any, source: KafkaInput | LogInput) -> Any:
+    """The change records as one column `r`, the whole record typed as ChangeRecord.avsc says
+    (enums as their symbols): what the lake keeps. Messages that do not decode are left out
+    here (the alert job sends them to its dead-letter topic)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(source, LogInput):
+        return _log_structs(spark, source)
+    if source.registry_url:
+        raise StreamingError(
+            "the lake reads single-object encoded values only (not with --schema-registry)"
+        )
+    decoded = _decoded_structs(spark, source)
+    return decoded.where(F.col("header_ok") & F.col("r.cluster").isNotNull()).select("r")
+
+
 def _log_records(spark: Any, source: LogInput) -> Any:
+    from pyspark.sql import functions as F
+
+    return _log_structs(spark, source).select(*_columns(F.col("r"), F.lit(0)))
+
+
+def _log_structs(spark: Any, source: LogInput) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -157,16 +179,31 @@ def _log_records(spark: Any, source: LogInput) -> Any:
         .option("pathGlobFilter", "*.avro")
         .load(str(source.folder))
     )
-    whole = F.struct(*[F.col(c) for c in struct.names])
-    return files.select(*_columns(whole, F.lit(0)))
+    return files.select(F.struct(*[F.col(c) for c in struct.names]).alias("r"))
 
 
 def _decoded(spark: Any, source: KafkaInput) -> Any:
     """The topic's messages, each with its place, its value, its record's columns
     (RECORD_COLUMNS), and `reason`: null for a change record, else why it is a dead letter."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
+    if source.registry_url:
+        return _decoded_in_python(_raw_messages(spark, source), source.registry_url)
+    decoded = _decoded_structs(spark, source)
+    # PERMISSIVE gives a struct of nulls for a body that does not decode; cluster is never null.
+    # `partition` is among the record's columns (_columns).
+    return decoded.select(
+        "topic",
+        "offset",
+        "value",
+        *_columns(F.col("r"), F.col("partition")),
+        F.when(~F.col("header_ok"), F.lit(NOT_SINGLE_OBJECT))
+        .when(F.col("r.cluster").isNull(), F.lit(NOT_DECODED))
+        .alias("reason"),
+    )
+
+
+def _raw_messages(spark: Any, source: KafkaInput) -> Any:
     raw = (
         spark.readStream.format("kafka")
         .options(**spark_kafka_options(source.kafka))
@@ -187,9 +224,16 @@ def _decoded(spark: Any, source: KafkaInput) -> Any:
     )
     if source.max_records_per_batch:
         raw = raw.option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
-    raw = raw.load()
-    if source.registry_url:
-        return _decoded_in_python(raw, source.registry_url)
+    return raw.load()
+
+
+def _decoded_structs(spark: Any, source: KafkaInput) -> Any:
+    """The topic's single-object encoded messages: place, value, `header_ok` (a released
+    version's fingerprint) and `r`, the record decoded into today's schema."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    raw = _raw_messages(spark, source)
     header = F.substring("value", 1, 10)
     body = F.expr("substring(value, 11, length(value) - 10)")
     current = schema_json()
@@ -204,24 +248,13 @@ def _decoded(spark: Any, source: KafkaInput) -> Any:
     known = F.lit(False)
     for fp in released:
         known = known | (header == F.lit(b"\xc3\x01" + fp))
-    decoded = raw.select(
+    return raw.select(
         "topic",
         "partition",
         "offset",
         "value",
         known.alias("header_ok"),
         F.coalesce(*by_version).alias("r"),
-    )
-    # PERMISSIVE gives a struct of nulls for a body that does not decode; cluster is never null.
-    # `partition` is among the record's columns (_columns).
-    return decoded.select(
-        "topic",
-        "offset",
-        "value",
-        *_columns(F.col("r"), F.col("partition")),
-        F.when(~F.col("header_ok"), F.lit(NOT_SINGLE_OBJECT))
-        .when(F.col("r.cluster").isNull(), F.lit(NOT_DECODED))
-        .alias("reason"),
     )
 
 

@@ -1,5 +1,6 @@
 """The jars a Spark job of zkcdc needs: Spark's Kafka source/sink and Avro functions at
-pyspark's version, minus what pyspark ships; fetched with mvn once into the user's cache."""
+pyspark's version, and for the lake Delta Lake's release for that Spark line, minus what pyspark
+ships; fetched with mvn once into the user's cache."""
 
 from __future__ import annotations
 
@@ -34,11 +35,33 @@ def spark_jar_set(spark_version: str | None = None, bundled: Path | None = None)
     )
 
 
-def spark_jars(cache_dir: Path | None = None) -> list[Path]:
-    """The jar files, from the cache (`ZKCDC_CACHE_DIR`), fetching them first if missing."""
+# Delta Lake's release built for each Spark line zkcdc runs on (Delta names its Scala artifact
+# after the Spark line it was compiled against).
+DELTA_RELEASES = {"4.2": "4.4.0"}
+
+
+def delta_jar_set(spark_version: str | None = None, bundled: Path | None = None) -> JarSet:
+    version = spark_version or importlib.metadata.version("pyspark")
+    line = ".".join(version.split(".")[:2])
+    delta = DELTA_RELEASES.get(line)
+    if delta is None:
+        known = ", ".join(sorted(DELTA_RELEASES))
+        raise StreamingError(f"no Delta Lake release is paired with Spark {line} (known: {known})")
+    jars_dir = bundled if bundled is not None else pyspark_home() / "jars"
+    return JarSet(
+        name=f"delta-{delta}-spark-{line}",
+        coordinates=(f"io.delta:delta-spark_{line}_2.13:{delta}",),
+        exclude_artifacts=frozenset(artifact_id(p.name) for p in jars_dir.glob("*.jar")),
+    )
+
+
+def spark_jars(cache_dir: Path | None = None, lake: bool = False) -> list[Path]:
+    """The jar files, from the cache (`ZKCDC_CACHE_DIR`), fetching them first if missing;
+    with `lake`, Delta Lake's too."""
     cache = ArtifactCache(cache_dir or default_cache_dir())
+    sets = [spark_jar_set(), *([delta_jar_set()] if lake else [])]
     try:
-        return cache.fetch(spark_jar_set(), announce=_print_err)
+        return [jar for jar_set in sets for jar in cache.fetch(jar_set, announce=_print_err)]
     except JarFetchError as exc:
         raise StreamingError(str(exc)) from exc
 

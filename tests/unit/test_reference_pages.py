@@ -17,6 +17,7 @@ from zkcdc.capture.settings import CaptureSettings
 from zkcdc.cli import COMMANDS, main
 from zkcdc.ground.change_types import EventType
 from zkcdc.ground.environment import FAMILIES, SHARED
+from zkcdc.history.history_settings import HistorySettings
 from zkcdc.replay.replay_settings import ReplaySettings
 from zkcdc.stack.settings import StackSettings
 from zkcdc.streaming.job.job_metrics import JobMetrics
@@ -77,8 +78,9 @@ def test_every_command_and_each_of_its_flags_has_an_entry_that_says_what_it_does
 @pytest.mark.parametrize(
     ("title", "model", "prefix"),
     [("zkcdc capture", CaptureSettings, "ZKCDC_"), ("zkcdc stack", StackSettings, "ZKCDC_STACK_"),
-     ("zkcdc stream alerts, zkcdc stream state", StreamSettings, "ZKCDC_"),
+     ("zkcdc stream alerts, zkcdc stream state, zkcdc stream history", StreamSettings, "ZKCDC_"),
      ("zkcdc replay", ReplaySettings, "ZKCDC_REPLAY_"),
+     ("zkcdc history", HistorySettings, "ZKCDC_HISTORY_"),
      ("Alert rules", RuleSettings, None)],
 )  # fmt: skip
 def test_every_setting_has_an_entry_with_its_variable_and_what_it_is(

@@ -72,8 +72,9 @@ def test_a_damaged_block_is_found_and_named_and_the_blocks_before_and_after_it_c
 def test_bad_replay_options_are_one_line_errors(tmp_path):
     runner = CliRunner()
     cases = [
-        ([str(tmp_path)], "either --bootstrap-servers"),
-        ([str(tmp_path), "--alerts-out", "a", "--bootstrap-servers", "b"], "either"),
+        ([str(tmp_path)], "give one of --bootstrap-servers"),
+        ([str(tmp_path), "--alerts-out", "a", "--bootstrap-servers", "b"], "give one of"),
+        ([str(tmp_path), "--alerts-out", "a", "--lake", "l"], "give one of"),
         ([str(tmp_path), "--bootstrap-servers", "b", "--speed", "-1"], "--speed must be"),
         ([str(tmp_path), "--bootstrap-servers", "b", "--state-out", "s"], "--state-out goes"),
         ([str(tmp_path), "--bootstrap-servers", "b"], "no event log files"),

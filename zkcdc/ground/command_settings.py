@@ -25,7 +25,7 @@ from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.errors import ZkcdcError
 
 # The tables of a TOML file, one a command: a file may hold several commands' settings.
-TABLES = ("capture", "stream", "replay")
+TABLES = ("capture", "stream", "replay", "history")
 
 Settings = TypeVar("Settings", bound=BaseSettings)
 

@@ -40,6 +40,7 @@ FAMILIES: dict[str, str] = {
     "ZKCDC_ZOOKEEPER_": "A ZooKeeper client setting (TLS, SASL), as the `--zookeeper-*` flags.",
     "ZKCDC_STACK_": "A `zkcdc stack` setting (below).",
     "ZKCDC_REPLAY_": "A `zkcdc replay` setting (below).",
+    "ZKCDC_HISTORY_": "A `zkcdc history` setting (below).",
     "ZKCDC_TEST_": "The test suite's own switches.",
 }
 
@@ -63,6 +64,7 @@ COMMAND_SETTINGS: dict[str, frozenset[str]] = {
         "alertmanager", "alertmanager_resend_s", "alerts_out", "alerts_topic", "available_now",
         "bootstrap_servers", "checkpoint", "config_file", "console", "dead_letter_topic",
         "delivery_max_backoff_s", "driver_memory", "event_log", "kafka_config", "kafka_config_file",
+        "lake",
         "master", "max_records_per_batch", "metrics_host", "metrics_port", "metrics_web_config",
         "no_publish", "no_state", "rules", "schema_registry", "shards", "starting_offsets",
         "state_topic", "topic", "trigger_ms", "webhook_format", "webhooks"

@@ -123,7 +123,9 @@ def configure(level: str = "INFO") -> None:
     # kazoo warns on every dropped connection; zkcdc logs its own session state changes.
     logging.getLogger("kazoo").setLevel("ERROR")
     # The schema registry client's HTTP library logs every request at INFO.
-    for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
+    # So do py4j's (Spark's bridge) for each command and connection, up to the exit, where
+    # its "Closing down" lines came after a command's one-line error.
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2", "py4j"):
         logging.getLogger(name).setLevel("WARNING")
 
 

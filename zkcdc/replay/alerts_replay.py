@@ -40,6 +40,18 @@ def readable_copy(log: Path, damaged: list[Damage], scratch: Path) -> Path:
     return scratch
 
 
+def readable_log(
+    log: Path, work: Path, on_damage: Callable[[Damage], None]
+) -> tuple[Path, list[Damage]]:
+    """A folder Spark can read with the log's valid records, and the damage found: the log
+    itself, or for a single file or a damaged log a copy in `work`."""
+    damaged = scan_blocks(log).damaged
+    for damage in damaged:
+        on_damage(damage)
+    clean = log.is_dir() and not damaged
+    return (log if clean else readable_copy(log, damaged, work / "log")), damaged
+
+
 def replay_alerts(
     log: Path,
     alerts_out: Path,
@@ -50,14 +62,9 @@ def replay_alerts(
     partition_shards: int | None = None,
 ) -> list[Damage]:
     """Runs the alert rules over the log; returns the damage found (the valid part was used)."""
-    damaged = scan_blocks(log).damaged
-    for damage in damaged:
-        on_damage(damage)
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-"))
     try:
-        # Spark reads folders: a single file, or a damaged log, goes through a scratch copy.
-        clean = log.is_dir() and not damaged
-        source = log if clean else readable_copy(log, damaged, work / "log")
+        source, damaged = readable_log(log, work, on_damage)
         alerts_out.write_text("")  # this run's alerts only
         options = AlertJobOptions(
             source=LogInput(source),

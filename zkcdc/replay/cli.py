@@ -1,5 +1,5 @@
-"""`zkcdc replay PATH`: into Kafka (`--bootstrap-servers`) or through the alert rules
-(`--alerts-out`)."""
+"""`zkcdc replay PATH`: into Kafka (`--bootstrap-servers`), through the alert rules
+(`--alerts-out`) or into the lake (`--lake`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from zkcdc.ground.user_dirs import state_home
 from zkcdc.replay.alerts_replay import replay_alerts
 from zkcdc.replay.errors import ReplayError
 from zkcdc.replay.kafka_replay import Checkpoint, ReplayToKafka
+from zkcdc.replay.lake_replay import replay_into_lake
 from zkcdc.replay.replay_settings import load as load_replay_settings
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
@@ -75,6 +76,8 @@ def _report(damage: Damage) -> None:
               help="Run the alert rules over the log; write the alerts as JSON lines.")  # fmt: skip
 @click.option("--state-out", type=click.Path(dir_okay=False, path_type=Path), callback=output_file,
               help="With --alerts-out: write the final cluster state as JSON lines.")  # fmt: skip
+@click.option("--lake", metavar="URI", help="Write the records into the lake's tables (as "
+              "`zkcdc stream history`): a folder, or s3a://, abfss://, hdfs:// ...")  # fmt: skip
 @rule_overrides_option("Override a rule setting (with --alerts-out).")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
 @shards_option(
@@ -96,8 +99,10 @@ def replay(ctx: click.Context, /, path: Path | None, **params: Any) -> None:
             "give an event log PATH, --from-txnlog DIR or --from-metadata-log DIR (one of them)"
         )
     kafka = kafka_connection.load(s.bootstrap_servers, s.kafka_config_file, s.kafka_pairs())
-    if bool(kafka) == bool(alerts_out):
-        raise ReplayError("give either --bootstrap-servers (into Kafka) or --alerts-out FILE")
+    if sum(bool(target) for target in (kafka, alerts_out, s.lake)) != 1:
+        raise ReplayError(
+            "give one of --bootstrap-servers (into Kafka), --alerts-out FILE or --lake URI"
+        )
     if s.speed < 0:
         raise ReplayError("--speed must be 0 (as fast as possible) or more")
     if state_out is not None and alerts_out is None:
@@ -111,7 +116,11 @@ def replay(ctx: click.Context, /, path: Path | None, **params: Any) -> None:
     ):
         if not log_files(log):
             raise ReplayError(f"no event log files in {log}")
-        if alerts_out is not None:
+        if s.lake is not None:
+            logs.configure()  # the job's progress on stderr
+            damaged = replay_into_lake(log, s.lake, s.master, _report)
+            click.echo(f"zkcdc: {log} written into the lake at {s.lake}", err=True)
+        elif alerts_out is not None:
             logs.configure()  # the job's progress: a JSON line per micro-batch on stderr
             settings = RuleSettings().with_overrides(s.rules)
             damaged = replay_alerts(

@@ -42,6 +42,8 @@ class ReplaySettings(command_settings.CommandSettings):
     rules: dict[str, str] = Field(default_factory=dict)
     master: str = "local[2]"
     shards: int | None = Field(default=None, ge=0, le=256)  # None: auto
+    # ... or into the lake's tables.
+    lake: str | None = None
 
     def kafka_pairs(self) -> dict[str, str]:
         return {k: v.get_secret_value() for k, v in self.kafka_config.items()}

@@ -1,0 +1,213 @@
+"""The lake on real Delta tables on the local file system: the kept event log backfilled
+(twice: the second adds nothing) and the same records through Kafka give the same `changes`
+rows; a history job killed with -9 mid-run and restarted loses and doubles nothing;
+`history state --at` is the rules engine's state at each moment; `timeline` shows a
+partition's ISR changes; each bad input is one line. One Spark session (in this process) for
+the module's questions; the commands' own runs start theirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import wait_until
+
+from zkcdc.capture.delivery.event_log import log_files, read_records
+from zkcdc.ground.change_types import EventType
+from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.history.state_at import state_at
+from zkcdc.streaming.job.change_source import KafkaInput, LogInput
+from zkcdc.streaming.job.spark_session import session
+from zkcdc.streaming.lake import history_queries as queries
+from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
+from zkcdc.streaming.lake.lake_tables import VERSION_PROPERTY, LakeError, Table, table_uri
+from zkcdc.streaming.rules.alert_engine import AlertEngine
+
+pytestmark = pytest.mark.integration
+
+FIXTURE_LOG = Path(__file__).parent.parent / "fixtures" / "event_log_v1"
+
+
+def zkcdc(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zkcdc", *args], capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
+
+
+def fixture_records() -> list[dict[str, Any]]:
+    records = [r for f in log_files(FIXTURE_LOG) for r in read_records(f, lambda d: None)]
+    return sorted(records, key=lambda r: r["seq"])
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    spark = session("local[2]", "zkcdc-history-tests", shuffle_partitions=2, lake=True)
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="module")
+def backfilled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The kept log backfilled into a lake by `zkcdc replay --lake`, then once more."""
+    lake = str(tmp_path_factory.mktemp("lake") / "lake")
+    for _ in range(2):
+        run = zkcdc("replay", str(FIXTURE_LOG), "--lake", lake)
+        assert run.returncode == 0, run.stderr[-3000:]
+    return lake
+
+
+def rows_of(spark: Any, lake: str) -> list[str]:
+    """The `changes` rows as sorted JSON texts (the znodes' bytes too): a multiset to compare."""
+    frame = queries.read_table(spark, lake, Table.CHANGES)
+    return sorted(frame.toJSON().collect())
+
+
+def test_a_second_backfill_adds_nothing_and_every_seq_is_there_once(
+    spark: Any, backfilled: str
+) -> None:
+    seqs = [r["seq"] for r in fixture_records()]
+    got = queries.run_sql(spark, backfilled, "SELECT seq FROM changes ORDER BY seq").collect()
+    assert [r["seq"] for r in got] == seqs
+    one = queries.run_sql(
+        spark, backfilled,
+        "SELECT op, path, ts_ms, events[0].type AS type, after.data AS data FROM changes "
+        "WHERE seq = 52",
+    ).collect()[0]  # fmt: skip
+    record = next(r for r in fixture_records() if r["seq"] == 52)
+    assert (one["op"], one["path"], one["ts_ms"], one["type"]) == (
+        record["op"], record["path"], record["ts_ms"], record["events"][0]["type"],
+    )  # fmt: skip
+    assert bytes(one["data"]) == record["after"]["data"]  # the znode's raw bytes are kept
+
+
+def test_through_kafka_gives_the_backfills_rows(
+    spark: Any, backfilled: str, shared_cluster: Any, tmp_path: Path
+) -> None:
+    topic = f"zkcdc.history.{uuid.uuid4().hex[:8]}"
+    run = zkcdc("replay", str(FIXTURE_LOG), "--bootstrap-servers", shared_cluster.bootstrap_servers,
+                "--topic", topic, "--speed", "0", "--checkpoint", str(tmp_path / "replay.json"))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    lake = str(tmp_path / "lake")
+    options = HistoryJobOptions(
+        source=KafkaInput(KafkaConnection(bootstrap_servers=shared_cluster.bootstrap_servers),
+                          topic, max_records_per_batch=150),
+        lake=lake, checkpoint=tmp_path / "checkpoint", available_now=True,
+    )  # fmt: skip
+    run_history(options, threading.Event(), spark)
+    assert rows_of(spark, lake) == rows_of(spark, backfilled)
+
+
+def test_killed_with_sigkill_mid_run_and_restarted_loses_and_doubles_nothing(
+    spark: Any, shared_cluster: Any, tmp_path: Path
+) -> None:
+    topic = f"zkcdc.history.kill.{uuid.uuid4().hex[:8]}"
+    run = zkcdc("replay", str(FIXTURE_LOG), "--bootstrap-servers", shared_cluster.bootstrap_servers,
+                "--topic", topic, "--speed", "0", "--checkpoint", str(tmp_path / "replay.json"))  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    lake, checkpoint = tmp_path / "lake", tmp_path / "checkpoint"
+    command = [sys.executable, "-m", "zkcdc", "stream", "history", "--lake", str(lake),
+               "--bootstrap-servers", shared_cluster.bootstrap_servers, "--topic", topic,
+               "--checkpoint", str(checkpoint), "--max-records-per-batch", "40"]  # fmt: skip
+    commits = lake / "changes" / "_delta_log"
+    log = (tmp_path / "killed.log").open("wb")
+    job = subprocess.Popen([*command, "--available-now"], stdout=log, stderr=log,
+                           start_new_session=True)  # fmt: skip
+    try:
+        # The table's creation and two micro-batches committed: the job is mid-run.
+        wait_until(lambda: len(list(commits.glob("*.json"))) >= 3 or job.poll() is not None,
+                   timeout_s=300, what="two micro-batches in the lake")  # fmt: skip
+        assert job.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    done_before = len(list(commits.glob("*.json")))
+    assert done_before < 1 + 400 // 40, "the job was not cut short"
+    again = subprocess.run([*command, "--available-now"], capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    seqs = [
+        r["seq"] for r in queries.run_sql(spark, str(lake), "SELECT seq FROM changes").collect()
+    ]
+    assert sorted(seqs) == [r["seq"] for r in fixture_records()]
+
+
+def engine_state(records: list[dict[str, Any]], at_ms: int) -> dict[str, Any]:
+    engine = AlertEngine(records[0]["cluster"])
+    for record in records:
+        if record["ts_ms"] <= at_ms:
+            engine.process(record)
+    return {key: value for key, value in engine.take_state() if value is not None}
+
+
+def test_state_at_five_moments_is_the_rules_engines_state_then(spark: Any, backfilled: str) -> None:
+    records = fixture_records()
+    first, last = records[0]["ts_ms"], records[-1]["ts_ms"]
+    for share in (0.02, 0.3, 0.5, 0.7, 1.0):  # before, during and after the staged incidents
+        at = first + int((last - first) * share)
+        assert state_at(spark, backfilled, "fixture", at) == engine_state(records, at), share
+
+
+def test_timeline_shows_each_isr_shrink_and_expand_of_a_partition(
+    spark: Any, backfilled: str
+) -> None:
+    kinds = {EventType.ISR_SHRUNK.value, EventType.ISR_EXPANDED.value}
+    wanted = [
+        (r["seq"], e["type"]) for r in fixture_records()
+        if r["op"] in ("CREATE", "UPDATE", "DELETE")
+        for e in r["events"]
+        if e["type"] in kinds and e.get("topic") == "sim-0000" and e.get("partition") == 0
+    ]  # fmt: skip
+    assert wanted, "the kept log has ISR changes of sim-0000/0"
+    entries = queries.timeline(spark, backfilled, queries.Subject.parse(("sim-0000/0",)))
+    assert [(e.seq, e.event["type"]) for e in entries if e.event["type"] in kinds] == wanted
+
+
+def test_the_commands_answer_and_bad_input_is_one_line(backfilled: str, tmp_path: Path) -> None:
+    records = fixture_records()
+    at = str(records[len(records) // 2]["ts_ms"])
+    shown = zkcdc("history", "state", "--lake", backfilled, "--at", at, "--json")
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    got = {json.dumps(json.loads(line), sort_keys=True) for line in shown.stdout.splitlines()}
+    want = {json.dumps(v, sort_keys=True) for v in engine_state(records, int(at)).values()}
+    assert got == want
+    before = zkcdc("history", "state", "--lake", backfilled, "--at", "2020-01-01T00:00:00Z")
+    assert before.returncode == 1
+    assert before.stderr.strip().splitlines()[-1].startswith(
+        "zkcdc: error: fixture's history in the lake begins at"
+    )  # fmt: skip
+    sql = zkcdc("history", "sql", "SELECT count(*) AS n FROM changes", "--lake", backfilled,
+                "--json")  # fmt: skip
+    assert sql.returncode == 0 and json.loads(sql.stdout) == {"n": len(records)}, sql.stderr
+    unwritable = zkcdc("replay", str(FIXTURE_LOG), "--lake", "/proc/zkcdc-lake")
+    assert unwritable.returncode == 1
+    assert unwritable.stderr.strip().splitlines()[-1].startswith(
+        "zkcdc: error: cannot write the lake at /proc/zkcdc-lake:"
+    )  # fmt: skip
+
+
+def test_a_table_written_by_a_newer_zkcdc_is_refused(spark: Any, tmp_path: Path) -> None:
+    lake = str(tmp_path / "lake")
+    run_history(
+        HistoryJobOptions(source=LogInput(FIXTURE_LOG), lake=lake,
+                          checkpoint=tmp_path / "checkpoint", available_now=True),
+        threading.Event(), spark,
+    )  # fmt: skip
+    uri = table_uri(lake, Table.CHANGES)
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('{VERSION_PROPERTY}' = '99')")
+    with pytest.raises(LakeError, match=r"written by a newer zkcdc \(lake version 99"):
+        queries.read_table(spark, lake, Table.CHANGES)
+    with pytest.raises(LakeError, match="written by a newer zkcdc"):
+        run_history(
+            HistoryJobOptions(source=LogInput(FIXTURE_LOG), lake=lake,
+                              checkpoint=tmp_path / "checkpoint-2", available_now=True),
+            threading.Event(), spark,
+        )  # fmt: skip

@@ -1,0 +1,183 @@
+"""`zkcdc history`: the lake's tables asked through Spark SQL (streaming/lake/history_queries.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from zkcdc.ground.cli_options import option_group
+from zkcdc.ground.command_settings import given_flags
+from zkcdc.history.history_settings import HistorySettings
+from zkcdc.history.history_settings import load as load_settings
+from zkcdc.history.state_at import state_at
+from zkcdc.streaming.job.spark_session import session
+from zkcdc.streaming.lake import history_queries as queries
+from zkcdc.streaming.lake.lake_tables import LakeError
+from zkcdc.streaming.state.state_view import ClusterView
+
+
+@click.group("history")
+def history_group() -> None:
+    """The control plane's past, from the lake (`zkcdc stream history --lake`,
+    `zkcdc replay LOG --lake`)."""
+
+
+lake_options = option_group(
+    click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+                 help="TOML settings: the [history] table (or the top level), under the "
+                 "environment (ZKCDC_HISTORY_<SETTING>) and the flags [env ZKCDC_CONFIG_FILE]."),
+    click.option("--lake", metavar="URI", help="The lake: a folder, or s3a://, abfss://, "
+                 "hdfs:// ... as Spark's Hadoop is configured for."),
+    click.option("--master", default="local[2]", show_default=True,
+                 help="Spark master: local[N] or spark://HOST:PORT."),
+    click.option("--driver-memory", default="1g", show_default=True,
+                 help="The Spark driver's heap."),
+    click.option("--cluster", help="Which cluster (needed when the lake holds several)."),
+    click.option("--json", "json_lines", is_flag=True, help="Print JSON lines."),
+)  # fmt: skip
+
+
+def _settings(ctx: click.Context, params: dict[str, Any]) -> HistorySettings:
+    s = load_settings(given_flags(ctx, params))
+    if not s.lake:
+        raise LakeError("give --lake URI (the lake `stream history` or `replay --lake` keeps)")
+    return s
+
+
+def _spark(s: HistorySettings) -> Any:
+    return session(s.master, "zkcdc-history-query", shuffle_partitions=2,
+                   driver_memory=s.driver_memory, lake=True)  # fmt: skip
+
+
+def parse_time(value: str) -> int:
+    """ISO 8601 (UTC unless it names a zone) or epoch milliseconds -> epoch milliseconds."""
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise LakeError(
+            f"not a time: {value!r} (ISO 8601, e.g. 2026-12-01T10:00:00Z, or epoch ms)"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except LakeError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@history_group.command("sql")
+@click.argument("query")
+@lake_options
+@click.option("--as-of-version", type=click.IntRange(min=0),
+              help="Read each table as of this version of its own (Delta time travel).")  # fmt: skip
+@click.option("--limit", default=1000, show_default=True, help="Rows printed at most.")
+@click.pass_context
+def sql_command(ctx: click.Context, /, query: str, limit: int, **params: Any) -> None:
+    """Run QUERY over the lake's tables, registered under their names (`changes`)."""
+    s = _settings(ctx, params)
+    spark = _spark(s)
+    try:
+        frame = queries.run_sql(spark, s.lake or "", query, s.as_of_version)
+        columns = frame.columns
+        rows = frame.limit(limit).collect()
+        if s.json_lines:
+            for row in rows:
+                click.echo(json.dumps(row.asDict(recursive=True), default=str, sort_keys=True))
+            return
+        table = RichTable(*columns)
+        for row in rows:
+            table.add_row(*["" if v is None else str(v) for v in row])
+        Console().print(table)
+    finally:
+        spark.stop()
+
+
+@history_group.command("timeline")
+@click.argument("subject", nargs=-1, required=True)
+@lake_options
+@click.option("--since", callback=_time, help="From this time (ISO 8601 or epoch ms).")
+@click.option("--until", callback=_time, help="Up to this time (ISO 8601 or epoch ms).")
+@click.pass_context
+def timeline_command(
+    ctx: click.Context, /, subject: tuple[str, ...], since: int | None, until: int | None,
+    **params: Any,
+) -> None:  # fmt: skip
+    """What changed for SUBJECT: TOPIC/PARTITION, `broker N` or `controller`."""
+    s = _settings(ctx, params)
+    what = queries.Subject.parse(subject)
+    spark = _spark(s)
+    try:
+        entries = queries.timeline(spark, s.lake or "", what, since, until, s.cluster)
+    finally:
+        spark.stop()
+    for entry in entries:
+        if s.json_lines:
+            click.echo(json.dumps(entry.as_json(), sort_keys=True))
+            continue
+        fields = {k: v for k, v in entry.event.items() if k not in ("type", "topic", "partition")}
+        details = " ".join(f"{k}={_text(v)}" for k, v in sorted(fields.items()))
+        click.echo(f"{queries.utc_text(entry.ts_ms)}  {entry.cluster}  seq {entry.seq}  "
+                   f"{entry.event['type']}  {details}".rstrip())  # fmt: skip
+
+
+@history_group.command("state")
+@lake_options
+@click.option("--at", "at", required=True, callback=_time,
+              help="The moment (ISO 8601, UTC unless zoned, or epoch ms).")  # fmt: skip
+@click.option("--limit", default=50, show_default=True, help="Partitions listed per table.")
+@click.pass_context
+def state_command(ctx: click.Context, /, at: int, limit: int, **params: Any) -> None:
+    """The cluster as it was at a moment, rendered as `zkcdc state show` renders it."""
+    s = _settings(ctx, params)
+    spark = _spark(s)
+    try:
+        clusters = queries.clusters_in(spark, s.lake or "")
+        name = _choose(clusters, s.cluster)
+        latest = state_at(spark, s.lake or "", name, at)
+    finally:
+        spark.stop()
+    if s.json_lines:
+        for _key, value in sorted(latest.items()):
+            click.echo(json.dumps(value, sort_keys=True))
+        return
+    view = ClusterView.of(name, latest, limit)
+    console = Console()
+    console.print(f"{name} as of {queries.utc_text(at)}")
+    console.print(view.summary())
+    for table in view.tables():
+        console.print(table)
+
+
+def _choose(clusters: list[str], wanted: str | None) -> str:
+    if wanted is not None:
+        if wanted not in clusters:
+            raise LakeError(
+                f"the lake holds no cluster {wanted!r} (it holds: {', '.join(clusters)})"
+            )
+        return wanted
+    if not clusters:
+        raise LakeError("the lake holds no changes yet")
+    if len(clusters) > 1:
+        raise LakeError(f"the lake holds several clusters ({', '.join(clusters)}): give --cluster")
+    return clusters[0]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return str(value)
