@@ -246,10 +246,12 @@ def state_command(ctx: click.Context, /, **params: Any) -> None:
               help="Where a first start (no checkpoint) reads the topic from.")  # fmt: skip
 @click.option("--max-records-per-batch", default=100_000, show_default=True,
               help="Kafka input: at most this many records per micro-batch.")  # fmt: skip
+@click.option("--alerts-topic", default="zkcdc.alerts", show_default=True,
+              help="Kafka input: the alerts topic, kept as the `alerts` table.")  # fmt: skip
 @click.pass_context
 def history_command(ctx: click.Context, /, **params: Any) -> None:
-    """Keep the lake's tables (`changes`) from the change records, exactly once: the
-    control plane's past for `zkcdc history`."""
+    """Keep the lake's tables from the change records (`changes`) and the alerts topic
+    (`alerts`), exactly once: the control plane's past for `zkcdc history`."""
     s = load_stream_settings(given_flags(ctx, params))
     if not s.lake:
         raise StreamingError("give --lake URI: where the history's tables are kept")
@@ -262,6 +264,7 @@ def history_command(ctx: click.Context, /, **params: Any) -> None:
         master=s.master,
         driver_memory=s.driver_memory,
         available_now=s.available_now,
+        alerts_topic=s.alerts_topic if kafka is not None and s.event_log is None else None,
     )
     logs.configure()
     run_history(options, _stop_on_signals())

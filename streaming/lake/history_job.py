@@ -1,32 +1,44 @@
 """`zkcdc stream history` and `zkcdc replay LOG --lake`: the change records, from the changes
-topic or an event log, into the lake's `changes` table as one streaming query, checkpointed so
-a restart resumes where it stopped (changes_writer.py: nothing lost or doubled)."""
+topic or an event log, into the lake's `changes` table, and the alerts topic's alerts into
+`alerts`, each as a streaming query checkpointed so a restart resumes where it stopped
+(table_writer.py: nothing lost or doubled). A backfill's alerts come from the rules run over
+its log (`write_alerts`)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zkcdc.ground import logs
+from zkcdc.ground.kafka_connection import KafkaConnectionError
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.change_source import KafkaInput, LogInput, read_change_structs
+from zkcdc.streaming.job.change_source import (
+    KafkaInput,
+    LogInput,
+    read_change_structs,
+    spark_kafka_options,
+)
 from zkcdc.streaming.job.spark_session import session
-from zkcdc.streaming.lake.changes_writer import ChangesWriter, query_app_id
 from zkcdc.streaming.lake.lake_tables import (
+    LakeError,
     Table,
+    alerts_rows,
     changes_rows,
     check_local_lake,
     ensure_table,
     table_uri,
 )
+from zkcdc.streaming.lake.table_writer import TableWriter, query_app_id
 
 log = logs.get("zkcdc.history")
 
 # A live history job looks for new records this often: the lake is read by people, later, so
-# a second's delay costs nothing and fewer, larger commits make fewer files.
+# seconds of delay cost nothing, and fewer, larger commits make fewer files.
 TRIGGER_S = 10
 
 
@@ -39,50 +51,116 @@ class HistoryJobOptions:
     driver_memory: str = "1g"
     available_now: bool = False  # what is there, then stop (a backfill)
     trigger_s: float = TRIGGER_S
+    # The alerts topic (of the source's Kafka) into `alerts`; None: no alerts query.
+    alerts_topic: str | None = None
+
+
+def lake_session(master: str, driver_memory: str = "1g") -> Any:
+    return session(master, "zkcdc-history", shuffle_partitions=2, driver_memory=driver_memory,
+                   lake=True)  # fmt: skip
 
 
 def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = None) -> None:
-    """The query until `stop` is set (or, available-now, until the input is done). `spark`: a
-    session with the lake (spark_session.session(lake=True)) to use instead of starting one."""
+    """The queries until `stop` is set (or, available-now, until their input is done).
+    `spark`: a session with the lake (`lake_session`) to use instead of starting one."""
     check_local_lake(options.lake)
+    if options.alerts_topic is not None and not isinstance(options.source, KafkaInput):
+        raise StreamingError("--alerts-topic reads Kafka: give --bootstrap-servers")
     own = spark is None
     if own:
-        spark = session(options.master, "zkcdc-history", shuffle_partitions=2,
-                        driver_memory=options.driver_memory, lake=True)  # fmt: skip
-    query = None
+        spark = lake_session(options.master, options.driver_memory)
+    queries: list[Any] = []
     try:
-        records = read_change_structs(spark, options.source)
-        table = table_uri(options.lake, Table.CHANGES)
-        ensure_table(spark, table, Table.CHANGES, changes_rows(records))
-        checkpoint = str(options.checkpoint.resolve())
-        writer = (
-            records.writeStream.foreachBatch(
-                ChangesWriter(
-                    table,
-                    query_app_id(checkpoint),
-                    isinstance(options.source, KafkaInput),
-                )
+        checkpoint = options.checkpoint.resolve()
+
+        def start(table: Table, frame: Any, rows_of: Callable[[Any], Any]) -> None:
+            uri = table_uri(options.lake, table)
+            ensure_table(spark, uri, table, rows_of(frame))
+            folder = str(checkpoint if table is Table.CHANGES else checkpoint / table.value)
+            writer = TableWriter(table, uri, query_app_id(folder), rows_of,
+                                 isinstance(options.source, KafkaInput))  # fmt: skip
+            stream = (
+                frame.writeStream.foreachBatch(writer)
+                .option("checkpointLocation", folder)
+                .queryName(f"zkcdc-history-{table.value}")
             )
-            .option("checkpointLocation", checkpoint)
-            .queryName("zkcdc-history")
-        )
-        writer = (
-            writer.trigger(availableNow=True)
-            if options.available_now
-            else writer.trigger(processingTime=f"{options.trigger_s} seconds")
-        )
-        query = writer.start()
-        while query.isActive and not stop.is_set():
-            stop.wait(0.5)
-        error = query.exception()
-        if error is not None:
-            raise StreamingError(f"the history job failed: {_first_line(error)}")
+            stream = (
+                stream.trigger(availableNow=True)
+                if options.available_now
+                else stream.trigger(processingTime=f"{options.trigger_s} seconds")
+            )
+            queries.append(stream.start())
+
+        start(Table.CHANGES, read_change_structs(spark, options.source), changes_rows)
+        # The alert job makes the alerts topic: until it is there, its query waits to start.
+        alerts_waiting = options.alerts_topic is not None
+        while True:
+            if alerts_waiting and _topic_exists(options.source, options.alerts_topic):
+                assert isinstance(options.source, KafkaInput) and options.alerts_topic
+                start(Table.ALERTS, _alerts(spark, options.source, options.alerts_topic),
+                      alerts_rows)  # fmt: skip
+                alerts_waiting = False
+            elif alerts_waiting and options.available_now:
+                log.warning("no alerts topic: the alerts are not kept", topic=options.alerts_topic)
+                alerts_waiting = False
+            if stop.is_set() or not any(q.isActive for q in queries):
+                break
+            if any(q.exception() is not None for q in queries):
+                break
+            stop.wait(0.5 if not alerts_waiting else min(options.trigger_s, 5.0))
+        for query in queries:
+            if (error := query.exception()) is not None:
+                raise StreamingError(f"the history job failed: {_first_line(error)}")
+    except ConnectionError as exc:  # Spark's JVM went (out of memory, killed)
+        raise StreamingError(
+            f"Spark ended under the history job ({exc}): its log says why; a larger "
+            "--driver-memory if it ran out of memory"
+        ) from exc
     finally:
-        if query is not None:
+        for query in queries:
             with contextlib.suppress(Exception):
                 query.stop()
         if own:
-            spark.stop()
+            with contextlib.suppress(Exception):
+                spark.stop()
+
+
+def _topic_exists(source: KafkaInput | LogInput, topic: str | None) -> bool:
+    if not isinstance(source, KafkaInput) or topic is None:
+        return False
+    try:
+        found = source.kafka.list_topics(15.0).topics.get(topic)
+    except KafkaConnectionError:
+        return False
+    return found is not None and found.error is None and bool(found.partitions)
+
+
+def _alerts(spark: Any, source: KafkaInput, topic: str) -> Any:
+    raw = (
+        spark.readStream.format("kafka")
+        .options(**spark_kafka_options(source.kafka))
+        .option("subscribe", topic)
+        .option("startingOffsets", source.starting_offsets)
+        .option("failOnDataLoss", "false")
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+    )
+    return raw.selectExpr("CAST(value AS STRING) AS json")
+
+
+def write_alerts(spark: Any, lake: str, alerts_file: Path) -> None:
+    """Alerts as JSON lines (`replay --alerts-out`) into `alerts`: a batch, each alert once."""
+    uri = table_uri(lake, Table.ALERTS)
+    frame = spark.read.text(str(alerts_file)).withColumnRenamed("value", "json")
+    ensure_table(spark, uri, Table.ALERTS, alerts_rows(frame))
+    # One version of the file is one batch: its digest names it (a second backfill of the
+    # same log writes nothing, by Delta's own check as well as by key).
+    digest = hashlib.sha256(alerts_file.read_bytes()).hexdigest()[:16]
+    writer = TableWriter(Table.ALERTS, uri, f"zkcdc-alerts-file-{digest}", alerts_rows)
+    try:
+        writer(frame, 0)
+    except Exception as exc:
+        raise LakeError(f"cannot write the alerts into {uri}: {_first_line(exc)}") from exc
 
 
 def _first_line(error: Any) -> str:

@@ -13,7 +13,13 @@ from typing import Any
 import orjson
 
 from zkcdc.ground.change_types import EventType
-from zkcdc.streaming.lake.lake_tables import LakeError, Table, check_readable, table_uri
+from zkcdc.streaming.lake.lake_tables import (
+    LakeError,
+    Table,
+    check_readable,
+    table_uri,
+    table_version,
+)
 
 
 def read_table(spark: Any, lake: str, table: Table, as_of_version: int | None = None) -> Any:
@@ -30,7 +36,11 @@ def read_table(spark: Any, lake: str, table: Table, as_of_version: int | None = 
 
 
 def register_tables(spark: Any, lake: str, as_of_version: int | None = None) -> None:
+    """Each table of the lake as a view of its name; `changes` must be there, `alerts` may
+    not (a lake kept from event logs alone)."""
     for table in Table:
+        if table is not Table.CHANGES and table_version(spark, table_uri(lake, table)) is None:
+            continue
         read_table(spark, lake, table, as_of_version).createOrReplaceTempView(table.value)
 
 
@@ -81,6 +91,25 @@ class Subject:
             f"a timeline is of TOPIC/PARTITION, 'broker N' or 'controller', not {text!r}"
         )
 
+    def entity(self) -> str:
+        """The subject as the alerts name their entity (streaming/rules/alert_rules.py)."""
+        if self.kind == "controller":
+            return "controller"
+        if self.kind == "broker":
+            return f"broker/{self.number}"
+        return f"{self.topic}/{self.number}"
+
+    def records(self) -> Any:
+        """Which records can hold the subject's events, on the columns a file's statistics
+        keep (a partition's are its state znode's and its topic's)."""
+        from pyspark.sql import functions as F
+
+        if self.kind == "partition":
+            return F.col("topic") == self.topic
+        if self.kind == "controller":
+            return F.col("path").isin("/controller", "/controller_epoch")
+        return F.lit(True)
+
     def condition(self) -> Any:
         from pyspark.sql import functions as F
 
@@ -96,10 +125,12 @@ class Subject:
 
 @dataclass(frozen=True)
 class TimelineEntry:
+    """A change of the subject (an event, with its record's seq), or one of its alerts."""
+
     cluster: str
     ts_ms: int
-    seq: int
-    event: dict[str, Any]  # the event's fields that are set
+    seq: int | None  # None for an alert
+    event: dict[str, Any]  # the event's fields that are set, or the alert's
 
     def as_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "ts_ms": self.ts_ms, "seq": self.seq, **self.event}
@@ -113,29 +144,47 @@ def timeline(
     until_ms: int | None = None,
     cluster: str | None = None,
 ) -> list[TimelineEntry]:
+    """The subject's events in time order, and the FIRING and RESOLVED of its alerts among
+    them (where the lake has an `alerts` table)."""
     from pyspark.sql import functions as F
 
+    def within(time: str) -> Any:
+        where = F.lit(True)
+        if cluster is not None:
+            where &= F.col("cluster") == cluster
+        for bound, compare in ((since_ms, "ge"), (until_ms, "le")):
+            if bound is None:
+                continue
+            day = F.to_date(F.timestamp_millis(F.lit(bound)))
+            if compare == "ge":
+                where &= (F.col(time) >= bound) & (F.col("day") >= day)
+            else:
+                where &= (F.col(time) <= bound) & (F.col("day") <= day)
+        return where
+
     changes = read_table(spark, lake, Table.CHANGES)
-    where = F.lit(True)
-    if cluster is not None:
-        where &= F.col("cluster") == cluster
-    if since_ms is not None:
-        where &= F.col("ts_ms") >= since_ms
-        where &= F.col("day") >= F.to_date(F.timestamp_millis(F.lit(since_ms)))
-    if until_ms is not None:
-        where &= F.col("ts_ms") <= until_ms
-        where &= F.col("day") <= F.to_date(F.timestamp_millis(F.lit(until_ms)))
     rows = (
-        changes.where(where & F.col("op").isin("CREATE", "UPDATE", "DELETE"))
+        changes.where(within("ts_ms") & subject.records() & F.col("op").isin(*_LIVE_OPS))
         .select("cluster", "ts_ms", "seq", F.explode("events").alias("event"))
         .where(subject.condition())
         .select("cluster", "ts_ms", "seq", F.to_json("event").alias("event"))
-        .orderBy("cluster", "seq")
         .collect()
     )
-    return [
+    entries = [
         TimelineEntry(r["cluster"], r["ts_ms"], r["seq"], orjson.loads(r["event"])) for r in rows
     ]
+    if table_version(spark, table_uri(lake, Table.ALERTS)) is not None:
+        alerts = read_table(spark, lake, Table.ALERTS)
+        for a in alerts.where(within("at_ms") & (F.col("entity") == subject.entity())).collect():
+            entries.append(TimelineEntry(a["cluster"], a["at_ms"], None, {
+                "type": f"ALERT {a['status']}", "rule": a["rule"], "severity": a["severity"],
+                "summary": a["summary"],
+            }))  # fmt: skip
+    # An alert after the change that raised it (same time): changes by seq, alerts last.
+    return sorted(entries, key=lambda e: (e.cluster, e.ts_ms, e.seq is None, e.seq or 0))
+
+
+_LIVE_OPS = ("CREATE", "UPDATE", "DELETE")
 
 
 def clusters_in(spark: Any, lake: str) -> list[str]:

@@ -34,11 +34,25 @@ class LakeError(StreamingError):
 
 class Table(enum.StrEnum):
     CHANGES = "changes"
+    ALERTS = "alerts"
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The columns naming a row once: a row whose key the table holds is not written again."""
+        if self is Table.CHANGES:
+            return ("cluster", "day", "seq")
+        return ("cluster", "day", "alert_id", "status")
+
+    @property
+    def partitioned_by(self) -> tuple[str, ...]:
+        return ("cluster", "day")
 
 
-# The key of a change record in the lake, and how `changes` is partitioned.
-CHANGE_KEY = ("cluster", "day", "seq")
-CHANGES_PARTITIONED_BY = ("cluster", "day")
+# An alert as the alerts topic and `--alerts-out` hold it (streaming/rules/alert_records.py).
+ALERT_SCHEMA = (
+    "alert_id string, rule string, severity string, status string, cluster string, "
+    "entity string, started_ms long, ended_ms long, summary string, details map<string,string>"
+)
 
 
 def lake_uri(lake: str) -> str:
@@ -67,12 +81,42 @@ def check_local_lake(lake: str) -> None:
         raise LakeError(f"cannot write the lake at {lake}: {exc.strerror or exc}") from exc
 
 
+# What a znode's path says it is about, as columns of their own: a timeline's filter reads
+# them and skips files by their statistics (the events' own fields are nested in an array).
+_PARTITION_PATH = r"^/brokers/topics/([^/]+)/partitions/([0-9]{1,9})(/|$)"
+_TOPIC_PATH = r"^/(?:brokers/topics|config/topics|admin/delete_topics)/([^/]+)"
+_BROKER_PATH = r"^/brokers/ids/([0-9]{1,9})$"
+
+
 def changes_rows(records: Any) -> Any:
     """A DataFrame of change records (one struct column `r`, change_source.read_change_structs)
-    as rows of `changes`."""
+    as rows of `changes`: the record's fields, then what its path is about (`topic`,
+    `partition`, `broker`: null where it says nothing of one), then `day`."""
     from pyspark.sql import functions as F
 
-    return records.select("r.*", F.to_date(F.timestamp_millis(F.col("r.ts_ms"))).alias("day"))
+    path = F.col("r.path")
+    partition = F.regexp_extract(path, _PARTITION_PATH, 2)
+    broker = F.regexp_extract(path, _BROKER_PATH, 1)
+    topic = F.regexp_extract(path, _TOPIC_PATH, 1)
+    return records.select(
+        "r.*",
+        F.when(topic != "", topic).alias("topic"),
+        F.when(partition != "", partition.cast("int")).alias("partition"),
+        F.when(broker != "", broker.cast("int")).alias("broker"),
+        F.to_date(F.timestamp_millis(F.col("r.ts_ms"))).alias("day"),
+    )
+
+
+def alerts_rows(alerts: Any) -> Any:
+    """A DataFrame of alerts (one string column `json`, an alert as JSON) as rows of `alerts`:
+    the alert's fields, `at_ms` (the start of a FIRING, the end of a RESOLVED) and `day`."""
+    from pyspark.sql import functions as F
+
+    a = alerts.select(F.from_json("json", ALERT_SCHEMA).alias("a")).where(
+        F.col("a.alert_id").isNotNull()
+    )
+    at = F.coalesce(F.col("a.ended_ms"), F.col("a.started_ms"))
+    return a.select("a.*", at.alias("at_ms"), F.to_date(F.timestamp_millis(at)).alias("day"))
 
 
 def table_version(spark: Any, uri: str) -> int | None:
@@ -108,7 +152,7 @@ def ensure_table(spark: Any, uri: str, table: Table, rows: Any) -> None:
     empty = spark.createDataFrame([], rows.schema)
     view = f"zkcdc_empty_{table.value}"
     empty.createOrReplaceTempView(view)
-    partitioned = ", ".join(CHANGES_PARTITIONED_BY)
+    partitioned = ", ".join(table.partitioned_by)
     try:
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS delta.`{uri}` USING delta "

@@ -1,6 +1,6 @@
 """The lake on real Delta tables on the local file system: the kept event log backfilled
-(twice: the second adds nothing) and the same records through Kafka give the same `changes`
-rows; a history job killed with -9 mid-run and restarted loses and doubles nothing;
+(twice: the second adds nothing) and the same records through Kafka and the live alert job
+give the same `changes` and `alerts` rows; a history job killed with -9 mid-run and restarted loses and doubles nothing;
 `history state --at` is the rules engine's state at each moment; `timeline` shows a
 partition's ISR changes; each bad input is one line. One Spark session (in this process) for
 the module's questions; the commands' own runs start theirs."""
@@ -63,10 +63,23 @@ def backfilled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     return lake
 
 
-def rows_of(spark: Any, lake: str) -> list[str]:
-    """The `changes` rows as sorted JSON texts (the znodes' bytes too): a multiset to compare."""
-    frame = queries.read_table(spark, lake, Table.CHANGES)
+def rows_of(spark: Any, lake: str, table: Table = Table.CHANGES) -> list[str]:
+    """A table's rows as sorted JSON texts (the znodes' bytes too): a multiset to compare."""
+    frame = queries.read_table(spark, lake, table)
     return sorted(frame.toJSON().collect())
+
+
+def kept_alerts() -> list[str]:
+    """The alerts the kept log's own release raised over it, as sorted JSON texts."""
+    lines = (FIXTURE_LOG.parent / "event_log_v1.alerts.jsonl").read_text().splitlines()
+    return sorted(json.dumps(json.loads(line), sort_keys=True) for line in lines)
+
+
+def alerts_in(spark: Any, lake: str) -> list[str]:
+    frame = queries.read_table(spark, lake, Table.ALERTS).drop("at_ms", "day")
+    # Spark's JSON leaves a null field out; the sinks write it.
+    rows = [{"ended_ms": None, **json.loads(row)} for row in frame.toJSON().collect()]
+    return sorted(json.dumps(row, sort_keys=True) for row in rows)
 
 
 def test_a_second_backfill_adds_nothing_and_every_seq_is_there_once(
@@ -85,6 +98,7 @@ def test_a_second_backfill_adds_nothing_and_every_seq_is_there_once(
         record["op"], record["path"], record["ts_ms"], record["events"][0]["type"],
     )  # fmt: skip
     assert bytes(one["data"]) == record["after"]["data"]  # the znode's raw bytes are kept
+    assert alerts_in(spark, backfilled) == kept_alerts()  # and the rules' alerts, once each
 
 
 def test_through_kafka_gives_the_backfills_rows(
@@ -94,14 +108,22 @@ def test_through_kafka_gives_the_backfills_rows(
     run = zkcdc("replay", str(FIXTURE_LOG), "--bootstrap-servers", shared_cluster.bootstrap_servers,
                 "--topic", topic, "--speed", "0", "--checkpoint", str(tmp_path / "replay.json"))  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
+    # The live alert job over the topic publishes its alerts, as in production.
+    alerts_topic = f"{topic}.alerts"
+    job = zkcdc("stream", "alerts", "--bootstrap-servers", shared_cluster.bootstrap_servers,
+                "--topic", topic, "--alerts-topic", alerts_topic, "--no-state", "--available-now",
+                "--checkpoint", str(tmp_path / "alerts-checkpoint"))  # fmt: skip
+    assert job.returncode == 0, job.stderr[-3000:]
     lake = str(tmp_path / "lake")
     options = HistoryJobOptions(
         source=KafkaInput(KafkaConnection(bootstrap_servers=shared_cluster.bootstrap_servers),
                           topic, max_records_per_batch=150),
         lake=lake, checkpoint=tmp_path / "checkpoint", available_now=True,
+        alerts_topic=alerts_topic,
     )  # fmt: skip
     run_history(options, threading.Event(), spark)
     assert rows_of(spark, lake) == rows_of(spark, backfilled)
+    assert rows_of(spark, lake, Table.ALERTS) == rows_of(spark, backfilled, Table.ALERTS)
 
 
 def test_killed_with_sigkill_mid_run_and_restarted_loses_and_doubles_nothing(
@@ -114,7 +136,8 @@ def test_killed_with_sigkill_mid_run_and_restarted_loses_and_doubles_nothing(
     lake, checkpoint = tmp_path / "lake", tmp_path / "checkpoint"
     command = [sys.executable, "-m", "zkcdc", "stream", "history", "--lake", str(lake),
                "--bootstrap-servers", shared_cluster.bootstrap_servers, "--topic", topic,
-               "--checkpoint", str(checkpoint), "--max-records-per-batch", "40"]  # fmt: skip
+               "--checkpoint", str(checkpoint), "--max-records-per-batch", "40",
+               "--alerts-topic", f"{topic}.alerts"]  # fmt: skip
     commits = lake / "changes" / "_delta_log"
     log = (tmp_path / "killed.log").open("wb")
     job = subprocess.Popen([*command, "--available-now"], stdout=log, stderr=log,
@@ -169,6 +192,13 @@ def test_timeline_shows_each_isr_shrink_and_expand_of_a_partition(
     assert wanted, "the kept log has ISR changes of sim-0000/0"
     entries = queries.timeline(spark, backfilled, queries.Subject.parse(("sim-0000/0",)))
     assert [(e.seq, e.event["type"]) for e in entries if e.event["type"] in kinds] == wanted
+    # With the alerts of the partition among them, each after the change that raised it.
+    raised = [e for e in entries if e.seq is None]
+    expected = [json.loads(a) for a in kept_alerts() if json.loads(a)["entity"] == "sim-0000/0"]
+    assert len(raised) == len(expected) > 0
+    first = next(e for e in entries if e.event["type"] == "ALERT FIRING")
+    before = [e for e in entries if e.seq is not None and e.ts_ms <= first.ts_ms]
+    assert before and entries.index(before[-1]) < entries.index(first)
 
 
 def test_the_commands_answer_and_bad_input_is_one_line(backfilled: str, tmp_path: Path) -> None:

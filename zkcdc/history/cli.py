@@ -117,7 +117,8 @@ def timeline_command(
     ctx: click.Context, /, subject: tuple[str, ...], since: int | None, until: int | None,
     **params: Any,
 ) -> None:  # fmt: skip
-    """What changed for SUBJECT: TOPIC/PARTITION, `broker N` or `controller`."""
+    """What changed for SUBJECT (TOPIC/PARTITION, `broker N` or `controller`), and its alerts
+    firing and resolved, in time order."""
     s = _settings(ctx, params)
     what = queries.Subject.parse(subject)
     spark = _spark(s)
@@ -131,7 +132,8 @@ def timeline_command(
             continue
         fields = {k: v for k, v in entry.event.items() if k not in ("type", "topic", "partition")}
         details = " ".join(f"{k}={_text(v)}" for k, v in sorted(fields.items()))
-        click.echo(f"{queries.utc_text(entry.ts_ms)}  {entry.cluster}  seq {entry.seq}  "
+        place = "alert" if entry.seq is None else f"seq {entry.seq}"
+        click.echo(f"{queries.utc_text(entry.ts_ms)}  {entry.cluster}  {place}  "
                    f"{entry.event['type']}  {details}".rstrip())  # fmt: skip
 
 

@@ -118,7 +118,7 @@ def replay(ctx: click.Context, /, path: Path | None, **params: Any) -> None:
             raise ReplayError(f"no event log files in {log}")
         if s.lake is not None:
             logs.configure()  # the job's progress on stderr
-            damaged = replay_into_lake(log, s.lake, s.master, _report)
+            damaged = replay_into_lake(log, s.lake, s.master, _report, s.rules)
             click.echo(f"zkcdc: {log} written into the lake at {s.lake}", err=True)
         elif alerts_out is not None:
             logs.configure()  # the job's progress: a JSON line per micro-batch on stderr

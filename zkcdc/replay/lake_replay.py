@@ -1,19 +1,30 @@
-"""`zkcdc replay PATH --lake URI`: a log's change records into the lake's tables, by the same
-job as `zkcdc stream history` over the log as bounded input; a second backfill of the same log
-adds nothing (streaming/lake/changes_writer.py)."""
+"""`zkcdc replay PATH --lake URI`: a log into the lake's tables, as `zkcdc stream history`
+keeps them live: its change records into `changes` by the same job over the log as bounded
+input, and the alerts the rules raise over it (`replay --alerts-out`, in a process of its
+own: the rules' Spark session has other jars than the lake's) into `alerts`. A second
+backfill of the same log adds nothing (streaming/lake/table_writer.py)."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from zkcdc.capture.delivery.event_log import Damage
 from zkcdc.replay.alerts_replay import readable_log
+from zkcdc.replay.errors import ReplayError
 from zkcdc.streaming.job.change_source import LogInput
-from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
+from zkcdc.streaming.lake.history_job import (
+    HistoryJobOptions,
+    lake_session,
+    run_history,
+    write_alerts,
+)
+from zkcdc.streaming.lake.lake_tables import check_local_lake
 
 
 def replay_into_lake(
@@ -21,19 +32,43 @@ def replay_into_lake(
     lake: str,
     master: str = "local[2]",
     on_damage: Callable[[Damage], None] = lambda d: None,
+    rules: Mapping[str, str] | None = None,
 ) -> list[Damage]:
-    """The log's records into the lake; returns the damage found (the valid part was used)."""
+    """The log's records and alerts into the lake; returns the damage found (the valid part
+    was used)."""
+    check_local_lake(lake)  # before minutes of rules
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-lake-"))
     try:
         source, damaged = readable_log(log, work, on_damage)
-        options = HistoryJobOptions(
-            source=LogInput(source),
-            lake=lake,
-            checkpoint=work / "checkpoint",
-            master=master,
-            available_now=True,
-        )
-        run_history(options, threading.Event())
+        alerts = work / "alerts.jsonl"
+        _rules_over(source, alerts, master, rules or {})
+        spark = lake_session(master)
+        try:
+            options = HistoryJobOptions(
+                source=LogInput(source),
+                lake=lake,
+                checkpoint=work / "checkpoint",
+                master=master,
+                available_now=True,
+            )
+            run_history(options, threading.Event(), spark)
+            write_alerts(spark, lake, alerts)
+        finally:
+            spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return damaged
+
+
+def _rules_over(log: Path, alerts: Path, master: str, rules: Mapping[str, str]) -> None:
+    overrides = [
+        arg for name, value in sorted(rules.items()) for arg in ("--rule", f"{name}={value}")
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "replay", str(log), "--alerts-out", str(alerts),
+         "--master", master, *overrides],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ReplayError(f"the rules over {log} failed: {last}")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from zkcdc.streaming.lake.changes_writer import query_app_id
 from zkcdc.streaming.lake.lake_tables import LakeError, Table, check_local_lake, lake_uri, table_uri
+from zkcdc.streaming.lake.table_writer import query_app_id
 
 
 def test_a_local_path_is_made_absolute_and_other_file_systems_kept(

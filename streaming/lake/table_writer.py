@@ -1,57 +1,60 @@
-"""A micro-batch of change records into the `changes` table, exactly once.
+"""A micro-batch into one of the lake's tables (`changes`, `alerts`), exactly once.
 
 Two guards, for two ways a record could come twice:
 - the same micro-batch again (the query restarted from its checkpoint after a crash between
   the table's commit and the checkpoint's): Delta's idempotent writes, `txnAppId` (the
   query's, stable across restarts) and `txnVersion` (the batch id), skip it;
 - the same records in another query (a second backfill of a log, a live job over records a
-  backfill wrote): rows whose (cluster, day, seq) the table holds already are left out."""
+  backfill wrote): rows whose key (`Table.key`) the table holds already are left out."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from zkcdc.ground import logs
-from zkcdc.streaming.lake.lake_tables import CHANGE_KEY, changes_rows
+from zkcdc.streaming.lake.lake_tables import Table
 
 log = logs.get("zkcdc.history")
 
 
 def query_app_id(checkpoint_uri: str) -> str:
-    """The writer's Delta application id: one per checkpoint, so a restart keeps it."""
+    """A writer's Delta application id: one per checkpoint (a query's), so a restart keeps it."""
     return "zkcdc-history-" + hashlib.sha256(checkpoint_uri.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
-class ChangesWriter:
-    table: str
+class TableWriter:
+    table: Table
+    uri: str
     app_id: str
+    rows_of: Callable[[Any], Any]  # a micro-batch -> the table's rows (lake_tables)
     # A topic can hold a record twice within one micro-batch (a log replayed into it twice);
     # an event log's records are each once in it, and the shuffle costs a backfill ~8 s per
     # million records.
     once_within_batch: bool = False
 
     def __call__(self, batch: Any, batch_id: int) -> None:
-        rows = changes_rows(batch)
+        key = list(self.table.key)
+        rows = self.rows_of(batch)
         if self.once_within_batch:
-            rows = rows.dropDuplicates(list(CHANGE_KEY))
+            rows = rows.dropDuplicates(key)
         spark = rows.sparkSession
-        if _holds_rows(spark, self.table):
-            held = spark.read.format("delta").load(self.table).select(*CHANGE_KEY)
+        if _holds_rows(spark, self.uri):
+            held = spark.read.format("delta").load(self.uri).select(*key)
             # The join on the partition columns reads only the batch's (cluster, day) folders
             # of the table (Spark's dynamic partition pruning), and of them the key columns.
-            rows = rows.join(held, list(CHANGE_KEY), "left_anti")
-        new = rows
+            rows = rows.join(held, key, "left_anti")
         (
-            new.write.format("delta")
+            rows.write.format("delta")
             .mode("append")
             .option("txnAppId", self.app_id)
             .option("txnVersion", batch_id)
-            .save(self.table)
+            .save(self.uri)
         )
-        log.info("changes written", batch=batch_id)
+        log.info("rows written", table=self.table.value, batch=batch_id)
 
 
 def _holds_rows(spark: Any, table: str) -> bool:
