@@ -11,6 +11,7 @@ import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from zkcdc.streaming.lake.lake_tables import (
     table_uri,
 )
 from zkcdc.streaming.lake.table_writer import TableWriter, query_app_id
+from zkcdc.streaming.lake.znode_versions import merge_versions
 
 log = logs.get("zkcdc.history")
 
@@ -77,8 +79,12 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
             uri = table_uri(options.lake, table)
             ensure_table(spark, uri, table, rows_of(frame))
             folder = str(checkpoint if table is Table.CHANGES else checkpoint / table.value)
+            then = None
+            if table is Table.CHANGES:
+                znodes = table_uri(options.lake, Table.ZNODES)
+                then = partial(_merge_versions, znodes)
             writer = TableWriter(table, uri, query_app_id(folder), rows_of,
-                                 isinstance(options.source, KafkaInput))  # fmt: skip
+                                 isinstance(options.source, KafkaInput), then)  # fmt: skip
             stream = (
                 frame.writeStream.foreachBatch(writer)
                 .option("checkpointLocation", folder)
@@ -123,6 +129,10 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
         if own:
             with contextlib.suppress(Exception):
                 spark.stop()
+
+
+def _merge_versions(uri: str, spark: Any, rows: Any) -> None:
+    merge_versions(spark, uri, rows)
 
 
 def _topic_exists(source: KafkaInput | LogInput, topic: str | None) -> bool:

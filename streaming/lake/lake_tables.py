@@ -35,17 +35,23 @@ class LakeError(StreamingError):
 class Table(enum.StrEnum):
     CHANGES = "changes"
     ALERTS = "alerts"
+    # One row per version of a znode, valid from the change that wrote it to the one that
+    # replaced or deleted it (open while it is current): kept by MERGE (znode_versions.py).
+    ZNODES = "znodes"
 
     @property
     def key(self) -> tuple[str, ...]:
         """The columns naming a row once: a row whose key the table holds is not written again."""
         if self is Table.CHANGES:
             return ("cluster", "day", "seq")
+        if self is Table.ZNODES:
+            return ("cluster", "path", "from_seq")
         return ("cluster", "day", "alert_id", "status")
 
     @property
     def partitioned_by(self) -> tuple[str, ...]:
-        return ("cluster", "day")
+        # A version's interval spans days: the cluster alone partitions it.
+        return ("cluster",) if self is Table.ZNODES else ("cluster", "day")
 
 
 # An alert as the alerts topic and `--alerts-out` hold it (streaming/rules/alert_records.py).
@@ -157,7 +163,7 @@ def ensure_table(spark: Any, uri: str, table: Table, rows: Any) -> None:
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS delta.`{uri}` USING delta "
             f"PARTITIONED BY ({partitioned}) "
-            f"TBLPROPERTIES ('{VERSION_PROPERTY}' = '{LAKE_VERSION}') "
+            f"TBLPROPERTIES ('{VERSION_PROPERTY}' = '{LAKE_VERSION}'{_own_properties(table)}) "
             f"AS SELECT * FROM {view}"
         )
     except Exception as exc:  # Spark's errors come through py4j as many kinds
@@ -165,3 +171,11 @@ def ensure_table(spark: Any, uri: str, table: Table, rows: Any) -> None:
         raise LakeError(f"cannot write the lake at {uri.rsplit('/', 1)[0]}: {first}") from exc
     finally:
         spark.catalog.dropTempView(view)
+
+
+def _own_properties(table: Table) -> str:
+    # Closing a version's interval updates one row of a file: with deletion vectors Delta marks
+    # it in a small side file instead of rewriting the whole file.
+    if table is Table.ZNODES:
+        return ", 'delta.enableDeletionVectors' = 'true'"
+    return ""

@@ -35,12 +35,15 @@ class TableWriter:
     # an event log's records are each once in it, and the shuffle costs a backfill ~8 s per
     # million records.
     once_within_batch: bool = False
+    # What else the batch's rows keep, after they are in the table (znode_versions.py):
+    # given all of them, written now or before, it must do nothing twice.
+    then: Callable[[Any, Any], None] | None = None
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         key = list(self.table.key)
-        rows = self.rows_of(batch)
+        rows = every = self.rows_of(batch)
         if self.once_within_batch:
-            rows = rows.dropDuplicates(key)
+            rows = every = rows.dropDuplicates(key)
         spark = rows.sparkSession
         if _holds_rows(spark, self.uri):
             held = spark.read.format("delta").load(self.uri).select(*key)
@@ -50,10 +53,14 @@ class TableWriter:
         (
             rows.write.format("delta")
             .mode("append")
+            # A field a newer zkcdc's records have is a new column of the table.
+            .option("mergeSchema", "true")
             .option("txnAppId", self.app_id)
             .option("txnVersion", batch_id)
             .save(self.uri)
         )
+        if self.then is not None:
+            self.then(spark, every)
         log.info("rows written", table=self.table.value, batch=batch_id)
 
 

@@ -2,13 +2,15 @@
 (twice: the second adds nothing) and the same records through Kafka and the live alert job
 give the same `changes` and `alerts` rows; a history job killed with -9 mid-run and restarted loses and doubles nothing;
 `history state --at` is the rules engine's state at each moment; `timeline` shows a
-partition's ISR changes; each bad input is one line. One Spark session (in this process) for
+partition's ISR changes and alerts; compaction keeps every row in fewer files; each bad
+input is one line. One Spark session (in this process) for
 the module's questions; the commands' own runs start theirs."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake import history_queries as queries
 from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
 from zkcdc.streaming.lake.lake_tables import VERSION_PROPERTY, LakeError, Table, table_uri
+from zkcdc.streaming.lake.upkeep import compact
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 
 pytestmark = pytest.mark.integration
@@ -241,3 +244,23 @@ def test_a_table_written_by_a_newer_zkcdc_is_refused(spark: Any, tmp_path: Path)
                               checkpoint=tmp_path / "checkpoint-2", available_now=True),
             threading.Event(), spark,
         )  # fmt: skip
+
+
+def test_compaction_keeps_every_row_in_fewer_files(
+    spark: Any, backfilled: str, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(backfilled, lake)
+    changes = table_uri(str(lake), Table.CHANGES)
+    # A live job's trickle, in short: the table's rows spread over eight small files.
+    spark.read.format("delta").load(changes).repartition(8).write.format("delta").mode(
+        "overwrite"
+    ).save(changes)
+    before = {table: rows_of(spark, str(lake), table) for table in (Table.CHANGES, Table.ALERTS)}
+    done = {t.table: t for t in compact(spark, str(lake), retain_hours=0)}
+    assert set(done) == {Table.CHANGES, Table.ALERTS, Table.ZNODES}
+    assert done[Table.CHANGES].files_before == 8
+    assert all(t.files_after == 1 for t in done.values()), done
+    assert {table: rows_of(spark, str(lake), table) for table in before} == before
+    parquet = list((lake / "changes").rglob("*.parquet"))
+    assert len(parquet) == 1  # vacuumed: the files no version within 0 hours needs are gone

@@ -19,6 +19,7 @@ from zkcdc.history.state_at import state_at
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake import history_queries as queries
 from zkcdc.streaming.lake.lake_tables import LakeError
+from zkcdc.streaming.lake.upkeep import RETAIN_HOURS, compact
 from zkcdc.streaming.state.state_view import ClusterView
 
 
@@ -163,6 +164,30 @@ def state_command(ctx: click.Context, /, at: int, limit: int, **params: Any) -> 
     console.print(view.summary())
     for table in view.tables():
         console.print(table)
+
+
+@history_group.command("compact")
+@lake_options
+@click.option("--retain-hours", type=click.IntRange(min=0), default=RETAIN_HOURS,
+              show_default=True, help="Keep the files of the table versions this recent "
+              "(time travel reaches back as far); older unused files are removed.")  # fmt: skip
+@click.pass_context
+def compact_command(ctx: click.Context, /, retain_hours: int, **params: Any) -> None:
+    """Rewrite each table's small files into few large ones (`changes` Z-ordered by topic and
+    partition) and remove the files no retained version needs."""
+    s = _settings(ctx, params)
+    spark = _spark(s)
+    try:
+        done = compact(spark, s.lake or "", retain_hours)
+    finally:
+        spark.stop()
+    for t in done:
+        if s.json_lines:
+            click.echo(json.dumps({"table": t.table.value, "files_before": t.files_before,
+                                   "files_after": t.files_after, "bytes": t.bytes_after}))  # fmt: skip
+        else:
+            click.echo(f"{t.table.value}: {t.files_before} -> {t.files_after} files "
+                       f"({t.bytes_after / 2**20:.1f} MiB)")  # fmt: skip
 
 
 def _choose(clusters: list[str], wanted: str | None) -> str:

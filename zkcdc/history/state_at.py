@@ -26,50 +26,70 @@ def state_at(spark: Any, lake: str, cluster: str, at_ms: int) -> dict[str, dict[
     from pyspark.sql import functions as F
 
     changes = read_table(spark, lake, Table.CHANGES).where(F.col("cluster") == cluster)
-    first = changes.agg(F.min("ts_ms").alias("first")).collect()[0]["first"]
-    if first is None:
+    bounds = changes.agg(F.min("ts_ms").alias("first")).collect()[0]
+    if bounds["first"] is None:
         raise LakeError(f"the lake holds no changes of cluster {cluster!r}")
-    if at_ms < first:
+    if at_ms < bounds["first"]:
         raise LakeError(
-            f"{cluster}'s history in the lake begins at {utc_text(first)}, after {utc_text(at_ms)}"
+            f"{cluster}'s history in the lake begins at {utc_text(bounds['first'])}, after "
+            f"{utc_text(at_ms)}"
         )
-    day = F.to_date(F.timestamp_millis(F.lit(at_ms)))
-    upto = changes.where((F.col("day") <= day) & (F.col("ts_ms") <= at_ms))
-    newest = F.max_by(F.struct("seq", "op", "before", "after"), "seq")
-    rows = (
-        upto.groupBy("path")
-        .agg(newest.alias("last"), F.max("ts_ms").alias("ts_ms"))
-        .select("path", "ts_ms", "last.*")
+    znodes = read_table(spark, lake, Table.ZNODES).where(
+        (F.col("cluster") == cluster) & (F.col("from_ms") <= at_ms)
     )
-    newest_rows = rows.collect()
+    current = F.col("to_ms").isNull() | (F.col("to_ms") > at_ms)
+    # A znode deleted by then can leave a trace (a broker not alive, the last controller): its
+    # last version and its deletion are put through the engine too.
+    gone = F.col("to_op") == Op.DELETE.value
+    newest = F.max_by(
+        F.struct("from_seq", "from_ms", "to_seq", "to_ms", "to_op", "znode"), "from_seq"
+    )
+    rows = (
+        znodes.where(current | gone)
+        .groupBy("path")
+        .agg(newest.alias("last"))
+        .select("path", "last.*")
+        .collect()
+    )
     engine = AlertEngine(cluster)
-    for record in _as_read(newest_rows):
+    for record in _as_read(rows, at_ms):
         engine.process(record)
     # The state as the engine holds it after the moment's last record (a heartbeat's, maybe).
-    engine.now_ms = max([engine.now_ms, *(row["ts_ms"] for row in newest_rows)])
+    engine.now_ms = max(engine.now_ms, _last_ms(changes, at_ms))
     return {key: value for key, value in engine.take_state() if value is not None}
 
 
-def _as_read(rows: list[Any]) -> Iterator[dict[str, Any]]:
-    """Each path's newest change as the records a snapshot would give, in seq order: a READ
-    of the znode, and for one deleted by then its deletion after it."""
-    n = 0
-    for row in sorted(rows, key=lambda r: r["seq"]):
-        op = row["op"]
-        if op == Op.HEARTBEAT.value:
-            continue
-        deleted = op == Op.DELETE.value
-        last = _znode(row["before"] if deleted else row["after"])
+def _last_ms(changes: Any, at_ms: int) -> int:
+    """The time of the last record at or before the moment: its day's first (one folder)."""
+    from pyspark.sql import functions as F
+
+    day = F.to_date(F.timestamp_millis(F.lit(at_ms)))
+    upto = changes.where(F.col("ts_ms") <= at_ms)
+    for where in (F.col("day") == day, F.col("day") < day):
+        last = upto.where(where).agg(F.max("ts_ms").alias("last")).collect()[0]["last"]
+        if last is not None:
+            return int(last)
+    return 0
+
+
+def _as_read(rows: list[Any], at_ms: int) -> Iterator[dict[str, Any]]:
+    """Each path's version at the moment as the records a snapshot would give: a READ of the
+    znode at its version's seq, and for one deleted by then its deletion at the deletion's
+    seq, all in seq order (a topic's deletion after its partitions' states were read)."""
+    steps: list[tuple[int, Op, Any, Znode | None, Znode | None]] = []
+    for row in rows:
+        last = _znode(row["znode"])
         if last is None:
             continue
-        steps = [(Op.READ, None, last)] + ([(Op.DELETE, last, None)] if deleted else [])
-        for step, before, after in steps:
-            n += 1
-            events = router.decode(row["path"], before, after)
-            yield {
-                "seq": n, "ts_ms": row["ts_ms"], "op": step.value, "path": row["path"],
-                "events": [event_fields(e) for e in events],
-            }  # fmt: skip
+        steps.append((row["from_seq"], Op.READ, row, None, last))
+        if row["to_ms"] is not None and row["to_ms"] <= at_ms and row["to_op"] == Op.DELETE.value:
+            steps.append((row["to_seq"], Op.DELETE, row, last, None))
+    for n, (_, step, row, before, after) in enumerate(sorted(steps, key=lambda s: s[0]), 1):
+        events = router.decode(row["path"], before, after)
+        yield {
+            "seq": n, "ts_ms": row["to_ms"] if step is Op.DELETE else row["from_ms"],
+            "op": step.value, "path": row["path"], "events": [event_fields(e) for e in events],
+        }  # fmt: skip
 
 
 def _znode(struct: Any) -> Znode | None:

@@ -1,4 +1,4 @@
-"""A moment's newest znodes as the records a snapshot gives: never dies on a znode's bytes."""
+"""A moment's znode versions as the records a snapshot gives: never dies on a znode's bytes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ PATHS = [
     "/controller_epoch", "/admin/reassign_partitions", "/config/topics/t", "/consumers/g/ids/c",
     "/cluster/id", "/somewhere/else",
 ]  # fmt: skip
+AT_MS = 1_000
 
 
 class Row(dict[str, Any]):
@@ -26,31 +27,39 @@ def znode(data: bytes | None) -> Row:
     return Row(data=data, version=1, czxid=5, mzxid=6, ctime_ms=1, mtime_ms=2, ephemeral_owner=0)
 
 
-rows = st.lists(
+versions = st.lists(
     st.fixed_dictionaries({
         "path": st.sampled_from(PATHS),
-        "seq": st.integers(0, 10**6),
-        "ts_ms": st.integers(0, 2**41),
-        "op": st.sampled_from([op.value for op in Op]),
-        "data": st.one_of(st.none(), st.binary(max_size=64),
-                          st.sampled_from([b'{"version":1,"leader":1,"isr":[1],"leader_epoch":0,'
-                                           b'"controller_epoch":1}', b"{}", b"1"])),
+        "from_seq": st.integers(0, 10**6),
+        "from_ms": st.integers(0, AT_MS),
+        # Open, or ended by a later record (seq, time and op together).
+        "to": st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 2 * AT_MS),
+                                             st.sampled_from([op.value for op in Op]))),
+        "znode": st.one_of(st.none(), st.builds(znode, st.one_of(
+            st.none(), st.binary(max_size=64),
+            st.sampled_from([b'{"version":1,"leader":1,"isr":[1],"leader_epoch":0,'
+                             b'"controller_epoch":1}', b'{"version":5,"host":"h","port":1}',
+                             b"{}", b"1"]),
+        ))),
     }),
     max_size=30,
-)  # fmt: skip
+).map(lambda rows: [
+    {**{k: v for k, v in row.items() if k != "to"},
+     **dict(zip(("to_seq", "to_ms", "to_op"), row["to"] or (None, None, None), strict=True))}
+    for row in rows
+])  # fmt: skip
 
 
-@given(rows)
-def test_any_bytes_give_records_in_seq_order_and_a_deleted_znode_its_deletion(
+@given(versions)
+def test_any_bytes_give_records_in_order_and_a_deleted_znode_its_deletion(
     found: list[dict[str, Any]],
 ) -> None:
-    table = [
-        {**f, "before": znode(f["data"]) if f["op"] == "DELETE" else None,
-         "after": None if f["op"] == "DELETE" else znode(f["data"])}
-        for f in found
-    ]  # fmt: skip
-    records = list(_as_read(table))
+    records = list(_as_read(found, AT_MS))
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
-    kept = [f for f in sorted(table, key=lambda f: f["seq"]) if f["op"] != Op.HEARTBEAT.value]
-    assert len(records) == len(kept) + sum(f["op"] == Op.DELETE.value for f in kept)
-    assert {r["op"] for r in records} <= {Op.READ.value, Op.DELETE.value}
+    kept = [f for f in found if f["znode"] is not None]
+    deleted = [
+        f for f in kept
+        if f["to_ms"] is not None and f["to_ms"] <= AT_MS and f["to_op"] == Op.DELETE.value
+    ]  # fmt: skip
+    assert sum(r["op"] == Op.READ.value for r in records) == len(kept)
+    assert sum(r["op"] == Op.DELETE.value for r in records) == len(deleted)

@@ -1,0 +1,65 @@
+"""`zkcdc history compact`: the lake's upkeep. A live job commits small files each trigger
+(a day of 10 s triggers is thousands); compaction rewrites each table's files into few large
+ones, `changes` clustered by what a timeline reads (Z-order on topic and partition), and
+removes the files no version within the retention still needs (VACUUM). Time travel
+reaches back as far as the retention (`--retain-hours`) keeps files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from zkcdc.streaming.lake.lake_tables import (
+    LakeError,
+    Table,
+    check_readable,
+    table_uri,
+    table_version,
+)
+
+# Delta's own default (7 days): a reader of a version older than this may find its files gone.
+RETAIN_HOURS = 168
+# What a timeline filters `changes` on: Z-order clusters rows by them, so a file's statistics
+# let a query skip the files of other topics and partitions.
+ZORDER = {Table.CHANGES: ("topic", "partition")}
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    table: Table
+    files_before: int
+    files_after: int
+    bytes_after: int
+
+
+def compact(spark: Any, lake: str, retain_hours: int = RETAIN_HOURS) -> list[TableFiles]:
+    if retain_hours < 0:
+        raise LakeError("--retain-hours is 0 or more")
+    out = []
+    for table in Table:
+        uri = table_uri(lake, table)
+        if table_version(spark, uri) is None:
+            continue
+        check_readable(spark, uri, table)
+        before = _detail(spark, uri)
+        zorder = ZORDER.get(table)
+        if retain_hours < RETAIN_HOURS:
+            # Delta refuses a shorter retention unless its check is switched off for this.
+            spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        try:
+            spark.sql(
+                f"OPTIMIZE delta.`{uri}`" + (f" ZORDER BY ({', '.join(zorder)})" if zorder else "")
+            )
+            spark.sql(f"VACUUM delta.`{uri}` RETAIN {retain_hours} HOURS")
+        except Exception as exc:  # Spark's errors come through py4j as many kinds
+            first = str(exc).strip().splitlines()[0]
+            raise LakeError(f"cannot compact {uri}: {first}") from exc
+        after = _detail(spark, uri)
+        out.append(TableFiles(table, before["numFiles"], after["numFiles"], after["sizeInBytes"]))
+    if not out:
+        raise LakeError(f"no tables in the lake at {lake}")
+    return out
+
+
+def _detail(spark: Any, uri: str) -> Any:
+    return spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
