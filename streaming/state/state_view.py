@@ -19,7 +19,11 @@ def clusters(keys: Iterable[str]) -> list[str]:
 
 
 def choose_cluster(keys: Iterable[str], wanted: str | None) -> str:
-    known = clusters(keys)
+    return pick_cluster(clusters(keys), wanted, "the state topic")
+
+
+def pick_cluster(known: list[str], wanted: str | None, holder: str) -> str:
+    """The cluster a command is about: `--cluster`, or the only one `holder` has."""
     if wanted is not None:
         if wanted not in known:
             raise StreamingError(
@@ -27,7 +31,7 @@ def choose_cluster(keys: Iterable[str], wanted: str | None) -> str:
             )
         return wanted
     if not known:
-        raise StreamingError("the state topic holds no cluster yet")
+        raise StreamingError(f"{holder} holds no cluster yet")
     if len(known) > 1:
         raise StreamingError(f"several clusters ({', '.join(known)}): pick one with --cluster")
     return known[0]

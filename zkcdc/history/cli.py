@@ -20,7 +20,7 @@ from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake import history_queries as queries
 from zkcdc.streaming.lake.lake_tables import LakeError
 from zkcdc.streaming.lake.upkeep import RETAIN_HOURS, compact
-from zkcdc.streaming.state.state_view import ClusterView
+from zkcdc.streaming.state.state_view import ClusterView, pick_cluster
 
 
 @click.group("history")
@@ -150,7 +150,7 @@ def state_command(ctx: click.Context, /, at: int, limit: int, **params: Any) -> 
     spark = _spark(s)
     try:
         clusters = queries.clusters_in(spark, s.lake or "")
-        name = _choose(clusters, s.cluster)
+        name = pick_cluster(clusters, s.cluster, "the lake")
         latest = state_at(spark, s.lake or "", name, at)
     finally:
         spark.stop()
@@ -188,20 +188,6 @@ def compact_command(ctx: click.Context, /, retain_hours: int, **params: Any) -> 
         else:
             click.echo(f"{t.table.value}: {t.files_before} -> {t.files_after} files "
                        f"({t.bytes_after / 2**20:.1f} MiB)")  # fmt: skip
-
-
-def _choose(clusters: list[str], wanted: str | None) -> str:
-    if wanted is not None:
-        if wanted not in clusters:
-            raise LakeError(
-                f"the lake holds no cluster {wanted!r} (it holds: {', '.join(clusters)})"
-            )
-        return wanted
-    if not clusters:
-        raise LakeError("the lake holds no changes yet")
-    if len(clusters) > 1:
-        raise LakeError(f"the lake holds several clusters ({', '.join(clusters)}): give --cluster")
-    return clusters[0]
 
 
 def _text(value: Any) -> str:
