@@ -32,6 +32,7 @@ from zkcdc.streaming.lake.lake_tables import (
     changes_rows,
     check_local_lake,
     ensure_table,
+    first_line,
     table_uri,
 )
 from zkcdc.streaming.lake.table_writer import TableWriter, query_app_id
@@ -82,7 +83,7 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
             then = None
             if table is Table.CHANGES:
                 znodes = table_uri(options.lake, Table.ZNODES)
-                then = partial(_merge_versions, znodes)
+                then = partial(merge_versions, znodes)
             writer = TableWriter(table, uri, query_app_id(folder), rows_of,
                                  isinstance(options.source, KafkaInput), then)  # fmt: skip
             stream = (
@@ -116,7 +117,7 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
             stop.wait(0.5 if not alerts_waiting else min(options.trigger_s, 5.0))
         for query in queries:
             if (error := query.exception()) is not None:
-                raise StreamingError(f"the history job failed: {_first_line(error)}")
+                raise StreamingError(f"the history job failed: {first_line(error)}")
     except ConnectionError as exc:  # Spark's JVM went (out of memory, killed)
         raise StreamingError(
             f"Spark ended under the history job ({exc}): its log says why; a larger "
@@ -129,10 +130,6 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
         if own:
             with contextlib.suppress(Exception):
                 spark.stop()
-
-
-def _merge_versions(uri: str, spark: Any, rows: Any) -> None:
-    merge_versions(spark, uri, rows)
 
 
 def _topic_exists(source: KafkaInput | LogInput, topic: str | None) -> bool:
@@ -170,9 +167,4 @@ def write_alerts(spark: Any, lake: str, alerts_file: Path) -> None:
     try:
         writer(frame, 0)
     except Exception as exc:
-        raise LakeError(f"cannot write the alerts into {uri}: {_first_line(exc)}") from exc
-
-
-def _first_line(error: Any) -> str:
-    text = str(getattr(error, "desc", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+        raise LakeError(f"cannot write the alerts into {uri}: {first_line(exc)}") from exc

@@ -17,6 +17,7 @@ from zkcdc.streaming.lake.lake_tables import (
     LakeError,
     Table,
     check_readable,
+    first_line,
     table_uri,
     table_version,
 )
@@ -31,8 +32,7 @@ def read_table(spark: Any, lake: str, table: Table, as_of_version: int | None = 
     try:
         return reader.load(uri)
     except Exception as exc:  # a version the table does not have, among others
-        first = str(exc).strip().splitlines()[0]
-        raise LakeError(f"cannot read {table.value} at {uri}: {first}") from exc
+        raise LakeError(f"cannot read {table.value} at {uri}: {first_line(exc)}") from exc
 
 
 def register_tables(spark: Any, lake: str, as_of_version: int | None = None) -> None:
@@ -49,8 +49,7 @@ def run_sql(spark: Any, lake: str, query: str, as_of_version: int | None = None)
     try:
         return spark.sql(query)
     except Exception as exc:  # Spark's analysis and parse errors
-        first = str(exc).strip().splitlines()[0]
-        raise LakeError(f"the query failed: {first}") from exc
+        raise LakeError(f"the query failed: {first_line(exc)}") from exc
 
 
 # -- timeline -------------------------------------------------------------------------------------

@@ -125,13 +125,28 @@ def alerts_rows(alerts: Any) -> Any:
     return a.select("a.*", at.alias("at_ms"), F.to_date(F.timestamp_millis(at)).alias("day"))
 
 
+def first_line(error: BaseException) -> str:
+    """A Spark error's first line (py4j's carry the Java trace after it), for a one-line error."""
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def table_detail(spark: Any, uri: str) -> Any:
+    """Delta's `DESCRIBE DETAIL` row of a table (files, bytes, properties): read from its log."""
+    return spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+
+
+def holds_rows(spark: Any, uri: str) -> bool:
+    """Whether the table has any data file (no file is read)."""
+    return bool(table_detail(spark, uri)["numFiles"])
+
+
 def table_version(spark: Any, uri: str) -> int | None:
     """The lake version a table was written with; None where no table is."""
     jvm = spark.sparkContext._jvm
     if not jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, uri):
         return None
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
-    properties = detail["properties"] or {}
+    properties = table_detail(spark, uri)["properties"] or {}
     try:
         return int(properties.get(VERSION_PROPERTY, "0"))
     except ValueError:
@@ -167,8 +182,9 @@ def ensure_table(spark: Any, uri: str, table: Table, rows: Any) -> None:
             f"AS SELECT * FROM {view}"
         )
     except Exception as exc:  # Spark's errors come through py4j as many kinds
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LakeError(f"cannot write the lake at {uri.rsplit('/', 1)[0]}: {first}") from exc
+        raise LakeError(
+            f"cannot write the lake at {uri.rsplit('/', 1)[0]}: {first_line(exc)}"
+        ) from exc
     finally:
         spark.catalog.dropTempView(view)
 

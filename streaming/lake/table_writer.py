@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zkcdc.ground import logs
-from zkcdc.streaming.lake.lake_tables import Table
+from zkcdc.streaming.lake.lake_tables import Table, holds_rows
 
 log = logs.get("zkcdc.history")
 
@@ -45,7 +45,7 @@ class TableWriter:
         if self.once_within_batch:
             rows = every = rows.dropDuplicates(key)
         spark = rows.sparkSession
-        if _holds_rows(spark, self.uri):
+        if holds_rows(spark, self.uri):
             held = spark.read.format("delta").load(self.uri).select(*key)
             # The join on the partition columns reads only the batch's (cluster, day) folders
             # of the table (Spark's dynamic partition pruning), and of them the key columns.
@@ -62,8 +62,3 @@ class TableWriter:
         if self.then is not None:
             self.then(spark, every)
         log.info("rows written", table=self.table.value, batch=batch_id)
-
-
-def _holds_rows(spark: Any, table: str) -> bool:
-    """Whether the table has any data file (from its log: no file is read)."""
-    return bool(spark.sql(f"DESCRIBE DETAIL delta.`{table}`").collect()[0]["numFiles"])

@@ -13,6 +13,8 @@ from zkcdc.streaming.lake.lake_tables import (
     LakeError,
     Table,
     check_readable,
+    first_line,
+    table_detail,
     table_uri,
     table_version,
 )
@@ -41,7 +43,7 @@ def compact(spark: Any, lake: str, retain_hours: int = RETAIN_HOURS) -> list[Tab
         if table_version(spark, uri) is None:
             continue
         check_readable(spark, uri, table)
-        before = _detail(spark, uri)
+        before = table_detail(spark, uri)
         zorder = ZORDER.get(table)
         if retain_hours < RETAIN_HOURS:
             # Delta refuses a shorter retention unless its check is switched off for this.
@@ -52,14 +54,9 @@ def compact(spark: Any, lake: str, retain_hours: int = RETAIN_HOURS) -> list[Tab
             )
             spark.sql(f"VACUUM delta.`{uri}` RETAIN {retain_hours} HOURS")
         except Exception as exc:  # Spark's errors come through py4j as many kinds
-            first = str(exc).strip().splitlines()[0]
-            raise LakeError(f"cannot compact {uri}: {first}") from exc
-        after = _detail(spark, uri)
+            raise LakeError(f"cannot compact {uri}: {first_line(exc)}") from exc
+        after = table_detail(spark, uri)
         out.append(TableFiles(table, before["numFiles"], after["numFiles"], after["sizeInBytes"]))
     if not out:
         raise LakeError(f"no tables in the lake at {lake}")
     return out
-
-
-def _detail(spark: Any, uri: str) -> Any:
-    return spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]

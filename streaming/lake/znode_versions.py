@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from zkcdc.ground.change_types import Op
-from zkcdc.streaming.lake.lake_tables import Table, ensure_table
+from zkcdc.streaming.lake.lake_tables import Table, ensure_table, holds_rows
 
 _ZNODE = ("data", "version", "czxid", "mzxid", "ctime_ms", "mtime_ms", "ephemeral_owner")
 COLUMNS = (
@@ -55,12 +55,13 @@ def versions(changes: Any) -> Any:
     return made.unionByName(closes)
 
 
-def merge_versions(spark: Any, uri: str, changes: Any) -> None:
+def merge_versions(uri: str, spark: Any, changes: Any) -> None:
+    """The batch's `changes` rows into the table at `uri` (first: a TableWriter's `then`)."""
     from pyspark.sql import functions as F
 
     source = versions(changes)
     ensure_table(spark, uri, Table.ZNODES, source.drop("kind"))
-    if not spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["numFiles"]:
+    if not holds_rows(spark, uri):
         # Nothing to close or to find again (a first backfill): the versions are appended,
         # without the MERGE's join.
         made = source.where(F.col("kind") == "version").select(*COLUMNS)

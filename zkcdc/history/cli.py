@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,9 +53,15 @@ def _settings(ctx: click.Context, params: dict[str, Any]) -> HistorySettings:
     return s
 
 
-def _spark(s: HistorySettings) -> Any:
-    return session(s.master, "zkcdc-history-query", shuffle_partitions=2,
-                   driver_memory=s.driver_memory, lake=True)  # fmt: skip
+@contextlib.contextmanager
+def _spark(s: HistorySettings) -> Iterator[Any]:
+    """A lake session for one question, stopped once it is answered."""
+    spark = session(s.master, "zkcdc-history-query", shuffle_partitions=2,
+                    driver_memory=s.driver_memory, lake=True)  # fmt: skip
+    try:
+        yield spark
+    finally:
+        spark.stop()
 
 
 def parse_time(value: str) -> int:
@@ -91,8 +99,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 def sql_command(ctx: click.Context, /, query: str, limit: int, **params: Any) -> None:
     """Run QUERY over the lake's tables, registered under their names (`changes`)."""
     s = _settings(ctx, params)
-    spark = _spark(s)
-    try:
+    with _spark(s) as spark:
         frame = queries.run_sql(spark, s.lake or "", query, s.as_of_version)
         columns = frame.columns
         rows = frame.limit(limit).collect()
@@ -104,8 +111,6 @@ def sql_command(ctx: click.Context, /, query: str, limit: int, **params: Any) ->
         for row in rows:
             table.add_row(*["" if v is None else str(v) for v in row])
         Console().print(table)
-    finally:
-        spark.stop()
 
 
 @history_group.command("timeline")
@@ -122,11 +127,8 @@ def timeline_command(
     firing and resolved, in time order."""
     s = _settings(ctx, params)
     what = queries.Subject.parse(subject)
-    spark = _spark(s)
-    try:
+    with _spark(s) as spark:
         entries = queries.timeline(spark, s.lake or "", what, since, until, s.cluster)
-    finally:
-        spark.stop()
     for entry in entries:
         if s.json_lines:
             click.echo(json.dumps(entry.as_json(), sort_keys=True))
@@ -147,13 +149,10 @@ def timeline_command(
 def state_command(ctx: click.Context, /, at: int, limit: int, **params: Any) -> None:
     """The cluster as it was at a moment, rendered as `zkcdc state show` renders it."""
     s = _settings(ctx, params)
-    spark = _spark(s)
-    try:
+    with _spark(s) as spark:
         clusters = queries.clusters_in(spark, s.lake or "")
         name = pick_cluster(clusters, s.cluster, "the lake")
         latest = state_at(spark, s.lake or "", name, at)
-    finally:
-        spark.stop()
     if s.json_lines:
         for _key, value in sorted(latest.items()):
             click.echo(json.dumps(value, sort_keys=True))
@@ -176,11 +175,8 @@ def compact_command(ctx: click.Context, /, retain_hours: int, **params: Any) -> 
     """Rewrite each table's small files into few large ones (`changes` Z-ordered by topic and
     partition) and remove the files no retained version needs."""
     s = _settings(ctx, params)
-    spark = _spark(s)
-    try:
+    with _spark(s) as spark:
         done = compact(spark, s.lake or "", retain_hours)
-    finally:
-        spark.stop()
     for t in done:
         if s.json_lines:
             click.echo(json.dumps({"table": t.table.value, "files_before": t.files_before,
