@@ -42,7 +42,9 @@ class BatchDelivery:
 
     def __call__(self, batch: LeanBatch, batch_id: int) -> None:
         if batch_id <= self.ledger.last():
-            return  # delivered before the restart that re-runs it
+            # Delivered before the restart that re-runs it: run again for its state alone.
+            batch.run_through()
+            return
         if self.spark_writes_files:
             # A bounded input's micro-batch can hold a whole log's alerts: Spark writes them
             # (live micro-batches are small: collecting them is quicker).

@@ -41,6 +41,12 @@ class LeanBatch:
         with _load_from_socket(sock_info, serializer) as stream:
             return [tuple(row) for row in stream]
 
+    def run_through(self) -> None:
+        """Every task of the batch run to its end, its rows dropped (Spark's `noop` sink): a
+        stateful stage's stores commit only when each of its tasks has run, and a re-run batch
+        that skipped them would leave the next batch no state to start from."""
+        self._jdf.write().format("noop").mode("overwrite").save()
+
     def frame(self) -> DataFrame:
         """The batch as a PySpark DataFrame, wrapped as PySpark's foreachBatch wraps it."""
         from pyspark.sql import SparkSession
