@@ -1,31 +1,23 @@
 """The lake on real Delta tables on the local file system: the kept event log backfilled
 (twice: the second adds nothing) and the same records through Kafka and the live alert job
-give the same `changes` and `alerts` rows; a history job killed with -9 mid-run and restarted loses and doubles nothing;
-`history state --at` is the rules engine's state at each moment; `timeline` shows a
-partition's ISR changes and alerts; compaction keeps every row in fewer files; each bad
-input is one line. One Spark session (in this process) for
-the module's questions; the commands' own runs start theirs."""
+give the same `changes` and `alerts` rows; `history state --at` is the rules engine's state
+at each moment; `timeline` shows a partition's ISR changes and alerts; compaction keeps every
+row in fewer files; each bad input is one line. One Spark session (in this process) for the
+module's questions; the commands' own runs start theirs."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_until
+from history_harness import FIXTURE_LOG, fixture_records, topic_of_the_kept_log, zkcdc
 
-from zkcdc.capture.delivery.event_log import log_files, read_records
 from zkcdc.ground.change_types import EventType
 from zkcdc.ground.kafka_connection import KafkaConnection
-from zkcdc.ground.topic_creation import ensure_topic
 from zkcdc.history.state_at import state_at
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.job.spark_session import session
@@ -36,32 +28,6 @@ from zkcdc.streaming.lake.upkeep import compact
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 
 pytestmark = pytest.mark.integration
-
-FIXTURE_LOG = Path(__file__).parent.parent / "fixtures" / "event_log_v1"
-
-
-def zkcdc(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zkcdc", *args], capture_output=True, text=True,
-                          timeout=timeout_s)  # fmt: skip
-
-
-def topic_of_the_kept_log(bootstrap_servers: str, name: str, work: Path) -> str:
-    """A topic holding the kept log, replayed into it. The records carry their capture time
-    (2026-11) as Kafka timestamp: the topic keeps them whatever their age (the broker's time
-    retention would delete them within minutes)."""
-    kafka = KafkaConnection(bootstrap_servers=bootstrap_servers)
-    topic = f"zkcdc.history.{name}.{uuid.uuid4().hex[:8]}"
-    ensure_topic(kafka.admin, lambda: kafka.list_topics(15), topic, 6, 60,
-                 {"retention.ms": "-1"})  # fmt: skip
-    run = zkcdc("replay", str(FIXTURE_LOG), "--bootstrap-servers", bootstrap_servers,
-                "--topic", topic, "--speed", "0", "--checkpoint", str(work / f"{name}.json"))  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    return topic
-
-
-def fixture_records() -> list[dict[str, Any]]:
-    records = [r for f in log_files(FIXTURE_LOG) for r in read_records(f, lambda d: None)]
-    return sorted(records, key=lambda r: r["seq"])
 
 
 @pytest.fixture(scope="module")
@@ -145,44 +111,6 @@ def test_through_kafka_gives_the_backfills_rows(
     run_history(options, threading.Event(), spark)
     assert rows_of(spark, lake) == rows_of(spark, backfilled)
     assert rows_of(spark, lake, Table.ALERTS) == rows_of(spark, backfilled, Table.ALERTS)
-
-
-def test_killed_with_sigkill_mid_run_and_restarted_loses_and_doubles_nothing(
-    spark: Any, shared_cluster: Any, tmp_path: Path
-) -> None:
-    topic = topic_of_the_kept_log(shared_cluster.bootstrap_servers, "kill", tmp_path)
-    lake, checkpoint = tmp_path / "lake", tmp_path / "checkpoint"
-    command = [sys.executable, "-m", "zkcdc", "stream", "history", "--lake", str(lake),
-               "--bootstrap-servers", shared_cluster.bootstrap_servers, "--topic", topic,
-               "--checkpoint", str(checkpoint), "--max-records-per-batch", "40",
-               "--alerts-topic", f"{topic}.alerts"]  # fmt: skip
-    commits = lake / "changes" / "_delta_log"
-    log = (tmp_path / "killed.log").open("wb")
-    job = subprocess.Popen([*command, "--available-now"], stdout=log, stderr=log,
-                           start_new_session=True)  # fmt: skip
-    try:
-        # The table's creation and two micro-batches committed: the job is mid-run.
-        wait_until(lambda: len(list(commits.glob("*.json"))) >= 3 or job.poll() is not None,
-                   timeout_s=300, what="two micro-batches in the lake")  # fmt: skip
-        assert job.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-    done_before = len(list(commits.glob("*.json")))
-    assert done_before < 1 + 400 // 40, "the job was not cut short"
-    again = subprocess.run([*command, "--available-now"], capture_output=True, text=True,
-                           timeout=600)  # fmt: skip
-    assert again.returncode == 0, again.stderr[-3000:]
-    seqs = [
-        r["seq"] for r in queries.run_sql(spark, str(lake), "SELECT seq FROM changes").collect()
-    ]
-    assert sorted(seqs) == [r["seq"] for r in fixture_records()], (
-        (tmp_path / "killed.log").read_text()[-2000:]
-        + "\n--- restarted ---\n"
-        + again.stderr[-4000:]
-    )
 
 
 def engine_state(records: list[dict[str, Any]], at_ms: int) -> dict[str, Any]:
