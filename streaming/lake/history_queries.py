@@ -21,6 +21,7 @@ from zkcdc.streaming.lake.lake_tables import (
     table_uri,
     table_version,
 )
+from zkcdc.streaming.lake.state_views import register_views
 
 
 def read_table(spark: Any, lake: str, table: Table, as_of_version: int | None = None) -> Any:
@@ -36,12 +37,15 @@ def read_table(spark: Any, lake: str, table: Table, as_of_version: int | None = 
 
 
 def register_tables(spark: Any, lake: str, as_of_version: int | None = None) -> None:
-    """Each table of the lake as a view of its name; `changes` must be there, `alerts` may
-    not (a lake kept from event logs alone)."""
+    """Each table of the lake as a view of its name, and the entities' intervals over
+    `znodes` (state_views); `changes` must be there, `alerts` may not (a lake kept from event
+    logs alone)."""
     for table in Table:
         if table is not Table.CHANGES and table_version(spark, table_uri(lake, table)) is None:
             continue
         read_table(spark, lake, table, as_of_version).createOrReplaceTempView(table.value)
+        if table is Table.ZNODES:
+            register_views(spark)
 
 
 def run_sql(spark: Any, lake: str, query: str, as_of_version: int | None = None) -> Any:

@@ -1,9 +1,11 @@
 """The lake on real Delta tables on the local file system: the kept event log backfilled
 (twice: the second adds nothing) and the same records through Kafka and the live alert job
-give the same `changes` and `alerts` rows; `history state --at` is the rules engine's state
-at each moment; `timeline` shows a partition's ISR changes and alerts; compaction keeps every
-row in fewer files; each bad input is one line. One Spark session (in this process) for the
-module's questions; the commands' own runs start theirs."""
+give the same `changes`, `alerts` and `znodes` rows; `partition_states`, `broker_sessions`
+and `controller_terms` are what the rules engine and the events say at every change;
+`history state --at` is the rules engine's state at each moment; `timeline` shows a
+partition's ISR changes and alerts; compaction keeps every row in fewer files; each bad input
+is one line. One Spark session (in this process) for the module's questions; the commands'
+own runs start theirs."""
 
 from __future__ import annotations
 
@@ -111,6 +113,8 @@ def test_through_kafka_gives_the_backfills_rows(
     run_history(options, threading.Event(), spark)
     assert rows_of(spark, lake) == rows_of(spark, backfilled)
     assert rows_of(spark, lake, Table.ALERTS) == rows_of(spark, backfilled, Table.ALERTS)
+    # Kept by a MERGE a micro-batch live, by one append in the backfill: the same versions.
+    assert rows_of(spark, lake, Table.ZNODES) == rows_of(spark, backfilled, Table.ZNODES)
 
 
 def engine_state(records: list[dict[str, Any]], at_ms: int) -> dict[str, Any]:
@@ -127,6 +131,66 @@ def test_state_at_five_moments_is_the_rules_engines_state_then(spark: Any, backf
     for share in (0.02, 0.3, 0.5, 0.7, 1.0):  # before, during and after the staged incidents
         at = first + int((last - first) * share)
         assert state_at(spark, backfilled, "fixture", at) == engine_state(records, at), share
+
+
+def test_partition_states_are_the_rules_engines_partitions_at_every_change(
+    spark: Any, backfilled: str
+) -> None:
+    fields = ("replicas", "adding", "removing", "leader", "isr", "leader_epoch",
+              "controller_epoch")  # fmt: skip
+    rows = [
+        r.asDict()
+        for r in queries.run_sql(spark, backfilled, "SELECT * FROM partition_states").collect()
+    ]
+    records = fixture_records()
+    engine = AlertEngine(records[0]["cluster"])
+    for record in records:
+        engine.process(record)
+        seq = record["seq"]
+        want = {
+            key: tuple(
+                list(v) if isinstance(v, tuple) else v for v in (getattr(p, f) for f in fields)
+            )
+            for key, p in engine.state.partitions.items()
+        }
+        current = [r for r in rows
+                   if r["valid_from_seq"] <= seq and (r["valid_to_seq"] is None or seq < r["valid_to_seq"])]  # fmt: skip
+        got = {(r["topic"], r["partition"]): tuple(r[f] for f in fields) for r in current}
+        assert len(got) == len(current), f"two intervals of one partition at seq {seq}"
+        assert got == want, seq
+    assert {r["under_replicated"] for r in rows} == {True, False}
+
+
+def test_broker_sessions_and_controller_terms_are_the_registrations_and_elections(
+    spark: Any, backfilled: str
+) -> None:
+    sessions, terms, open_sessions, term = [], [], {}, None
+    for record in fixture_records():
+        for e in record["events"]:
+            kind = e["type"]
+            if kind == EventType.BROKER_REGISTERED.value:
+                open_sessions[e["broker_id"]] = (e["broker_id"], e["broker_epoch"], record["seq"])
+            elif kind == EventType.BROKER_DEREGISTERED.value:
+                sessions.append((*open_sessions.pop(e["broker_id"]), record["seq"]))
+            elif kind == EventType.CONTROLLER_ELECTED.value:
+                term = [e["broker_id"], None, record["seq"]]
+            elif kind == EventType.CONTROLLER_EPOCH_CHANGED.value and term and term[1] is None:
+                term[1] = e["epoch_after"]
+            elif kind == EventType.CONTROLLER_RESIGNED.value and term:
+                terms.append((*term, record["seq"]))
+                term = None
+    sessions += [(*s, None) for s in open_sessions.values()]
+    assert len(sessions) > 3 and len(terms) > 3, "the kept log has restarts and failovers"
+    got = queries.run_sql(
+        spark,
+        backfilled,
+        "SELECT broker, epoch, registered_seq, unregistered_seq FROM broker_sessions",
+    ).collect()
+    assert sorted(tuple(r) for r in got) == sorted(sessions)
+    got = queries.run_sql(
+        spark, backfilled, "SELECT broker, epoch, from_seq, to_seq FROM controller_terms"
+    ).collect()
+    assert sorted(tuple(r) for r in got) == sorted(tuple(t) for t in terms)
 
 
 def test_timeline_shows_each_isr_shrink_and_expand_of_a_partition(
