@@ -9,16 +9,25 @@ own runs start theirs."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_until
+from debian_packages import ensure_binary
 from history_harness import FIXTURE_LOG, fixture_records, topic_of_the_kept_log, zkcdc
+from ui_harness import answers, free_port, wait_for_page
 
 from zkcdc.ground.change_types import EventType
+from zkcdc.ground.child_processes import stop
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.history.state_at import state_at
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
@@ -30,6 +39,7 @@ from zkcdc.streaming.lake.upkeep import compact
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 
 pytestmark = pytest.mark.integration
+SHOTS = Path(os.environ.get("ZKCDC_TEST_ARTIFACTS", "test-artifacts")) / "ui"
 
 
 @pytest.fixture(scope="module")
@@ -275,3 +285,69 @@ def test_compaction_keeps_every_row_in_fewer_files(
     assert {table: rows_of(spark, str(lake), table) for table in before} == before
     parquet = list((lake / "changes").rglob("*.parquet"))
     assert len(parquet) == 1  # vacuumed: the files no version within 0 hours needs are gone
+
+
+def test_the_page_as_of_a_past_moment_shows_the_broker_then_down_and_its_partitions(
+    spark: Any, backfilled: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    def run_sql(sql: str) -> list[Any]:
+        return queries.run_sql(spark, backfilled, sql).collect()
+
+    # A moment in the middle of a broker's absence, between two of its sessions.
+    sessions = run_sql("SELECT broker, registered_ms, unregistered_ms FROM broker_sessions "
+                       "ORDER BY broker, registered_ms")  # fmt: skip
+    gaps = [(b["registered_ms"] - a["unregistered_ms"], a["broker"], a["unregistered_ms"])
+            for a, b in itertools.pairwise(sessions)
+            if a["broker"] == b["broker"] and a["unregistered_ms"] is not None]  # fmt: skip
+    gap, down, since = max(gaps)
+    assert gap > 2000, "the kept log has a broker away for seconds"
+    at = since + gap // 2
+    up = {r["broker"] for r in run_sql(
+        f"SELECT broker FROM broker_sessions WHERE registered_ms <= {at} "
+        f"AND (unregistered_ms IS NULL OR unregistered_ms > {at})")}  # fmt: skip
+    not_in_sync = {f"{r['topic']}/{r['partition']}" for r in run_sql(
+        f"SELECT topic, partition FROM partition_states WHERE (under_replicated OR offline) "
+        f"AND valid_from_ms <= {at} AND (valid_to_ms IS NULL OR valid_to_ms > {at})")}  # fmt: skip
+    assert down not in up and not_in_sync, "a broker down then, and partitions not in sync"
+
+    port = free_port()
+    with (tmp_path / "ui.log").open("wb") as log:
+        ui = subprocess.Popen([sys.executable, "-m", "zkcdc", "ui", "--lake", backfilled,
+                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        try:
+            with sync_playwright() as driver:
+                chromium = ensure_binary("chromium", "chromium")
+                browser = driver.chromium.launch(executable_path=str(chromium),
+                                                 args=["--no-sandbox"])  # fmt: skip
+                page = browser.new_page(viewport={"width": 1500, "height": 1000})
+                refused: list[str] = []
+                page.on("console", lambda m: refused.append(m.text)
+                        if "Content Security Policy" in m.text else None)  # fmt: skip
+                wait_until(lambda: answers(port) or ui.poll() is not None, 120,
+                           what="the ui serving")  # fmt: skip
+                assert ui.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
+                page.goto(f"http://127.0.0.1:{port}/#t={at}")
+                wait_for_page(page, "(t) => document.body.dataset.t === String(t)", at,
+                              timeout_s=120, what="the moment shown")  # fmt: skip
+                statuses = {
+                    int(card.get_attribute("data-broker") or -1): card.get_attribute("data-status")
+                    for card in page.locator("#brokers .broker").all()
+                }
+                assert statuses[down] == "down"
+                assert {b for b, s in statuses.items() if s == "up"} == up
+                rows = page.locator("#problem-partitions tbody tr[data-partition]").all()
+                assert {r.get_attribute("data-partition") for r in rows} == not_in_sync
+                assert page.locator("#mode").inner_text() == "as of"
+                page.screenshot(path=str(SHOTS / "lake-as-of.png"), full_page=True)
+                # "next alert" moves to the next alert's moment, and the page follows.
+                page.click("#next-alert")
+                wait_for_page(page, "(t) => Number(document.body.dataset.t) > t", at,
+                              timeout_s=120, what="the next alert's moment")  # fmt: skip
+                assert refused == [], refused
+                browser.close()
+        finally:
+            stop(ui, 10)
+    assert ui.returncode in (0, -signal.SIGTERM), (tmp_path / "ui.log").read_text()[-3000:]

@@ -104,16 +104,17 @@ def _port_free(host: str, port: int) -> None:
     "every broker, topic, config change and alert.",
 )
 @rule_overrides_option("Rule settings the page uses (default_min_insync_replicas=2).")
+@click.option("--lake", metavar="URI", help="Show the past instead, from this lake (`zkcdc "
+              "stream history`): pick a moment, see the cluster as it was then.")  # fmt: skip
 def ui_command(
     bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
     state_topic: str, alerts_topic: str, topic: str, no_changes: bool,
     schema_registry: str | None, capture_metrics: tuple[str, ...], host: str, port: int,
-    web_config: Path | None, insecure_no_auth: bool, rules: dict[str, str],
+    web_config: Path | None, insecure_no_auth: bool, rules: dict[str, str], lake: str | None,
 ) -> None:  # fmt: skip
     """A live web view of the clusters zkcdc watches: brokers, controller, partitions, alerts,
-    consumer groups and capture health, pushed to the page as they change."""
-    import uvicorn
-
+    consumer groups and capture health, pushed to the page as they change. With --lake, the
+    same page as of a past moment."""
     from zkcdc.view.web_app import app
 
     try:
@@ -121,6 +122,12 @@ def ui_command(
     except MetricsServerError as exc:
         raise ViewError(str(exc)) from exc
     check_exposure(host, access, insecure_no_auth)
+    if lake is not None:
+        if bootstrap_servers:
+            raise ViewError("give --lake (the past) or --bootstrap-servers (now), not both")
+        _port_free(host, port)
+        _serve_lake(lake, access, host, port)
+        return
     kafka = _kafka(bootstrap_servers, kafka_config_file, kafka_config)
     settings = RuleSettings().with_overrides(rules)
     _port_free(host, port)
@@ -134,6 +141,16 @@ def ui_command(
     registry = registry_fetcher(schema_registry) if schema_registry else None
     feeds = LiveFeeds(kafka, topics, model, list(capture_metrics), ChangeValueDecoder(registry))
     web = BasicAuth(app(model, default_min_isr=settings.default_min_insync_replicas), access)
+    try:
+        _serve(web, access, host, port)
+    finally:
+        feeds.close()
+
+
+def _serve(web: Any, access: WebConfig, host: str, port: int) -> None:
+    """The page served until a signal stops it."""
+    import uvicorn
+
     tls = {} if access.cert_file is None else {
         "ssl_certfile": str(access.cert_file), "ssl_keyfile": str(access.key_file)}  # fmt: skip
     server = uvicorn.Server(
@@ -142,12 +159,29 @@ def ui_command(
     shown_host = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
     click.echo(f"zkcdc ui: {scheme}://{shown_host}:{port}/", err=True)
-    try:
-        server.run()
-    finally:
-        feeds.close()
+    server.run()
     if not server.started:
         raise ViewError(f"cannot serve on {host}:{port}")
+
+
+def _serve_lake(lake: str, access: WebConfig, host: str, port: int) -> None:
+    from zkcdc.streaming.job.spark_session import session
+    from zkcdc.streaming.lake.history_queries import read_table
+    from zkcdc.streaming.lake.lake_tables import LakeError, Table
+    from zkcdc.view.lake_moments import LakeMoments
+    from zkcdc.view.web_app import lake_app
+
+    logs.configure()
+    spark = session("local[2]", "zkcdc-ui-lake", shuffle_partitions=2, driver_memory="1g",
+                    lake=True)  # fmt: skip
+    try:
+        try:
+            read_table(spark, lake, Table.CHANGES)  # a lake that is not one: said before serving
+        except LakeError as exc:
+            raise ViewError(str(exc)) from exc
+        _serve(BasicAuth(lake_app(LakeMoments(spark, lake)), access), access, host, port)
+    finally:
+        spark.stop()
 
 
 @click.command("report")

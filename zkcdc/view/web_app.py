@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from zkcdc.streaming.lake.lake_tables import LakeError
+from zkcdc.view.lake_moments import LakeMoments
 from zkcdc.view.live_model import LiveModel
 from zkcdc.view.page import content_security_policy, render
 
@@ -26,8 +28,8 @@ PUSH_EVERY_S = 0.2
 CHANGES_PER_MESSAGE = 2_000
 
 
-def _json(value: Any) -> Response:
-    return Response(orjson.dumps(value), media_type="application/json")
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(value), status_code=status, media_type="application/json")
 
 
 class SnapshotCache:
@@ -146,13 +148,45 @@ def app(model: LiveModel, title: str = "zkcdc", default_min_isr: int = 1) -> Sta
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
 
-    routes = [
-        Route("/", index),
-        Route("/api/snapshot", snapshot),
-        Route("/api/rows", rows),
-        Route("/api/events", events),
-        Route("/healthz", healthz),
-    ]
+    return _served(
+        page,
+        [
+            Route("/", index),
+            Route("/api/snapshot", snapshot),
+            Route("/api/rows", rows),
+            Route("/api/events", events),
+            Route("/healthz", healthz),
+        ],
+    )
+
+
+def lake_app(moments: LakeMoments, title: str = "zkcdc: as of") -> Starlette:
+    """The page "as of" a past moment: the moments the lake spans, and the model at one."""
+    page = render({"mode": "lake"}, title)
+
+    async def index(request: Request) -> HTMLResponse:
+        return HTMLResponse(page)
+
+    async def spans(request: Request) -> Response:
+        found = await asyncio.to_thread(moments.spans)
+        return _json([{"cluster": s.cluster, "start_ms": s.start_ms, "end_ms": s.end_ms}
+                      for s in found])  # fmt: skip
+
+    async def at(request: Request) -> Response:
+        q = request.query_params
+        t = q.get("t", "")
+        if not t.isdigit() or not q.get("cluster"):
+            return _json({"error": "give cluster and t (epoch ms)"}, 400)
+        try:
+            answer = await asyncio.to_thread(moments.at, q["cluster"], int(t))
+        except LakeError as exc:  # a moment before the history begins, a cluster not there
+            return _json({"error": str(exc)}, 404)
+        return _json(answer)
+
+    return _served(page, [Route("/", index), Route("/api/spans", spans), Route("/api/at", at)])
+
+
+def _served(page: str, routes: list[Route]) -> Starlette:
     # GZip would hold the event stream's small messages back: it skips text/event-stream, and
     # the snapshot, gzipped already (see SnapshotCache); it compresses a partition's rows.
     gzipped = Middleware(GZipMiddleware, minimum_size=4096, compresslevel=1)

@@ -290,6 +290,8 @@ function renderStatus() {
     const missing = M.loaded ? Object.entries(M.loaded).filter(([, v]) => !v).map(([k]) => k) : [];
     $("status").textContent = (M.connected ? "live" : "reconnecting…") +
       (missing.length ? ` · reading ${missing.join(", ")}…` : "") + ` · v${M.version}`;
+  } else if (DATA.mode === "lake") {
+    $("status").textContent = M.lakeStatus || "";
   } else {
     $("status").textContent = `${DATA.timeline.records} records · ${DATA.timeline.steps.length} changes`;
   }
@@ -576,7 +578,7 @@ async function showCauses(a) {
 
 function renderCapture() {
   const body = $("capture").tBodies[0];
-  if (!M.capture.length) { body.replaceChildren(el("tr", {}, DATA.mode === "live" ? "no --capture-metrics given" : "(not in a report)")); return; }
+  if (!M.capture.length) { body.replaceChildren(el("tr", {}, { live: "no --capture-metrics given", lake: "(not kept in the lake)" }[DATA.mode] || "(not in a report)")); return; }
   body.replaceChildren(...M.capture.map((c) => {
     const tr = el("tr");
     for (const text of [c.url, c.up ? "yes" : "NO", c.up ? (c.active ? "active" : "standby") : "-",
@@ -588,18 +590,18 @@ function renderCapture() {
 
 function renderEvents() {
   let rows = M.recent.filter((r) => r.cluster === M.cluster);
-  if (DATA.mode === "incident") {
+  if (DATA.mode !== "live") {
     rows = incidentRows.filter((r) => r.cluster === M.cluster && Math.abs(r.t - M.t) <= 60000);
     $("events-title").textContent = "Changes around this time (±60 s)";
   }
-  const shown = rows.slice(-200), cls = (r) => (DATA.mode === "incident" ? (r.t > M.t ? "later" : "now") : "");
+  const shown = rows.slice(-200), cls = (r) => (DATA.mode !== "live" ? (r.t > M.t ? "later" : "now") : "");
   fill($("events"), shown.map((r) => `${cls(r)} ${iso(r.t)} seq ${r.seq} ${r.text}`).join("\n"), () => shown.map((r) =>
     el("li", { class: cls(r) }, `${iso(r.t)} seq ${r.seq} ${r.text}`)));
 }
 
 // ---- rows: from the server when live, from the timeline in an incident ----------------------
 async function rowsOf(entity, until) {
-  if (DATA.mode === "incident") {
+  if (DATA.mode !== "live") {
     const limit = until == null ? M.t : Math.min(until, M.t);
     return incidentRows.filter((r) => r.cluster === M.cluster && r.t <= limit && concerns(r, entity));
   }
@@ -616,7 +618,7 @@ function concerns(row, entity) {
   return false;
 }
 function controllerRows() {
-  if (DATA.mode === "incident") return incidentRows.filter((r) => r.cluster === M.cluster && r.t <= M.t && r.type.startsWith("CONTROLLER"));
+  if (DATA.mode !== "live") return incidentRows.filter((r) => r.cluster === M.cluster && r.t <= M.t && r.type.startsWith("CONTROLLER"));
   return M.controller[M.cluster] || [];
 }
 
@@ -730,5 +732,49 @@ function incident() {
   seek(hash ? parseInt(hash, 10) : (tl.end_ms || 0));
 }
 
+// ---- as of, from the lake -------------------------------------------------------------------
+// The server answers for one moment at a time (`api/at`): the state records then, the alerts
+// then, the changes within a minute of it, and where the neighbouring changes are.
+let spans = [];
+let asked = 0;  // the newest question: an older answer that comes after it is dropped
+async function lakeSeek(t) {
+  const mine = ++asked;
+  const span = spans.find((s) => s.cluster === M.cluster) || spans[0];
+  if (!span) return;
+  M.cluster = span.cluster;
+  $("time").min = String(span.start_ms); $("time").max = String(span.end_ms);
+  M.lakeStatus = `reading ${iso(t)}…`; renderStatus();
+  const answer = await fetch(`api/at?${new URLSearchParams({ cluster: span.cluster, t: String(t) })}`);
+  const s = await answer.json();
+  if (mine !== asked) return;
+  if (!answer.ok) { M.lakeStatus = s.error; renderStatus(); return; }
+  resetState(); applyState(s.state); resetAlerts(); applyAlerts(s.alerts); M.fenced = {};
+  incidentRows = s.rows; M.t = s.t; M.around = s;
+  M.lakeStatus = `as of ${iso(s.t)}`;
+  $("time").value = String(s.t); $("time-ms").value = String(s.t); $("time-text").textContent = iso(s.t);
+  render();
+  document.body.dataset.t = String(s.t);
+}
+async function lakeMode() {
+  $("mode").textContent = "as of";
+  $("scrubber").hidden = false;
+  spans = await (await fetch("api/spans")).json();
+  M.clusters = spans.map((s) => s.cluster);
+  M.cluster = M.clusters[0] || null;
+  const slider = $("time");
+  slider.addEventListener("change", () => lakeSeek(parseInt(slider.value, 10)));
+  $("time-ms").addEventListener("change", (e) => lakeSeek(parseInt(e.target.value, 10)));
+  const go = (key) => () => { const t = M.around && M.around[key]; if (t != null) lakeSeek(t); };
+  $("step-next").onclick = go("next_ms");
+  $("step-back").onclick = go("prev_ms");
+  $("next-alert").onclick = go("next_alert_ms");
+  $("cluster").addEventListener("change", () => lakeSeek(M.t));
+  window.zkcdcSeek = lakeSeek;
+  const hash = new URLSearchParams(location.hash.slice(1)).get("t");
+  const span = spans[0];
+  if (span) lakeSeek(hash ? parseInt(hash, 10) : span.end_ms);
+  else { M.lakeStatus = "the lake holds no changes yet"; renderStatus(); }
+}
+
 window.zkcdcModel = M;
-if (DATA.mode === "incident") incident(); else live();
+if (DATA.mode === "incident") incident(); else if (DATA.mode === "lake") lakeMode(); else live();
