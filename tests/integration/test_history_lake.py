@@ -346,6 +346,10 @@ def test_the_page_as_of_a_past_moment_shows_the_broker_then_down_and_its_partiti
                 page.click("#next-alert")
                 wait_for_page(page, "(t) => Number(document.body.dataset.t) > t", at,
                               timeout_s=120, what="the next alert's moment")  # fmt: skip
+                # A moment before the history: said on the page in one line.
+                page.evaluate("window.zkcdcSeek(5)")
+                page.wait_for_selector("#status:has-text('history in the lake begins at')",
+                                       timeout=60_000)  # fmt: skip
                 assert refused == [], refused
                 browser.close()
         finally:

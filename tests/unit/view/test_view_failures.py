@@ -56,6 +56,23 @@ def test_the_ui_on_a_taken_port_is_one_line() -> None:
     assert out.count("\n") == 1
 
 
+def test_the_ui_of_the_lake_and_of_kafka_at_once_is_one_line(tmp_path: Path) -> None:
+    out = _one_line(["ui", "--lake", str(tmp_path), "--bootstrap-servers", "127.0.0.1:1"])
+    assert out == "zkcdc: error: give --lake (the past) or --bootstrap-servers (now), not both\n"
+
+
+def test_the_ui_of_the_lake_on_a_taken_port_is_one_line_before_spark_starts(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _one_line(["ui", "--lake", str(tmp_path), "--port", str(port)])
+    assert out.startswith(f"zkcdc: error: cannot serve on 127.0.0.1:{port}")
+    assert out.count("\n") == 1
+
+
 @pytest.mark.parametrize("command", [["ui"], ["alerts", "tail"]])
 def test_a_command_without_kafka_is_one_line(command: list[str]) -> None:
     out = _one_line(command)
