@@ -1,7 +1,9 @@
 """Every `zkcdc simulate run` scenario against the real ZooKeeper, with `zkcdc capture` watching:
 the events the scenario's expectation (`--expect`) names show up in capture's records, in the
 order the scenario caused them. Then the alert job (Spark) runs over all the scenarios' records
-at once (one cluster name per scenario) and raises exactly the alerts each expectation names.
+at once (one cluster name per scenario) and raises exactly the alerts each expectation names;
+the lake kept from them live (the changes and alerts topics) and by backfill (an event log of
+the same records) holds the same rows.
 
 A watch-mode capture on a machine loaded by the other workers may read two quick changes of a
 znode as one (a broker that drops out and registers again within one read's round trip): it
@@ -30,6 +32,7 @@ from capture_harness import CaptureProcess, ChangesTopic
 from kazoo.client import KazooClient
 from simulate_harness import build_cluster
 
+from zkcdc.capture.delivery.event_log import EventLogWriter
 from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.simulate.alert_forecast import SEVERITY
@@ -234,6 +237,18 @@ def scenario_runs(shared_cluster, shared_changes, tmp_path_factory) -> dict[str,
     return runs
 
 
+@pytest.fixture(scope="module")
+def published(shared_cluster, shared_changes, scenario_runs, tmp_path_factory) -> tuple[Path, str]:
+    """The alert job over every scenario's records with its state by entity over two tasks
+    (`--shards 2`): its alerts in a file, and published to a topic of their own, which the
+    lake's live job reads."""
+    topic = f"{shared_changes.topic}.alerts"
+    work = tmp_path_factory.mktemp("published")
+    found = alert_job(shared_cluster, shared_changes, work, "sharded", "--shards", "2",
+                      alerts_topic=topic)  # fmt: skip
+    return found, topic
+
+
 def _matches(event: dict[str, Any], expected: dict[str, Any]) -> bool:
     return all(event.get(k) == v for k, v in expected.items() if k not in ("path", "together"))
 
@@ -272,7 +287,7 @@ def test_scenario_causes_the_events_its_expectation_names(scenario, scenario_run
 
 
 def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
-    cluster, shared_changes, scenario_runs, tmp_path
+    cluster, shared_changes, scenario_runs, published, tmp_path
 ):
     runs = {
         name: (run.expectation, run.cluster, run.stopped_ms)
@@ -303,7 +318,7 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
     assert covered == set(SEVERITY), f"rules no scenario raises: {set(SEVERITY) - covered}"
     # The state by entity over two tasks (`--shards 2`) gives every scenario's alerts as
     # the one group does: the same lines, alert_id and times included.
-    sharded = alert_job(cluster, shared_changes, tmp_path, "sharded", "--shards", "2")
+    sharded, _ = published
     lines, sharded_lines = (Counter(f.read_text().splitlines()) for f in (alerts_file, sharded))
     assert sharded_lines == lines, (
         f"only one group: {sorted(lines - sharded_lines)[:5]}, "
@@ -311,15 +326,71 @@ def test_the_alert_job_raises_exactly_the_alerts_each_scenario_expects(
     )
 
 
-def alert_job(cluster: Any, changes: Any, work: Path, name: str, *flags: str) -> Path:
-    """The alert job's alerts over every scenario's records, read to the end once."""
+def alert_job(
+    cluster: Any, changes: Any, work: Path, name: str, *flags: str, alerts_topic: str = ""
+) -> Path:
+    """The alert job's alerts over every scenario's records, read to the end once; published
+    to `alerts_topic` too, if given."""
     alerts_file, log = work / f"{name}.jsonl", work / f"{name}.log"
+    publish = ["--alerts-topic", alerts_topic, "--no-state"] if alerts_topic else ["--no-publish"]
     job = subprocess.run(
         [sys.executable, "-m", "zkcdc", "stream", "alerts",
          "--bootstrap-servers", cluster.bootstrap_servers, "--topic", changes.topic,
-         "--no-publish", "--alerts-out", str(alerts_file), "--available-now",
+         *publish, "--alerts-out", str(alerts_file), "--available-now",
          "--checkpoint", str(work / f"{name}-checkpoint"), *RULES, *flags],
         stdout=log.open("wb"), stderr=subprocess.STDOUT, timeout=600,
     )  # fmt: skip
     assert job.returncode == 0, log.read_text()[-5000:]
     return alerts_file
+
+
+# A table's rows as a multiset, in one text: their count and the sum of each row's hash (of its
+# JSON: Spark hashes no map, and the events hold some).
+_ROW_HASH = "CAST(xxhash64(to_json(struct(*))) AS DECIMAL(38, 0))"  # a sum that cannot overflow
+_FINGERPRINTS = ", ".join(
+    f"(SELECT concat(count(*), ':', coalesce(sum({_ROW_HASH}), 0)) FROM {table}) AS {table}"
+    for table in ("changes", "alerts", "znodes")
+)
+
+
+def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
+    shared_cluster, shared_changes, scenario_runs, published, tmp_path
+):
+    """Every scenario's records into the lake twice: live by `stream history` from the changes
+    topic and the alerts topic the alert job published, and by `replay LOG --lake` from an
+    event log of the same records (its alerts from the rules): the same `changes`, `alerts`
+    and `znodes` rows, as multisets."""
+    _, alerts_topic = published
+    shared_changes.read_to_end()
+    log = tmp_path / "log"
+    by_cluster: dict[str, list[dict[str, Any]]] = {}
+    for record in shared_changes.records:
+        by_cluster.setdefault(record["cluster"], []).append(record)
+    for name, records in by_cluster.items():
+        writer = EventLogWriter(log, name, now=time.time, fsync=False)
+        writer.append(sorted(records, key=lambda r: r["seq"]))
+        writer.close()
+    live, backfill = tmp_path / "live", tmp_path / "backfill"
+    runs = {
+        "live": [sys.executable, "-m", "zkcdc", "stream", "history", "--lake", str(live),
+                 "--bootstrap-servers", shared_cluster.bootstrap_servers,
+                 "--topic", shared_changes.topic, "--alerts-topic", alerts_topic,
+                 "--checkpoint", str(tmp_path / "live-checkpoint"), "--available-now"],
+        "backfill": [sys.executable, "-m", "zkcdc", "replay", str(log), "--lake", str(backfill),
+                     *RULES],
+    }  # fmt: skip
+    for name, command in runs.items():
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{name}: {done.stderr[-4000:]}"
+    fingerprints = {}
+    for lake in (live, backfill):
+        asked = subprocess.run(
+            [sys.executable, "-m", "zkcdc", "history", "sql", f"SELECT {_FINGERPRINTS}",
+             "--lake", str(lake), "--json"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert asked.returncode == 0, asked.stderr[-4000:]
+        fingerprints[lake.name] = json.loads(asked.stdout)
+    assert fingerprints["live"]["changes"].startswith(f"{len(shared_changes.records)}:")
+    assert not fingerprints["live"]["alerts"].startswith("0:"), "the scenarios raise alerts"
+    assert fingerprints["live"] == fingerprints["backfill"]
