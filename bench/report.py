@@ -30,6 +30,7 @@ BENCHMARKS = (
     "b7_kraft",
     "b8_ui",
     "b9_cluster_size",
+    "b10_lake",
 )
 # Runs of a benchmark with other flags, kept beside its main one: result -> its module.
 VARIANTS = {

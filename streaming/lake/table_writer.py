@@ -41,9 +41,22 @@ class TableWriter:
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         key = list(self.table.key)
-        rows = every = self.rows_of(batch)
+        every = self.rows_of(batch)
         if self.once_within_batch:
-            rows = every = rows.dropDuplicates(key)
+            every = every.dropDuplicates(key)
+        if self.then is not None:
+            # Two writes read the batch's rows: decoded from the source once, not twice.
+            every = every.persist()
+        try:
+            self._write(every, batch_id)
+        finally:
+            if self.then is not None:
+                every.unpersist()
+        log.info("rows written", table=self.table.value, batch=batch_id)
+
+    def _write(self, every: Any, batch_id: int) -> None:
+        key = list(self.table.key)
+        rows = every
         spark = rows.sparkSession
         if holds_rows(spark, self.uri):
             held = spark.read.format("delta").load(self.uri).select(*key)
@@ -61,4 +74,3 @@ class TableWriter:
         )
         if self.then is not None:
             self.then(spark, every)
-        log.info("rows written", table=self.table.value, batch=batch_id)
