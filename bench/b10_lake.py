@@ -34,6 +34,7 @@ from typing import Any
 from harness import ZKCDC, figure, fmt, own_stack, parser, plot_link, reproduce, save, table
 
 NAME = "b10_lake"
+MADE = "day.json"  # beside the day's log: what it holds, so that a later run can take it as is
 DAY_MS = 86_400_000
 TARGETS = {"ingest_records_per_s": 50_000, "state_at_s": 10.0, "timeline_s": 3.0,
            "files_per_table_day": 50}  # fmt: skip
@@ -70,9 +71,11 @@ def day_of_copies(log: Path, out: Path, records: int) -> dict[str, Any]:
         written += len(batch)
         print(f"log: copy {k + 1}/{copies}, {written:,} records", file=sys.stderr, flush=True)
     writer.close()
-    return {"records": written, "copies": copies, "cluster": source[0]["cluster"],
+    made = {"records": written, "copies": copies, "cluster": source[0]["cluster"],
             "first_ms": start,
             "last_ms": start + (copies - 1) * spacing + last_ms - first_ms}  # fmt: skip
+    (out / MADE).write_text(json.dumps(made))
+    return made
 
 
 def timed(args: list[str], log_file: Path) -> tuple[float, str]:
@@ -133,6 +136,9 @@ def warm(lake: str, cluster: str, at_ms: int, subject: str) -> dict[str, float]:
 
 def measure(args: Any) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b10-"))
+    if args.day_log is not None:  # a day's log made by an earlier run
+        made = json.loads((args.day_log / MADE).read_text())
+        return measure_on(args, work, args.day_log, made)
     if args.log is None:
         from b4_replay import make_log
 
@@ -141,11 +147,15 @@ def measure(args: Any) -> dict[str, Any]:
                                 args.log_records, args.partitions)  # fmt: skip
     log = work / "day"
     made = day_of_copies(args.log, log, args.records)
+    return measure_on(args, work, log, made)
+
+
+def measure_on(args: Any, work: Path, log: Path, made: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"partitions": args.partitions, "log": made}
     lake = str(work / "lake")
     ingest_s, _ = timed([*ZKCDC, "stream", "history", "--event-log", str(log), "--available-now",
                          "--lake", lake, "--checkpoint", str(work / "checkpoint"),
-                         "--driver-memory", "2g"], work / "ingest.log")  # fmt: skip
+                         "--driver-memory", args.driver_memory], work / "ingest.log")  # fmt: skip
     result["ingest"] = {"seconds": round(ingest_s, 1),
                         "records_per_s": round(made["records"] / ingest_s)}  # fmt: skip
     at = (made["first_ms"] + made["last_ms"]) // 2
@@ -241,6 +251,8 @@ def main() -> None:
     p.add_argument("--log-records", type=int, default=1_000_000)
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--log", type=Path, help="an event log made before (B4's), used as it is")
+    p.add_argument("--day-log", type=Path, help="a day's log an earlier run made (its folder)")
+    p.add_argument("--driver-memory", default="4g", help="the ingest's Spark heap")
     args = p.parse_args()
     if args.quick:
         args.records, args.log_records, args.partitions = 200_000, 60_000, 20_000

@@ -41,22 +41,9 @@ class TableWriter:
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         key = list(self.table.key)
-        every = self.rows_of(batch)
+        rows = every = self.rows_of(batch)
         if self.once_within_batch:
-            every = every.dropDuplicates(key)
-        if self.then is not None:
-            # Two writes read the batch's rows: decoded from the source once, not twice.
-            every = every.persist()
-        try:
-            self._write(every, batch_id)
-        finally:
-            if self.then is not None:
-                every.unpersist()
-        log.info("rows written", table=self.table.value, batch=batch_id)
-
-    def _write(self, every: Any, batch_id: int) -> None:
-        key = list(self.table.key)
-        rows = every
+            rows = every = rows.dropDuplicates(key)
         spark = rows.sparkSession
         if holds_rows(spark, self.uri):
             held = spark.read.format("delta").load(self.uri).select(*key)
@@ -74,3 +61,4 @@ class TableWriter:
         )
         if self.then is not None:
             self.then(spark, every)
+        log.info("rows written", table=self.table.value, batch=batch_id)
