@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from b4_replay import timed_output
 from harness import ZKCDC, figure, fmt, own_stack, parser, plot_link, reproduce, save, table
 
 NAME = "b10_lake"
@@ -76,14 +76,6 @@ def day_of_copies(log: Path, out: Path, records: int) -> dict[str, Any]:
             "last_ms": start + (copies - 1) * spacing + last_ms - first_ms}  # fmt: skip
     (out / MADE).write_text(json.dumps(made))
     return made
-
-
-def timed(args: list[str], log_file: Path) -> tuple[float, str]:
-    started = time.monotonic()
-    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=log_file.open("wb"), text=True)
-    if run.returncode != 0:
-        raise SystemExit(f"{args[3:5]} failed:\n{log_file.read_text()[-3000:]}")
-    return time.monotonic() - started, run.stdout
 
 
 def files_per_day(spark: Any, lake: str) -> dict[str, dict[str, float]]:
@@ -153,16 +145,16 @@ def measure(args: Any) -> dict[str, Any]:
 def measure_on(args: Any, work: Path, log: Path, made: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"partitions": args.partitions, "log": made}
     lake = str(work / "lake")
-    ingest_s, _ = timed([*ZKCDC, "stream", "history", "--event-log", str(log), "--available-now",
+    ingest_s, _ = timed_output([*ZKCDC, "stream", "history", "--event-log", str(log), "--available-now",
                          "--lake", lake, "--checkpoint", str(work / "checkpoint"),
                          "--driver-memory", args.driver_memory], work / "ingest.log")  # fmt: skip
     result["ingest"] = {"seconds": round(ingest_s, 1),
                         "records_per_s": round(made["records"] / ingest_s)}  # fmt: skip
     at = (made["first_ms"] + made["last_ms"]) // 2
     subject = "sim-0000/0"
-    state_s, shown = timed([*ZKCDC, "history", "state", "--lake", lake, "--at", str(at), "--json"],
+    state_s, shown = timed_output([*ZKCDC, "history", "state", "--lake", lake, "--at", str(at), "--json"],
                            work / "state.log")  # fmt: skip
-    timeline_s, lines = timed([*ZKCDC, "history", "timeline", subject, "--lake", lake, "--json"],
+    timeline_s, lines = timed_output([*ZKCDC, "history", "timeline", subject, "--lake", lake, "--json"],
                               work / "timeline.log")  # fmt: skip
     result["cold"] = {"state_at_s": round(state_s, 1), "state_records": len(shown.splitlines()),
                       "timeline_s": round(timeline_s, 1),
@@ -175,7 +167,7 @@ def measure_on(args: Any, work: Path, log: Path, made: dict[str, Any]) -> dict[s
         result["before_compaction"] = files_per_day(spark, lake)
     finally:
         spark.stop()
-    compact_s, _ = timed([*ZKCDC, "history", "compact", "--lake", lake, "--retain-hours", "0"],
+    compact_s, _ = timed_output([*ZKCDC, "history", "compact", "--lake", lake, "--retain-hours", "0"],
                          work / "compact.log")  # fmt: skip
     result["compact_s"] = round(compact_s, 1)
     spark = session("local[2]", "zkcdc-b10-files", shuffle_partitions=2, lake=True)

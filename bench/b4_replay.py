@@ -66,11 +66,17 @@ def make_log(connect: str, work: Path, records: int, partitions: int) -> Path:
 
 
 def timed(args: list[str], log_file: Path) -> float:
+    return timed_output(args, log_file)[0]
+
+
+def timed_output(args: list[str], log_file: Path) -> tuple[float, str]:
+    """A command's seconds, start to exit, and what it printed; its log in `log_file`."""
     started = time.monotonic()
-    run = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=log_file.open("wb"))
+    with log_file.open("wb") as log:
+        run = subprocess.run(args, stdout=subprocess.PIPE, stderr=log, text=True)
     if run.returncode != 0:
         raise SystemExit(f"{args[3:5]} failed:\n{log_file.read_text()[-3000:]}")
-    return time.monotonic() - started
+    return time.monotonic() - started, run.stdout
 
 
 FLOORS = ("decode", "noop_rules")
