@@ -7,6 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+import pytest
+
 from zkcdc.stack.processes import ProcessRecord, find_marked, is_running, spawn, terminate
 
 
@@ -19,11 +22,27 @@ def test_a_spawned_process_is_running_until_terminated(tmp_path: Path):
 
 def test_a_reused_pid_is_not_mistaken_for_the_recorded_process(tmp_path: Path):
     record = spawn("sleeper", ["sleep", "60"], tmp_path / "sleeper.log")
-    impostor = ProcessRecord("sleeper", record.pid, record.created + 1)
+    impostor = ProcessRecord("sleeper", record.pid, record.created + 60)
     assert not is_running(impostor)
     assert terminate([impostor], timeout_s=1) == []
     assert is_running(record)
     terminate([record], timeout_s=5)
+
+
+def test_a_process_is_still_known_after_the_wall_clock_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The kernel moves /proc/stat's boot time when the clock is slewed or stepped, and psutil
+    adds it to every start time: a running broker must not read as exited."""
+    record = spawn("sleeper", ["sleep", "60"], tmp_path / "sleeper.log")
+    try:
+        booted = psutil.boot_time()
+        monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: booted + 1.0)
+        assert psutil.Process(record.pid).create_time() != record.created
+        assert is_running(record)
+    finally:
+        monkeypatch.undo()
+        terminate([record], timeout_s=5)
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_the_timeout(tmp_path: Path):

@@ -17,6 +17,13 @@ from zkcdc.stack.errors import StackError
 MARKER_PROPERTY = "zkcdc.stack"
 
 
+# psutil reckons a start time as jiffies since boot plus /proc/stat's `btime`, and the kernel
+# moves `btime` whenever the wall clock is slewed or stepped (NTP on a VM): the same process's
+# start time can read a second or two apart over a long run. A pid reused within this window of
+# the recorded start is not a risk worth a false "process exited".
+START_TIME_TOLERANCE_S = 5.0
+
+
 @dataclass(frozen=True)
 class ProcessRecord:
     """A started process: its pid plus its creation time, so a reused pid is never mistaken."""
@@ -45,7 +52,7 @@ def _process(record: ProcessRecord) -> psutil.Process | None:
     """The live process `record` names; None if it ended (or its pid is another's now)."""
     try:
         process = psutil.Process(record.pid)
-        if process.create_time() != record.created:
+        if abs(process.create_time() - record.created) > START_TIME_TOLERANCE_S:
             return None
         if process.status() == psutil.STATUS_ZOMBIE:
             with contextlib.suppress(psutil.Error):
