@@ -108,7 +108,9 @@ class Subject:
         from pyspark.sql import functions as F
 
         if self.kind == "partition":
-            return F.col("topic") == self.topic
+            # The partition's own znodes, and its topic's (no partition of their own).
+            mine = F.col("partition").isNull() | (F.col("partition") == self.number)
+            return (F.col("topic") == self.topic) & mine
         if self.kind == "controller":
             return F.col("path").isin("/controller", "/controller_epoch")
         return F.lit(True)

@@ -81,8 +81,7 @@ class AlertEngine:
                     event, self.windows, self.now_ms, self.window_expiries, self.settings, counts
                 )
                 window_keys += [(i, key) for key in keys]
-            if event["type"] == EventType.CONTROLLER_ELECTED:
-                self.state.last_controller = event["broker_id"]
+            self.state.settle(event)
         out += self._evaluate(seq, touched, scope)
         for i, key in window_keys:
             alerts = alert_rules.evaluate_windows(

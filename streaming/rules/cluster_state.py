@@ -72,6 +72,18 @@ class ClusterState:
         handler = _HANDLERS.get(kind)
         return handler(self, event) if handler else set()
 
+    def settle(self, event: dict[str, Any]) -> None:
+        """What an applied event leaves once the rules have compared it with the state before
+        it: an elected controller is the last one known from then on."""
+        if event["type"] == EventType.CONTROLLER_ELECTED:
+            self.last_controller = event["broker_id"]
+
+    def fold(self, event: dict[str, Any]) -> set[Entity]:
+        """`apply` then `settle`: the state after the event, where no rule looks in between."""
+        touched = self.apply(event)
+        self.settle(event)
+        return touched
+
     # -- partitions -----------------------------------------------------------------------------
     def update_partition(self, key: PartitionKey, **changes: Any) -> set[Entity]:
         old = self.partitions.get(key)

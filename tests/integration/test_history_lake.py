@@ -314,7 +314,9 @@ def test_the_page_as_of_a_past_moment_shows_the_broker_then_down_and_its_partiti
 
     port = free_port()
     with (tmp_path / "ui.log").open("wb") as log:
+        # Spark's settings as a user with a lake elsewhere gives them (one core is enough here).
         ui = subprocess.Popen([sys.executable, "-m", "zkcdc", "ui", "--lake", backfilled,
+                               "--master", "local[1]", "--driver-memory", "768m",
                                "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         SHOTS.mkdir(parents=True, exist_ok=True)
         try:

@@ -37,6 +37,7 @@ from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.simulate.alert_forecast import SEVERITY
 from zkcdc.simulate.scenarios import SCENARIOS
+from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 # The first test carries the module fixture: all 24 scenarios, four at a time (about 3 min,
@@ -351,6 +352,39 @@ _FINGERPRINTS = ", ".join(
     f"(SELECT concat(count(*), ':', coalesce(sum({_ROW_HASH}), 0)) FROM {table}) AS {table}"
     for table in ("changes", "alerts", "znodes")
 )
+_PARTITION_FIELDS = ("replicas", "adding", "removing", "leader", "isr", "leader_epoch",
+                     "controller_epoch")  # fmt: skip
+_INTERVALS = (
+    "(SELECT to_json(collect_list(struct(cluster, topic, partition, "
+    + ", ".join(_PARTITION_FIELDS)
+    + ", valid_from_seq, valid_to_seq))) FROM partition_states) AS partition_states"
+)
+
+
+def assert_partition_states_are_the_engines(
+    intervals: list[dict[str, Any]], by_cluster: dict[str, list[dict[str, Any]]]
+) -> None:
+    """At every change of every cluster, the `partition_states` rows current then are the
+    rules engine's partitions."""
+    for cluster, records in by_cluster.items():
+        mine = sorted((r for r in intervals if r["cluster"] == cluster),
+                      key=lambda r: r["valid_from_seq"])  # fmt: skip
+        engine, current, begun = AlertEngine(cluster), {}, 0
+        for record in sorted(records, key=lambda r: r["seq"]):
+            engine.process(record)
+            seq = record["seq"]
+            while begun < len(mine) and mine[begun]["valid_from_seq"] <= seq:
+                row = mine[begun]
+                current[(row["topic"], row["partition"])] = row
+                begun += 1
+            got = {key: tuple(row[f] for f in _PARTITION_FIELDS) for key, row in current.items()
+                   if row["valid_to_seq"] is None or seq < row["valid_to_seq"]}  # fmt: skip
+            want = {
+                key: tuple(list(v) if isinstance(v, tuple) else v
+                           for v in (getattr(p, f) for f in _PARTITION_FIELDS))
+                for key, p in engine.state.partitions.items()
+            }  # fmt: skip
+            assert got == want, (cluster, seq)
 
 
 def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
@@ -359,7 +393,8 @@ def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
     """Every scenario's records into the lake twice: live by `stream history` from the changes
     topic and the alerts topic the alert job published, and by `replay LOG --lake` from an
     event log of the same records (its alerts from the rules): the same `changes`, `alerts`
-    and `znodes` rows, as multisets."""
+    and `znodes` rows, as multisets, and the same `partition_states`, which at every change of
+    every scenario are the rules engine's partitions."""
     _, alerts_topic = published
     shared_changes.read_to_end()
     log = tmp_path / "log"
@@ -385,7 +420,7 @@ def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
     fingerprints = {}
     for lake in (live, backfill):
         asked = subprocess.run(
-            [sys.executable, "-m", "zkcdc", "history", "sql", f"SELECT {_FINGERPRINTS}",
+            [sys.executable, "-m", "zkcdc", "history", "sql", f"SELECT {_FINGERPRINTS}, {_INTERVALS}",
              "--lake", str(lake), "--json"],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
@@ -393,4 +428,8 @@ def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
         fingerprints[lake.name] = json.loads(asked.stdout)
     assert fingerprints["live"]["changes"].startswith(f"{len(shared_changes.records)}:")
     assert not fingerprints["live"]["alerts"].startswith("0:"), "the scenarios raise alerts"
+    intervals = {name: sorted(json.loads(found.pop("partition_states")), key=json.dumps)
+                 for name, found in fingerprints.items()}  # fmt: skip
     assert fingerprints["live"] == fingerprints["backfill"]
+    assert intervals["live"] == intervals["backfill"]
+    assert_partition_states_are_the_engines(intervals["live"], by_cluster)

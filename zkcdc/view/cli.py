@@ -106,11 +106,15 @@ def _port_free(host: str, port: int) -> None:
 @rule_overrides_option("Rule settings the page uses (default_min_insync_replicas=2).")
 @click.option("--lake", metavar="URI", help="Show the past instead, from this lake (`zkcdc "
               "stream history`): pick a moment, see the cluster as it was then.")  # fmt: skip
+@click.option("--master", help="With --lake: Spark master, local[N] or spark://HOST:PORT "
+              "[default: local[2]].")  # fmt: skip
+@click.option("--driver-memory", help="With --lake: the Spark driver's heap [default: 1g].")
 def ui_command(
     bootstrap_servers: str | None, kafka_config_file: Path | None, kafka_config: dict[str, str],
     state_topic: str, alerts_topic: str, topic: str, no_changes: bool,
     schema_registry: str | None, capture_metrics: tuple[str, ...], host: str, port: int,
     web_config: Path | None, insecure_no_auth: bool, rules: dict[str, str], lake: str | None,
+    master: str | None, driver_memory: str | None,
 ) -> None:  # fmt: skip
     """A live web view of the clusters zkcdc watches: brokers, controller, partitions, alerts,
     consumer groups and capture health, pushed to the page as they change. With --lake, the
@@ -126,8 +130,10 @@ def ui_command(
         if bootstrap_servers:
             raise ViewError("give --lake (the past) or --bootstrap-servers (now), not both")
         _port_free(host, port)
-        _serve_lake(lake, access, host, port)
+        _serve_lake(lake, access, host, port, master or "local[2]", driver_memory or "1g")
         return
+    if master or driver_memory:
+        raise ViewError("--master and --driver-memory go with --lake (Spark reads the lake)")
     kafka = _kafka(bootstrap_servers, kafka_config_file, kafka_config)
     settings = RuleSettings().with_overrides(rules)
     _port_free(host, port)
@@ -164,7 +170,9 @@ def _serve(web: Any, access: WebConfig, host: str, port: int) -> None:
         raise ViewError(f"cannot serve on {host}:{port}")
 
 
-def _serve_lake(lake: str, access: WebConfig, host: str, port: int) -> None:
+def _serve_lake(
+    lake: str, access: WebConfig, host: str, port: int, master: str, driver_memory: str
+) -> None:
     from zkcdc.streaming.job.spark_session import session
     from zkcdc.streaming.lake.history_queries import read_table
     from zkcdc.streaming.lake.lake_tables import LakeError, Table
@@ -172,7 +180,7 @@ def _serve_lake(lake: str, access: WebConfig, host: str, port: int) -> None:
     from zkcdc.view.web_app import lake_app
 
     logs.configure()
-    spark = session("local[2]", "zkcdc-ui-lake", shuffle_partitions=2, driver_memory="1g",
+    spark = session(master, "zkcdc-ui-lake", shuffle_partitions=2, driver_memory=driver_memory,
                     lake=True)  # fmt: skip
     try:
         try:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from zkcdc.capture.decoders import router
+from zkcdc.capture.records import Znode
 from zkcdc.ground.change_types import Op
-from zkcdc.history.state_at import _as_read
+from zkcdc.history.state_at import SILENT_IN_BULK, _as_read
 
 PATHS = [
     "/brokers/ids/1", "/brokers/topics/t", "/brokers/topics/t/partitions/0/state", "/controller",
@@ -18,13 +21,9 @@ PATHS = [
 AT_MS = 1_000
 
 
-class Row(dict[str, Any]):
-    def asDict(self) -> dict[str, Any]:
-        return dict(self)
-
-
-def znode(data: bytes | None) -> Row:
-    return Row(data=data, version=1, czxid=5, mzxid=6, ctime_ms=1, mtime_ms=2, ephemeral_owner=0)
+def znode(data: bytes | None) -> dict[str, Any]:
+    """A version's znode as Arrow gives it to Python."""
+    return dict(data=data, version=1, czxid=5, mzxid=6, ctime_ms=1, mtime_ms=2, ephemeral_owner=0)
 
 
 versions = st.lists(
@@ -48,6 +47,21 @@ versions = st.lists(
      **dict(zip(("to_seq", "to_ms", "to_op"), row["to"] or (None, None, None), strict=True))}
     for row in rows
 ])  # fmt: skip
+
+
+@given(
+    st.from_regex(re.compile(SILENT_IN_BULK), fullmatch=True),
+    st.one_of(st.none(), st.binary(max_size=32)),
+)
+def test_the_paths_left_out_in_bulk_are_ones_the_decoders_say_nothing_of(
+    path: str, data: bytes | None
+) -> None:
+    """What `state --at` leaves out in Spark must decode to no event whatever it holds."""
+    version = Znode(
+        data=data, version=1, czxid=5, mzxid=6, ctime_ms=1, mtime_ms=2, ephemeral_owner=0
+    )
+    assert router.decode(path, None, version) == []
+    assert router.decode(path, version, None) == []
 
 
 @given(versions)

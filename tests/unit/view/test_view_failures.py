@@ -61,6 +61,14 @@ def test_the_ui_of_the_lake_and_of_kafka_at_once_is_one_line(tmp_path: Path) -> 
     assert out == "zkcdc: error: give --lake (the past) or --bootstrap-servers (now), not both\n"
 
 
+def test_sparks_settings_without_a_lake_are_one_line() -> None:
+    for flag in (["--master", "local[1]"], ["--driver-memory", "2g"]):
+        out = _one_line(["ui", "--bootstrap-servers", "127.0.0.1:1", *flag])
+        assert out == (
+            "zkcdc: error: --master and --driver-memory go with --lake (Spark reads the lake)\n"
+        )
+
+
 def test_the_ui_of_the_lake_on_a_taken_port_is_one_line_before_spark_starts(
     tmp_path: Path,
 ) -> None:
