@@ -78,6 +78,14 @@ def test_a_dropped_broker_and_a_moving_controller_are_asked_again_with_a_new_cli
     assert len(clients) == 3
 
 
+def test_a_controller_back_from_a_zookeeper_stall_is_asked_again() -> None:
+    """It answered UNKNOWN_SERVER_ERROR once, then made the topic (a ZooKeeper frozen, then
+    thawed, under a capture started with --wait)."""
+    asked, clients = _create({"a": [KafkaError.UNKNOWN, None]})
+    assert asked == [["a"], ["a"]]
+    assert len(clients) == 2
+
+
 def test_an_existing_topic_counts_as_made_after_a_lost_answer_but_not_on_the_first_ask() -> None:
     _create({"a": [KafkaError._TIMED_OUT, KafkaError.TOPIC_ALREADY_EXISTS]})
     with pytest.raises(TopicCreationError, match=r"cannot create topic a: .*already exists") as e:

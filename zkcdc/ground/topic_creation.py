@@ -4,7 +4,9 @@ Right after a cluster starts, or while a broker comes and goes, Kafka refuses a 
 for reasons that pass within seconds: no controller yet (NOT_CONTROLLER), a request timed out,
 or librdkafka dropping the broker the request was waiting on because another broker's
 metadata did not list it yet (`_DESTROY_BROKER`, librdkafka 2.10 on; seen on a KRaft cluster
-just up). Each of those is asked again, with a client of its own (a client once kept asking a
+just up), or an unexpected error of the controller's (UNKNOWN_SERVER_ERROR: a ZooKeeper-mode
+controller whose ZooKeeper has just come back from a stall answers so while its session is
+renewed). Each of those is asked again, with a client of its own (a client once kept asking a
 broker that was no longer the controller for its whole deadline), until the deadline."""
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _passing_codes() -> frozenset[int]:
     return frozenset({
         KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT, KafkaError._DESTROY_BROKER,
         KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
-        KafkaError.BROKER_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.BROKER_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN,
     })  # fmt: skip
 
 
