@@ -23,7 +23,13 @@ from typing import Any
 import pytest
 from conftest import wait_until
 from debian_packages import ensure_binary
-from history_harness import FIXTURE_LOG, fixture_records, topic_of_the_kept_log, zkcdc
+from history_harness import (
+    FIXTURE_LOG,
+    assert_partition_states_are_the_engines,
+    fixture_records,
+    topic_of_the_kept_log,
+    zkcdc,
+)
 from ui_harness import answers, free_port, wait_for_page
 
 from zkcdc.ground.change_types import EventType
@@ -146,28 +152,11 @@ def test_state_at_five_moments_is_the_rules_engines_state_then(spark: Any, backf
 def test_partition_states_are_the_rules_engines_partitions_at_every_change(
     spark: Any, backfilled: str
 ) -> None:
-    fields = ("replicas", "adding", "removing", "leader", "isr", "leader_epoch",
-              "controller_epoch")  # fmt: skip
     rows = [
         r.asDict()
         for r in queries.run_sql(spark, backfilled, "SELECT * FROM partition_states").collect()
     ]
-    records = fixture_records()
-    engine = AlertEngine(records[0]["cluster"])
-    for record in records:
-        engine.process(record)
-        seq = record["seq"]
-        want = {
-            key: tuple(
-                list(v) if isinstance(v, tuple) else v for v in (getattr(p, f) for f in fields)
-            )
-            for key, p in engine.state.partitions.items()
-        }
-        current = [r for r in rows
-                   if r["valid_from_seq"] <= seq and (r["valid_to_seq"] is None or seq < r["valid_to_seq"])]  # fmt: skip
-        got = {(r["topic"], r["partition"]): tuple(r[f] for f in fields) for r in current}
-        assert len(got) == len(current), f"two intervals of one partition at seq {seq}"
-        assert got == want, seq
+    assert_partition_states_are_the_engines(rows, fixture_records())
     assert {r["under_replicated"] for r in rows} == {True, False}
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from capture_harness import CaptureProcess, ChangesTopic
+from history_harness import PARTITION_FIELDS, assert_partition_states_are_the_engines
 from kazoo.client import KazooClient
 from simulate_harness import build_cluster
 
@@ -37,7 +38,6 @@ from zkcdc.ground import waiting
 from zkcdc.ground.child_processes import stop
 from zkcdc.simulate.alert_forecast import SEVERITY
 from zkcdc.simulate.scenarios import SCENARIOS
-from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 # The first test carries the module fixture: all 24 scenarios, four at a time (about 3 min,
@@ -352,40 +352,11 @@ _FINGERPRINTS = ", ".join(
     f"(SELECT concat(count(*), ':', coalesce(sum({_ROW_HASH}), 0)) FROM {table}) AS {table}"
     for table in ("changes", "alerts", "znodes")
 )
-_PARTITION_FIELDS = ("replicas", "adding", "removing", "leader", "isr", "leader_epoch",
-                     "controller_epoch")  # fmt: skip
 _INTERVALS = (
     "(SELECT to_json(collect_list(struct(cluster, topic, partition, "
-    + ", ".join(_PARTITION_FIELDS)
+    + ", ".join(PARTITION_FIELDS)
     + ", valid_from_seq, valid_to_seq))) FROM partition_states) AS partition_states"
 )
-
-
-def assert_partition_states_are_the_engines(
-    intervals: list[dict[str, Any]], by_cluster: dict[str, list[dict[str, Any]]]
-) -> None:
-    """At every change of every cluster, the `partition_states` rows current then are the
-    rules engine's partitions."""
-    for cluster, records in by_cluster.items():
-        mine = sorted((r for r in intervals if r["cluster"] == cluster),
-                      key=lambda r: r["valid_from_seq"])  # fmt: skip
-        engine, current, begun = AlertEngine(cluster), {}, 0
-        for record in sorted(records, key=lambda r: r["seq"]):
-            engine.process(record)
-            seq = record["seq"]
-            while begun < len(mine) and mine[begun]["valid_from_seq"] <= seq:
-                row = mine[begun]
-                current[(row["topic"], row["partition"])] = row
-                begun += 1
-            # (JSON from Spark leaves a null field out.)
-            got = {key: tuple(row.get(f) for f in _PARTITION_FIELDS) for key, row in current.items()
-                   if row.get("valid_to_seq") is None or seq < row["valid_to_seq"]}  # fmt: skip
-            want = {
-                key: tuple(list(v) if isinstance(v, tuple) else v
-                           for v in (getattr(p, f) for f in _PARTITION_FIELDS))
-                for key, p in engine.state.partitions.items()
-            }  # fmt: skip
-            assert got == want, (cluster, seq)
 
 
 def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
@@ -433,4 +404,4 @@ def test_the_lake_kept_live_and_by_backfill_holds_the_same_rows(
                  for name, found in fingerprints.items()}  # fmt: skip
     assert fingerprints["live"] == fingerprints["backfill"]
     assert intervals["live"] == intervals["backfill"]
-    assert_partition_states_are_the_engines(intervals["live"], by_cluster)
+    assert_partition_states_are_the_engines(intervals["live"], shared_changes.records)

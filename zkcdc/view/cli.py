@@ -130,7 +130,11 @@ def ui_command(
         if bootstrap_servers:
             raise ViewError("give --lake (the past) or --bootstrap-servers (now), not both")
         _port_free(host, port)
-        _serve_lake(lake, access, host, port, master or "local[2]", driver_memory or "1g")
+        from zkcdc.history.history_settings import HistorySettings
+
+        spark = HistorySettings.model_fields  # the `history` commands' defaults
+        _serve_lake(lake, access, host, port, master or spark["master"].default,
+                    driver_memory or spark["driver_memory"].default)  # fmt: skip
         return
     if master or driver_memory:
         raise ViewError("--master and --driver-memory go with --lake (Spark reads the lake)")
