@@ -88,7 +88,9 @@ class AlertJobOptions:
     metrics_web_config: Path | None = None  # ... with TLS and basic auth
 
 
-def run(options: AlertJobOptions, stop: threading.Event) -> None:
+def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> None:
+    """The job until `stop` is set (or, available-now, until its input is done). `spark`: a
+    session to use instead of starting one (a backfill's, with the lake), left running."""
     shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
     for metadata in repoint_state_schemas(options.checkpoint / "alerts"):
         log.info("a moved checkpoint's state schema paths now name its own files",
@@ -121,10 +123,15 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
         scratch=options.checkpoint / "batch-out",
         dead_letters=dead_letters,
     )
-    spark = session(
-        options.master, "zkcdc-alerts", shuffle_partitions=max(1, shards),
-        driver_memory=options.driver_memory,
-    )  # fmt: skip
+    own = spark is None
+    if own:
+        spark = session(
+            options.master, "zkcdc-alerts", shuffle_partitions=max(1, shards),
+            driver_memory=options.driver_memory,
+        )  # fmt: skip
+    else:  # the stateful stage's tasks; the session's own setting back after the job
+        shared_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, shards)))
     log.info("spark started", master=options.master, shards=shards,
              local_files=local_file_system(spark))  # fmt: skip
     queries: list[tuple[Any, BatchCall]] = []  # a query, and its foreachBatch call
@@ -166,7 +173,10 @@ def run(options: AlertJobOptions, stop: threading.Event) -> None:
             dead_letters.close()
         if not tasks_ended(spark, TASKS_END_WAIT_S):
             log.warning("tasks still running as Spark stops", waited_s=TASKS_END_WAIT_S)
-        spark.stop()
+        if own:
+            spark.stop()
+        else:
+            spark.conf.set("spark.sql.shuffle.partitions", shared_partitions)
         metrics.started(False)
         if server is not None:
             server.shutdown()

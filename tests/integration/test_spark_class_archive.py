@@ -1,6 +1,6 @@
 """A job's Spark driver on a local master maps the class archive recorded for its class path
-(the tests' set-up records it: conftest `_fill_caches`), and says nothing of it on the job's
-output."""
+(the tests' set-up records it: conftest `_fill_caches`), with the lake's jars too, and says
+nothing of it on the job's output."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 PROBE = """
 import json, sys
 from zkcdc.streaming.job.spark_session import local_driver, session
-spark = session("local[1]", "class-archive-probe")
+spark = session("local[1]", "class-archive-probe", lake=sys.argv[1] == "lake")
 try:
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     maps = open(f"/proc/{pid}/maps").read()
@@ -29,10 +29,11 @@ finally:
 """
 
 
-def test_a_local_driver_maps_the_recorded_class_archive_quietly() -> None:
+@pytest.mark.parametrize("kind", ["alerts", "lake"])
+def test_a_local_driver_maps_the_recorded_class_archive_quietly(kind: str) -> None:
     # Recorded by a worker's set-up, maybe still under way (a job would not wait; this does).
     assert local_driver(wait=True)[1] is not None, "no class archive could be recorded"
-    run = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", PROBE, kind], capture_output=True, text=True,
                          timeout=300, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     (line,) = [line for line in run.stdout.splitlines() if line.startswith("{")]

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fastavro
 
@@ -65,18 +66,34 @@ def replay_alerts(
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-"))
     try:
         source, damaged = readable_log(log, work, on_damage)
-        alerts_out.write_text("")  # this run's alerts only
-        options = AlertJobOptions(
-            source=LogInput(source),
-            sinks=SinkOptions(alerts_out=alerts_out),
-            checkpoint=work / "checkpoint",
-            master=master,
-            partition_shards=partition_shards,
-            rules=rules or RuleSettings(),
-            available_now=True,
-            state_out=state_out,
-        )
-        run(options, threading.Event())
+        rules_over(source, alerts_out, work / "checkpoint", rules, master, state_out,
+                   partition_shards)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return damaged
+
+
+def rules_over(
+    readable: Path,
+    alerts_out: Path,
+    checkpoint: Path,
+    rules: RuleSettings | None = None,
+    master: str = "local[2]",
+    state_out: Path | None = None,
+    partition_shards: int | None = None,
+    spark: Any = None,
+) -> None:
+    """The alert job over a log Spark can read (`readable_log`), its alerts into `alerts_out`.
+    `spark`: a session to run it in (left running) instead of one of its own."""
+    alerts_out.write_text("")  # this run's alerts only
+    options = AlertJobOptions(
+        source=LogInput(readable),
+        sinks=SinkOptions(alerts_out=alerts_out),
+        checkpoint=checkpoint,
+        master=master,
+        partition_shards=partition_shards,
+        rules=rules or RuleSettings(),
+        available_now=True,
+        state_out=state_out,
+    )
+    run(options, threading.Event(), spark)

@@ -1,22 +1,19 @@
 """`zkcdc replay PATH --lake URI`: a log into the lake's tables, as `zkcdc stream history`
 keeps them live: its change records into `changes` by the same job over the log as bounded
-input, and the alerts the rules raise over it (`replay --alerts-out`, in a process of its
-own: the rules' Spark session has other jars than the lake's) into `alerts`. A second
-backfill of the same log adds nothing (streaming/lake/table_writer.py)."""
+input, and the alerts the rules raise over it (the alert job of `replay --alerts-out`, in the
+same Spark session) into `alerts`. A second backfill of the same log adds nothing
+(streaming/lake/table_writer.py)."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from zkcdc.capture.delivery.event_log import Damage
-from zkcdc.replay.alerts_replay import readable_log
-from zkcdc.replay.errors import ReplayError
+from zkcdc.replay.alerts_replay import readable_log, rules_over
 from zkcdc.streaming.job.change_source import LogInput
 from zkcdc.streaming.lake.history_job import (
     HistoryJobOptions,
@@ -25,6 +22,7 @@ from zkcdc.streaming.lake.history_job import (
     write_alerts,
 )
 from zkcdc.streaming.lake.lake_tables import check_local_lake
+from zkcdc.streaming.rules.rule_settings import RuleSettings
 
 
 def replay_into_lake(
@@ -41,9 +39,10 @@ def replay_into_lake(
     try:
         source, damaged = readable_log(log, work, on_damage)
         alerts = work / "alerts.jsonl"
-        _rules_over(source, alerts, master, rules or {})
         spark = lake_session(master)
         try:
+            settings = RuleSettings().with_overrides(rules or {})
+            rules_over(source, alerts, work / "alerts-checkpoint", settings, master, spark=spark)
             options = HistoryJobOptions(
                 source=LogInput(source),
                 lake=lake,
@@ -58,17 +57,3 @@ def replay_into_lake(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return damaged
-
-
-def _rules_over(log: Path, alerts: Path, master: str, rules: Mapping[str, str]) -> None:
-    overrides = [
-        arg for name, value in sorted(rules.items()) for arg in ("--rule", f"{name}={value}")
-    ]
-    run = subprocess.run(
-        [sys.executable, "-m", "zkcdc", "replay", str(log), "--alerts-out", str(alerts),
-         "--master", master, *overrides],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-    )  # fmt: skip
-    if run.returncode != 0:
-        last = (run.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ReplayError(f"the rules over {log} failed: {last}")
