@@ -49,6 +49,14 @@ class Table(enum.StrEnum):
         return ("cluster", "day", "alert_id", "status")
 
     @property
+    def clustered_by(self) -> tuple[str, ...]:
+        """What a timeline filters the table on: each file is written sorted by these columns
+        (table_writer.py), so Parquet's page statistics let a reader skip the pages of other
+        topics in a file written by one micro-batch, and compaction Z-orders files by them
+        (upkeep.py)."""
+        return ("topic", "partition") if self is Table.CHANGES else ()
+
+    @property
     def partitioned_by(self) -> tuple[str, ...]:
         # A version's interval spans days: the cluster alone partitions it.
         return ("cluster",) if self is Table.ZNODES else ("cluster", "day")

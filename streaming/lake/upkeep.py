@@ -21,9 +21,6 @@ from zkcdc.streaming.lake.lake_tables import (
 
 # Delta's own default (7 days): a reader of a version older than this may find its files gone.
 RETAIN_HOURS = 168
-# What a timeline filters `changes` on: Z-order clusters rows by them, so a file's statistics
-# let a query skip the files of other topics and partitions.
-ZORDER = {Table.CHANGES: ("topic", "partition")}
 # Compacted files' size: Delta's default (1 GiB) makes a day of a 100,000-partition cluster one
 # file whose statistics span every topic, read whole by a partition's timeline; at 32 MiB the
 # same day is ~14 Z-ordered files and a timeline reads one or two (BENCHMARKS, B10).
@@ -49,7 +46,9 @@ def compact(spark: Any, lake: str, retain_hours: int = RETAIN_HOURS) -> list[Tab
             continue
         check_readable(spark, uri, table)
         before = table_detail(spark, uri)
-        zorder = ZORDER.get(table)
+        # Z-order on what a timeline filters on: a file's statistics then let a query skip
+        # the files of other topics and partitions.
+        zorder = table.clustered_by
         if retain_hours < RETAIN_HOURS:
             # Delta refuses a shorter retention unless its check is switched off for this.
             spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")

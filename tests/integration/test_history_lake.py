@@ -256,6 +256,20 @@ def test_a_table_written_by_a_newer_zkcdc_is_refused(spark: Any, tmp_path: Path)
         )  # fmt: skip
 
 
+def test_each_file_a_batch_wrote_is_sorted_by_what_a_timeline_filters_on(backfilled: str) -> None:
+    """A day not yet compacted: Parquet's page statistics skip the other topics of a file only
+    if its rows are in order of topic and partition (nulls first, as Spark sorts)."""
+    import pyarrow.parquet as pq
+
+    files = sorted(Path(backfilled, "changes").rglob("*.parquet"))
+    assert files
+    for file in files:
+        rows = pq.read_table(file, columns=["topic", "partition"]).to_pylist()
+        keys = [(r["topic"] is not None, r["topic"] or "", r["partition"] is not None,
+                 r["partition"] or 0) for r in rows]  # fmt: skip
+        assert keys == sorted(keys), file
+
+
 def test_compaction_keeps_every_row_in_fewer_files(
     spark: Any, backfilled: str, tmp_path: Path
 ) -> None:
