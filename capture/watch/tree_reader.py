@@ -67,6 +67,8 @@ class TreeReader:
         self._excluded = excluded
         self._lock = threading.Lock()
         self._children: dict[str, set[str]] = {}
+        # Reads sent on a notification and not yet answered, by path (see _on_data).
+        self._notified_reads: dict[str, int] = {}
         self._generation = 0
         self._outstanding = 0
         self._closed = False
@@ -86,6 +88,8 @@ class TreeReader:
             self._generation += 1
             self._outstanding = 0
             self._children.clear()
+            # The last connection's reads were answered or failed before a walk starts again.
+            self._notified_reads.clear()
             generation = self._generation
         if self.recursive is False:
             # Held while the walk starts: an early answer must not end the walk at zero.
@@ -137,15 +141,20 @@ class TreeReader:
         generation: int | None,
         list_children: bool = False,
         announced_created: bool = False,
+        notified: bool = False,
     ) -> None:
+        """`notified`: sent on the recursive watch's notification of a change to `path`."""
         if self._closed:
             return
         self._count(generation, +1)
         watch = None if self.recursive else self._on_data_watch
+        if notified:
+            with self._lock:
+                self._notified_reads[path] = self._notified_reads.get(path, 0) + 1
         self._pipeline.request(
             GetData(self._full(path), watch),
             lambda value, error: self._on_data(
-                path, value, error, generation, list_children, announced_created
+                path, value, error, generation, list_children, announced_created, notified
             ),
         )
 
@@ -167,7 +176,7 @@ class TreeReader:
         """The recursive watch (connection thread): a read per notification, sent in the same
         turn, so it is answered right after its write."""
         if self.recursive and not self._excluded(path):
-            self._read_data(path, None, announced_created=kind == EventType.CREATED)
+            self._read_data(path, None, announced_created=kind == EventType.CREATED, notified=True)
 
     def _on_data_watch(self, event: WatchedEvent) -> None:  # one-shot: kazoo's callback thread
         if event.type in (EventType.CHANGED, EventType.DELETED, EventType.CREATED):
@@ -186,10 +195,25 @@ class TreeReader:
         generation: int | None,
         list_children: bool = False,
         announced_created: bool = False,
+        notified: bool = False,
     ) -> None:
+        with self._lock:
+            if notified:
+                left = self._notified_reads.get(path, 1) - 1
+                if left > 0:
+                    self._notified_reads[path] = left
+                else:
+                    self._notified_reads.pop(path, None)
+            # A read of a walk or a listing, sent before a change to the path and answered
+            # after ZooKeeper's notice of it (notices come before any answer showing their
+            # change): its answer may show a state newer than notices whose reads are not
+            # answered yet, and reported now it would come ahead of them. The read that
+            # path's notice sent reports it, in order. A notified read is never left out.
+            stale = not notified and self._notified_reads.get(path, 0) > 0
         if error is None:
             data, stat = value
-            self._emit(Read(path, znode(data, stat), self._now_ms()))
+            if not stale:
+                self._emit(Read(path, znode(data, stat), self._now_ms()))
             # Listed where there are children, and where a child may come that only a child
             # watch would tell of (child_watched). An ephemeral znode never has children.
             if list_children and (
@@ -199,7 +223,8 @@ class TreeReader:
         elif isinstance(error, NoNodeError):
             # Announced as created, gone before its read: a znode nobody saw (a request
             # created and handled within a few milliseconds), which must not pass in silence.
-            self._emit(Read(path, None, self._now_ms(), announced_created))
+            if not stale:
+                self._emit(Read(path, None, self._now_ms(), announced_created))
             if self.recursive:
                 with self._lock:
                     self._forget(path)
