@@ -3,6 +3,8 @@ resume starts from, damaged logs made readable, and bad input as one-line errors
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import fastavro
 from click.testing import CliRunner
 
@@ -67,6 +69,22 @@ def test_a_damaged_block_is_found_and_named_and_the_blocks_before_and_after_it_c
     # Only the damaged block's ten records are missing: reading went on after it.
     lost = set(range(damage.block * 10, damage.block * 10 + 10))
     assert seqs == [s for s in range(50) if s not in lost]
+
+
+def test_a_bad_rule_of_a_backfill_is_one_line_before_spark_starts(tmp_path, monkeypatch):
+    from zkcdc.replay import lake_replay
+
+    def no_spark(*_: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(lake_replay, "lake_session", no_spark)
+    log = Path(__file__).parents[1] / "fixtures" / "event_log_v1"
+    lake = str(tmp_path / "lake")
+    for rule, message in (("nope=1", "unknown rule setting 'nope'"),
+                          ("broker_down_for_ms=abc", "needs a number")):  # fmt: skip
+        result = CliRunner().invoke(main, ["replay", str(log), "--lake", lake, "--rule", rule])
+        assert result.exit_code == 1, result.output
+        assert message in result.output and "Traceback" not in result.output, result.output
 
 
 def test_bad_replay_options_are_one_line_errors(tmp_path):

@@ -34,6 +34,7 @@ def replay_into_lake(
 ) -> list[Damage]:
     """The log's records and alerts into the lake; returns the damage found (the valid part
     was used)."""
+    settings = RuleSettings().with_overrides(rules or {})  # a bad one: before Spark starts
     check_local_lake(lake)  # before minutes of rules
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-lake-"))
     try:
@@ -41,7 +42,6 @@ def replay_into_lake(
         alerts = work / "alerts.jsonl"
         spark = lake_session(master)
         try:
-            settings = RuleSettings().with_overrides(rules or {})
             rules_over(source, alerts, work / "alerts-checkpoint", settings, master, spark=spark)
             options = HistoryJobOptions(
                 source=LogInput(source),
