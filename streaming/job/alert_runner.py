@@ -25,9 +25,9 @@ from zkcdc.streaming.job.change_source import (
     source_partitions,
 )
 from zkcdc.streaming.job.checkpoint_layout import settle_layout
+from zkcdc.streaming.job.driver_jar import local_file_system
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
-from zkcdc.streaming.job.local_fs_jar import local_file_system
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_session import session

@@ -16,7 +16,7 @@ import zkcdc
 from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.class_archive import driver_options, ready_archive
-from zkcdc.streaming.job.local_fs_jar import local_fs_conf, local_fs_jar
+from zkcdc.streaming.job.driver_jar import driver_jar, driver_jar_conf
 from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
 
@@ -87,7 +87,7 @@ def session(
     # of a C1-only start saved).
     local = master.startswith("local")
     jar, archive = local_driver() if local else (None, None)
-    local_fs = local_fs_conf(jar, master)
+    driver_classes = driver_jar_conf(jar, master)
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
@@ -106,17 +106,21 @@ def session(
         .config("spark.driver.memory", driver_memory)
         .config("spark.executor.memory", "512m")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Spark 4.2 asks this once for every field of every nested row a task builds (the Avro
+        # reader's records), and unset its default reads the process environment each time:
+        # a sixth of a lake backfill's CPU. False is that default outside Spark's own tests.
+        .config("spark.sql.types.framework.enabled", "false")
     )
     if master.startswith("spark://"):
         builder = builder.config("spark.submit.pyFiles", str(package_zip()))
-    ours = {**local_fs, **(LAKE_CONF if lake else {})}
+    ours = {**driver_classes, **(LAKE_CONF if lake else {})}
     if archive is not None:
         ours["spark.driver.extraJavaOptions"] = driver_options(archive)
     conf = conf or {}
     settings = {**ours, **conf}
     for key, sep in (("spark.driver.extraClassPath", os.pathsep),
-                     ("spark.driver.extraJavaOptions", " ")):  # fmt: skip
-        if key in ours and key in conf:  # the caller's, and ours after it
+                     ("spark.driver.extraJavaOptions", " "), ("spark.plugins", ",")):  # fmt: skip
+        if ours.get(key) and key in conf:  # the caller's, and ours after it
             settings[key] = f"{conf[key]}{sep}{ours[key]}"
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -124,11 +128,11 @@ def session(
 
 
 def local_driver(wait: bool = False) -> tuple[Path | None, Path | None]:
-    """What a local master's driver gets, built the first time: the java.nio file system's
-    jar, and the archive of Spark's classes (class_archive.py) made on that class path (None
+    """What a local master's driver gets, built the first time: zkcdc's driver jar
+    (driver_jar.py), and the archive of Spark's classes (class_archive.py) made on that class path (None
     while another process records it, unless `wait`)."""
     cache = default_cache_dir()
-    jar = local_fs_jar(cache, pyspark_home() / "jars")
+    jar = driver_jar(cache, pyspark_home() / "jars")
     # The key of the archive's file: a connector's new version records a new one.
     class_path = [*spark_jars(), *([jar] if jar else [])]
     return jar, ready_archive(cache, class_path, wait=wait)

@@ -33,6 +33,7 @@ from zkcdc.streaming.lake.lake_tables import (
     check_local_lake,
     ensure_table,
     first_line,
+    parquet_settings,
     table_uri,
 )
 from zkcdc.streaming.lake.table_writer import TableWriter, query_app_id
@@ -59,8 +60,9 @@ class HistoryJobOptions:
 
 
 def lake_session(master: str, driver_memory: str = "1g") -> Any:
+    """A session that writes the lake's tables (`stream history`, `replay --lake`)."""
     return session(master, "zkcdc-history", shuffle_partitions=2, driver_memory=driver_memory,
-                   lake=True)  # fmt: skip
+                   lake=True, conf=parquet_settings())  # fmt: skip
 
 
 def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = None) -> None:

@@ -45,15 +45,14 @@ class TableWriter:
         if self.once_within_batch:
             rows = every = rows.dropDuplicates(key)
         spark = rows.sparkSession
-        if holds_rows(spark, self.uri):
+        fresh = not holds_rows(spark, self.uri)
+        if not fresh:
             held = spark.read.format("delta").load(self.uri).select(*key)
             # The join on the partition columns reads only the batch's (cluster, day) folders
             # of the table (Spark's dynamic partition pruning), and of them the key columns.
             rows = rows.join(held, key, "left_anti")
-        if self.table.clustered_by:
-            # A task's rows sorted before they are written (no shuffle): a partition's
-            # timeline over a day not yet compacted read 5 s of 10 million rows, 2 s sorted.
-            rows = rows.sortWithinPartitions(*self.table.clustered_by)
+        if self.table.sorted_by:  # within each task: no shuffle
+            rows = rows.sortWithinPartitions(*self.table.sorted_by)
         (
             rows.write.format("delta")
             .mode("append")
@@ -64,5 +63,9 @@ class TableWriter:
             .save(self.uri)
         )
         if self.then is not None:
+            if fresh:
+                # The table held nothing before (a first backfill): what it holds now is the
+                # batch, read back as Parquet's columns instead of decoding its input again.
+                every = spark.read.format("delta").load(self.uri)
             self.then(spark, every)
         log.info("rows written", table=self.table.value, batch=batch_id)

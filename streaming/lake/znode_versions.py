@@ -32,8 +32,12 @@ def versions(changes: Any) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    path = Window.partitionBy("cluster", "path").orderBy("seq")
-    records = changes.where(F.col("op") != Op.HEARTBEAT.value).select(
+    # The path's hash first: the window's sort then tells rows of two paths apart by a long
+    # (its sort prefix), not by comparing the paths, which share long beginnings.
+    path = Window.partitionBy("path_hash", "cluster", "path").orderBy("seq")
+    records = changes.where(F.col("op") != Op.HEARTBEAT.value).withColumn(
+        "path_hash", F.xxhash64("cluster", "path")
+    ).select(
         "cluster", "path", "topic", "partition", "broker", "seq", "ts_ms", "op", "after",
         F.lead("seq").over(path).alias("next_seq"),
         F.lead("ts_ms").over(path).alias("next_ms"),

@@ -46,7 +46,7 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     # The job's first micro-batches include its start: bounded as other first waits are.
     letter = dead.wait_for(lambda d: "fingerprint" in d["reason"], "the dead letter", 300, job)
     assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
-    # Its checkpoint is written without a forked chmod or readlink a file (local_fs_jar.py).
+    # Its checkpoint is written without a forked chmod or readlink a file (driver_jar.py).
     assert "zkcdc.hadoop.NioLocalFileSystem$Raw" in job.log_file.read_text(), job.tail()
 
     controller = controller_id(kafka_zk)

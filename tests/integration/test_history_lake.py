@@ -37,6 +37,7 @@ from zkcdc.ground.child_processes import stop
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.history.state_at import state_at
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
+from zkcdc.streaming.job.driver_jar import TASK_SQL_CONF
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake import history_queries as queries
 from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history, write_alerts
@@ -257,17 +258,59 @@ def test_a_table_written_by_a_newer_zkcdc_is_refused(spark: Any, tmp_path: Path)
 
 
 def test_each_file_a_batch_wrote_is_sorted_by_what_a_timeline_filters_on(backfilled: str) -> None:
-    """A day not yet compacted: Parquet's page statistics skip the other topics of a file only
-    if its rows are in order of topic and partition (nulls first, as Spark sorts)."""
+    """A day not yet compacted: Parquet's page statistics skip the other partitions of a file
+    only if its rows are in order of partition (nulls first, as Spark sorts)."""
     import pyarrow.parquet as pq
 
     files = sorted(Path(backfilled, "changes").rglob("*.parquet"))
     assert files
     for file in files:
-        rows = pq.read_table(file, columns=["topic", "partition"]).to_pylist()
-        keys = [(r["topic"] is not None, r["topic"] or "", r["partition"] is not None,
-                 r["partition"] or 0) for r in rows]  # fmt: skip
+        rows = pq.read_table(file, columns=["partition"]).to_pylist()
+        keys = [(r["partition"] is not None, r["partition"] or 0) for r in rows]
         assert keys == sorted(keys), file
+
+
+def test_delta_keeps_statistics_of_the_columns_readers_filter_on(backfilled: str) -> None:
+    """Each data file's min/max in the table's log: of the columns a question filters on, not
+    of the first 32 (the znode's bytes among them)."""
+    for table in (Table.CHANGES, Table.ZNODES):
+        log = Path(table_uri(backfilled, table), "_delta_log")
+        actions = [json.loads(line) for f in sorted(log.glob("*.json")) for line in f.open()]
+        adds = [a["add"] for a in actions if "add" in a]
+        assert adds, table
+        for add in adds:
+            stats = json.loads(add["stats"])
+            assert set(stats["minValues"]) <= set(table.statistics_on), (table, stats)
+            assert {"seq", "from_seq"} & set(stats["minValues"]), (table, stats)
+
+
+def test_a_task_asks_one_sql_conf_of_its_own_settings(spark: Any) -> None:
+    """The driver jar's plugin (driver_jar.py), loaded by a local session, gives a task one SQL
+    configuration built from that task's own settings, kept while it runs and let go when it
+    ends: played here on this thread as Spark's executor plays a task."""
+    jvm = spark._jvm
+    assert spark.sparkContext.getConf().get("spark.plugins") == TASK_SQL_CONF
+    plugin = getattr(jvm, TASK_SQL_CONF)().executorPlugin()
+    plugin.init(None, jvm.java.util.HashMap())
+    tasks = getattr(jvm.org.apache.spark, "TaskContext$").__getattr__("MODULE$")
+    confs = getattr(jvm.org.apache.spark.sql.internal, "SQLConf$").__getattr__("MODULE$")
+    same = jvm.java.lang.System.identityHashCode
+    task = tasks.empty()
+    task.getLocalProperties().setProperty("spark.sql.shuffle.partitions", "7")
+    tasks.setTaskContext(task)
+    try:
+        assert same(confs.get()) != same(confs.get())  # Spark's own: built at each question
+        plugin.onTaskStart()
+        held = confs.get()
+        assert same(held) == same(confs.get())
+        assert held.numShufflePartitions() == 7 and not held.typesFrameworkEnabled()
+        plugin.onTaskSucceeded()
+        assert same(confs.get()) != same(held)
+        plugin.onTaskStart()
+        plugin.onTaskFailed(None)
+        assert same(confs.get()) != same(confs.get())
+    finally:
+        tasks.unset()
 
 
 def test_compaction_keeps_every_row_in_fewer_files(
