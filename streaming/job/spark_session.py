@@ -129,8 +129,8 @@ def session(
 
 def local_driver(wait: bool = False) -> tuple[Path | None, Path | None]:
     """What a local master's driver gets, built the first time: zkcdc's driver jar
-    (driver_jar.py), and the archive of Spark's classes (class_archive.py) made on that class path (None
-    while another process records it, unless `wait`)."""
+    (driver_jar.py), and the archive of Spark's classes (class_archive.py) made on that class
+    path (None while another process records it, unless `wait`)."""
     cache = default_cache_dir()
     jar = driver_jar(cache, pyspark_home() / "jars")
     # The key of the archive's file: a connector's new version records a new one.
