@@ -232,8 +232,10 @@ class TreeReader:
                 self._relist_parent(path, generation)
         elif isinstance(error, NoAuthError):
             # Its ACL gives capture no READ: recorded as such (never silence). Its children,
-            # if any, cannot be listed either (listing needs the same READ).
-            self._emit(Unreadable(path, "data", _refusal(error), self._now_ms()))
+            # if any, cannot be listed either (listing needs the same READ). A stale refusal,
+            # as a stale answer, is left to the read the path's notice sent.
+            if not stale:
+                self._emit(Unreadable(path, "data", _refusal(error), self._now_ms()))
         # else: connection lost or closing; the re-sync after reconnecting reads it again
         self._count(generation, -1)
 

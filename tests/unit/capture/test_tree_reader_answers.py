@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.protocol.states import EventType, ZnodeStat
 
 from zkcdc.capture.watch import tree_reader
-from zkcdc.capture.watch.messages import Message, Read
+from zkcdc.capture.watch.messages import Message, Read, Unreadable
 
 Answer = Callable[[Any, Exception | None], None]
 
@@ -79,6 +79,25 @@ def test_a_stale_answer_with_data_is_left_to_the_later_read(reader: Any) -> None
     server.answer("/controller", (b"new", _stat(2)))
     reads = [m for m in emitted if isinstance(m, Read)]
     assert [(r.path, r.znode.version if r.znode else None) for r in reads] == [("/controller", 2)]
+
+
+def test_a_stale_refusal_is_left_to_the_later_read(reader: Any) -> None:
+    """A walk's read refused (its ACL gives no READ) after a notice of the path's change: the
+    read that notice sent reports the path, refused again or with its data, in its turn."""
+    made, server, emitted = reader
+    made._visit("/config/topics/t", None)
+    server.notify(EventType.CHANGED, "/config/topics/t")
+    server.answer("/config/topics/t", error=NoAuthError())  # the walk's, stale
+    assert not [m for m in emitted if isinstance(m, Unreadable | Read)]
+    server.answer("/config/topics/t", error=NoAuthError())  # the notice's
+    assert [m.path for m in emitted if isinstance(m, Unreadable)] == ["/config/topics/t"]
+
+
+def test_a_refusal_with_no_later_read_is_reported_at_once(reader: Any) -> None:
+    made, server, emitted = reader
+    made._visit("/config/topics/t", None)
+    server.answer("/config/topics/t", error=NoAuthError())
+    assert [m.path for m in emitted if isinstance(m, Unreadable)] == ["/config/topics/t"]
 
 
 def test_every_read_a_notice_sent_reports_though_later_ones_are_out(reader: Any) -> None:
