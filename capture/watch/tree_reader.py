@@ -230,13 +230,13 @@ class TreeReader:
                     self._forget(path)
             else:
                 self._relist_parent(path, generation)
-        elif isinstance(error, NoAuthError):
+        elif isinstance(error, NoAuthError) and not stale:
             # Its ACL gives capture no READ: recorded as such (never silence). Its children,
             # if any, cannot be listed either (listing needs the same READ). A stale refusal,
             # as a stale answer, is left to the read the path's notice sent.
-            if not stale:
-                self._emit(Unreadable(path, "data", _refusal(error), self._now_ms()))
-        # else: connection lost or closing; the re-sync after reconnecting reads it again
+            self._emit(Unreadable(path, "data", _refusal(error), self._now_ms()))
+        # else: a stale refusal, or the connection lost or closing (the re-sync after
+        # reconnecting reads it again)
         self._count(generation, -1)
 
     def _on_children(
