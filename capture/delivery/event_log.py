@@ -224,27 +224,47 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
 class BlockScan:
     records: int  # in the readable blocks
     damaged: list[Damage]  # each damaged stretch of each file
+    # Per cluster, the distinct paths its records name, each count stopped at the scan's
+    # `count_paths` (0: not counted); None when a block of another schema version was not split.
+    paths: dict[str, int] | None = None
 
 
-def scan_blocks(path: Path) -> BlockScan:
+def scan_blocks(path: Path, count_paths: int = 0) -> BlockScan:
     """Reads a log's blocks without decoding every field of their records: how many records
     the readable blocks hold, and where files are damaged. A block of the current schema is
     split into its records (what replay reads), so one that does not hold what its header
-    counts is found here too."""
+    counts is found here too. With `count_paths`, also how many distinct paths each cluster's
+    records name, up to that many (a replay's layout follows the cluster's size)."""
     records, damaged = 0, list[Damage]()
     text = compiled_schema.current_text()
-    split = compiled_schema.splitter(text, ("seq",))
+    split = compiled_schema.splitter(text, ("cluster", "path"))
     current = compiled_schema.normalized(text)
+    seen: dict[str, set[int]] | None = {}
     for file in log_files(path):
         for number, block, metadata in log_blocks.blocks(file, damaged.append):
             if _same_schema(metadata, current):
                 try:
-                    split(block.bytes_.getvalue(), block.num_records)
+                    parts = split(block.bytes_.getvalue(), block.num_records)
                 except Exception as exc:
                     damaged.append(Damage(file, number, reason_of(exc)))
                     continue
+                if count_paths and seen is not None:
+                    _count_paths(parts, seen, count_paths)
+            else:
+                seen = None
             records += block.num_records
-    return BlockScan(records, damaged)
+    paths = None if seen is None else {c: len(hashes) for c, hashes in seen.items()}
+    return BlockScan(records, damaged, paths if count_paths else None)
+
+
+def _count_paths(parts: list[tuple[Any, ...]], seen: dict[str, set[int]], limit: int) -> None:
+    # Hashes, not the paths: a set of two million paths would cost hundreds of megabytes.
+    for cluster, record_path, _ in parts:
+        hashes = seen.get(cluster)
+        if hashes is None:
+            hashes = seen[cluster] = set()
+        if len(hashes) < limit:
+            hashes.add(hash(record_path))
 
 
 def _same_schema(metadata: dict[str, Any], current: str) -> bool:

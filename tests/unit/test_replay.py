@@ -71,6 +71,34 @@ def test_a_damaged_block_is_found_and_named_and_the_blocks_before_and_after_it_c
     assert seqs == [s for s in range(50) if s not in lost]
 
 
+def test_a_replay_runs_one_group_unless_a_cluster_names_too_many_znodes(tmp_path, monkeypatch):
+    from zkcdc.replay import alerts_replay
+
+    monkeypatch.setattr(alerts_replay, "ONE_GROUP_ZNODES", 4)
+
+    def log_of(name: str, paths: dict[str, list[str]]) -> Path:
+        log = tmp_path / name
+        for cluster, named in paths.items():
+            writer = EventLogWriter(log / cluster, cluster, now=lambda: 0.0)
+            writer.append([{**record(seq), "cluster": cluster, "path": path}
+                           for seq, path in enumerate(named)])  # fmt: skip
+            writer.close()
+        return log
+
+    # Versions of the same znode count once, and each cluster on its own.
+    at_limit = {"a": ["/p1", "/p2", "/p1", "/p3", "/p4", "/p4"], "b": ["/p1", "/p5", "/p6"]}
+    layout = alerts_replay.readable_log(log_of("small", at_limit), tmp_path, print).layout
+    assert layout == 0  # one group per cluster
+    over = {**at_limit, "b": ["/q1", "/q2", "/q3", "/q4", "/q5"]}
+    assert alerts_replay.readable_log(log_of("large", over), tmp_path, print).layout is None
+    # A log of an older schema version is not split to count its znodes: the sharded default.
+    old = Path(__file__).parents[1] / "fixtures" / "event_log_v1"
+    assert alerts_replay.readable_log(old, tmp_path, print).layout is None
+    assert scan_blocks(old, count_paths=10).paths is None
+    assert scan_blocks(log_of("counted", over), count_paths=3).paths == {"a": 3, "b": 3}
+    assert scan_blocks(log_of("uncounted", over)).paths is None
+
+
 def test_a_bad_rule_of_a_backfill_is_one_line_before_spark_starts(tmp_path, monkeypatch):
     from zkcdc.replay import lake_replay
 

@@ -1,5 +1,6 @@
 """`zkcdc replay PATH --alerts-out FILE`: the same Spark alert job as live, over a log as
 bounded input (available-now), alerts as JSON lines, and with `--state-out` the final state.
+Its layout, unless asked for, follows the log's size (`readable_log`).
 
 Spark's Avro reader fails a whole file on a damaged block, so the log is checked block by block
 first (`scan_blocks`); a damaged file is replaced, in a scratch copy, by its valid records, and the damage is
@@ -11,6 +12,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +43,32 @@ def readable_copy(log: Path, damaged: list[Damage], scratch: Path) -> Path:
     return scratch
 
 
-def readable_log(
-    log: Path, work: Path, on_damage: Callable[[Damage], None]
-) -> tuple[Path, list[Damage]]:
-    """A folder Spark can read with the log's valid records, and the damage found: the log
-    itself, or for a single file or a damaged log a copy in `work`."""
-    damaged = scan_blocks(log).damaged
-    for damage in damaged:
+# A cluster whose records name up to this many znodes (~100,000 partitions: a partition
+# has its folder and its state) is replayed in one group: at that size benchmark B4 measured
+# one group twice as fast as two shards, and its state, a single value, small enough.
+ONE_GROUP_ZNODES = 250_000
+
+
+@dataclass(frozen=True)
+class ReadableLog:
+    path: Path  # a folder Spark can read with the log's valid records
+    damaged: list[Damage]
+    layout: int | None  # the layout a replay runs when none is asked for (None: auto)
+
+
+def readable_log(log: Path, work: Path, on_damage: Callable[[Damage], None]) -> ReadableLog:
+    """The log itself, or for a single file or a damaged log a copy in `work` of its valid
+    records; the damage found; and the layout its size calls for.
+
+    A replay has no latency to keep, only throughput: one group per cluster unless a cluster
+    is too large for its state to be one value (then the sharded layout of `--shards auto`)."""
+    scan = scan_blocks(log, count_paths=ONE_GROUP_ZNODES + 1)
+    for damage in scan.damaged:
         on_damage(damage)
-    clean = log.is_dir() and not damaged
-    return (log if clean else readable_copy(log, damaged, work / "log")), damaged
+    clean = log.is_dir() and not scan.damaged
+    path = log if clean else readable_copy(log, scan.damaged, work / "log")
+    small = scan.paths is not None and all(n <= ONE_GROUP_ZNODES for n in scan.paths.values())
+    return ReadableLog(path, scan.damaged, 0 if small else None)
 
 
 def replay_alerts(
@@ -62,15 +80,16 @@ def replay_alerts(
     on_damage: Callable[[Damage], None] = lambda d: None,
     partition_shards: int | None = None,
 ) -> list[Damage]:
-    """Runs the alert rules over the log; returns the damage found (the valid part was used)."""
+    """Runs the alert rules over the log; returns the damage found (the valid part was used).
+    `partition_shards` None: the layout the log's size calls for (`readable_log`)."""
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-"))
     try:
-        source, damaged = readable_log(log, work, on_damage)
-        rules_over(source, alerts_out, work / "checkpoint", rules, master, state_out,
-                   partition_shards)  # fmt: skip
+        source = readable_log(log, work, on_damage)
+        shards = source.layout if partition_shards is None else partition_shards
+        rules_over(source.path, alerts_out, work / "checkpoint", rules, master, state_out, shards)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return damaged
+    return source.damaged
 
 
 def rules_over(

@@ -81,8 +81,8 @@ def _report(damage: Damage) -> None:
 @rule_overrides_option("Override a rule setting (with --alerts-out).")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master.")
 @shards_option(
-    "With --alerts-out: as `zkcdc stream alerts --shards` (a large cluster's "
-    "alerting over Spark tasks)."
+    "With --alerts-out: as `zkcdc stream alerts --shards`; auto: one group per cluster "
+    "(0) up to 250,000 znodes a cluster, the sharded layout past that."
 )
 @click.pass_context
 def replay(ctx: click.Context, /, path: Path | None, **params: Any) -> None:

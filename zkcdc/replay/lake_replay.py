@@ -38,13 +38,14 @@ def replay_into_lake(
     check_local_lake(lake)  # before minutes of rules
     work = Path(tempfile.mkdtemp(prefix="zkcdc-replay-lake-"))
     try:
-        source, damaged = readable_log(log, work, on_damage)
+        source = readable_log(log, work, on_damage)
         alerts = work / "alerts.jsonl"
         spark = lake_session(master)
         try:
-            rules_over(source, alerts, work / "alerts-checkpoint", settings, master, spark=spark)
+            rules_over(source.path, alerts, work / "alerts-checkpoint", settings, master,
+                       partition_shards=source.layout, spark=spark)  # fmt: skip
             options = HistoryJobOptions(
-                source=LogInput(source),
+                source=LogInput(source.path),
                 lake=lake,
                 checkpoint=work / "checkpoint",
                 master=master,
@@ -56,4 +57,4 @@ def replay_into_lake(
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return damaged
+    return source.damaged
