@@ -11,7 +11,9 @@ the events as JSON: what the rules are given), and that handed to a stateful pan
 per cluster that only counts the rows (the hop the Python rules take), with no rule run.
 
 Run: `.venv/bin/python bench/b4_replay.py [--quick] [--records 1000000 --partitions 100000]`
-(starts the local stack if it is not running, and stops it again then).
+(starts the local stack if it is not running, and stops it again then). `--log DIR` measures
+again over a log an earlier run built (its path is printed), without the ~20 minutes of
+building one; `--partitions` should then say how many partitions it was built with.
 """
 
 from __future__ import annotations
@@ -119,7 +121,8 @@ def main() -> None:
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--spark-floor", choices=FLOORS, help=argparse.SUPPRESS)
-    p.add_argument("--log", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--log", type=Path, help="measure over this log (an earlier run's "
+                   "`events` folder, kept in its work folder) instead of building one")
     args = p.parse_args()
     if args.spark_floor:
         spark_floor(args.spark_floor, args.log)
@@ -130,8 +133,9 @@ def main() -> None:
     result: dict[str, Any] = {"partitions": args.partitions}
     # A stack of its own: the simulated tree (ZooKeeper heap for up to ~200k znodes) goes with it.
     with own_stack(brokers=1, zookeeper_heap_mb=1024) as info:
-        log = make_log(info.zookeeper_connect.split("/")[0] + "/sim", work, args.records,
-                       args.partitions)  # fmt: skip
+        log = args.log or make_log(info.zookeeper_connect.split("/")[0] + "/sim", work,
+                                   args.records, args.partitions)  # fmt: skip
+        print(f"log: {log}", file=sys.stderr, flush=True)
         total = records_in(log)
         result["log_records"] = total
         result["log_mb"] = round(sum(f.stat().st_size for f in log.iterdir()) / 2**20, 1)

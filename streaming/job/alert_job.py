@@ -43,25 +43,27 @@ def drain(engine: AlertEngine, order: SeqOrder) -> list[Alert]:
 def drain_ordered(engine: AlertEngine, order: SeqOrder) -> list[tuple[Order, Alert]]:
     """`drain`, each alert with its place in the single engine's order (shard_stage.py)."""
     out: list[tuple[Order, Alert]] = []
-    due = engine.next_due()
+    due: int | None = None  # engine.next_due(), asked for again only when a tick needs it
     for seq, (ts, op, path, events) in order.ready(engine.last_seq):
         if events == "[]" and engine.last_seq < seq:
             # A record with no events only moves time on (most of a shard's records are such
             # ticks): what process() would do, without its work.
+            if due is None:
+                due = engine.next_due()
             if ts < due or ts <= engine.now_ms:
                 engine.last_seq, engine.now_ms = seq, max(engine.now_ms, ts)
                 continue
             engine.last_seq = seq
             out += engine.advance_ordered(seq, ts)
-            due = engine.next_due()
+            due = None
             continue
         if op == "LEAD":  # the cluster shard's view of ISR changes (engine_scope.leader_moves)
             out += engine.process_leaders(seq, ts, leaders_of(events))
-            due = engine.next_due()
+            due = None
             continue
         record = {"seq": seq, "ts_ms": ts, "op": op, "path": path, "events": orjson.loads(events)}
         out += engine.process_ordered(record)
-        due = engine.next_due()
+        due = None
     return out
 
 

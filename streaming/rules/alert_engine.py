@@ -76,7 +76,8 @@ class AlertEngine:
                     instants = alert_rules.instants(
                         event, before, self.tracker, self.settings, self.now_ms
                     )
-                    out += [((seq, 2, i, j), a) for j, a in enumerate(instants)]
+                    if instants:
+                        out += [((seq, 2, i, j), a) for j, a in enumerate(instants)]
                 keys = alert_rules.count(
                     event, self.windows, self.now_ms, self.window_expiries, self.settings, counts
                 )
@@ -87,7 +88,8 @@ class AlertEngine:
             alerts = alert_rules.evaluate_windows(
                 (key,), self.windows, self.tracker, self.settings, self.now_ms
             )
-            out += [((seq, 4, i, *key, j), a) for j, a in enumerate(alerts)]
+            if alerts:
+                out += [((seq, 4, i, *key, j), a) for j, a in enumerate(alerts)]
         return out
 
     def process_leaders(
@@ -121,7 +123,8 @@ class AlertEngine:
             alerts = alert_rules.evaluate(
                 (entity,), self.state, self.tracker, self.settings, self.now_ms
             )
-            out += [((seq, 3, entity[0], str(entity[1]), j), a) for j, a in enumerate(alerts)]
+            if alerts:
+                out += [((seq, 3, entity[0], str(entity[1]), j), a) for j, a in enumerate(alerts)]
         return out
 
     def take_state(self) -> list[StateUpsert]:
@@ -163,12 +166,15 @@ class AlertEngine:
         if ts_ms <= self.now_ms:
             return []
         self.now_ms = ts_ms
-        out: list[tuple[Order, Alert]] = [
-            ((seq, 0, due, *key), alert) for due, key, alert in self.tracker.tick_timed(ts_ms)
-        ]
-        for key in sorted(alert_rules.expired(self.window_expiries, ts_ms)):
+        timed = self.tracker.tick_timed(ts_ms)
+        out: list[tuple[Order, Alert]] = (
+            [((seq, 0, due, *key), alert) for due, key, alert in timed] if timed else []
+        )
+        left = alert_rules.expired(self.window_expiries, ts_ms)
+        for key in sorted(left) if len(left) > 1 else left:
             alerts = alert_rules.evaluate_windows(
                 (key,), self.windows, self.tracker, self.settings, ts_ms
             )
-            out += [((seq, 1, *key, j), a) for j, a in enumerate(alerts)]
+            if alerts:
+                out += [((seq, 1, *key, j), a) for j, a in enumerate(alerts)]
         return out

@@ -26,7 +26,7 @@ def _name(key: PartitionKey) -> str:
 
 
 def _ints(values: Iterable[int]) -> str:
-    return ",".join(str(v) for v in values)
+    return ",".join(map(str, values))
 
 
 # -- level rules ----------------------------------------------------------------------------------
@@ -65,18 +65,29 @@ def _partition(
     rf = p.replication_factor if p else 0
     min_isr = state.min_insync(key[0], s.default_min_insync_replicas)
     in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
-    checks = (
-        ("under_replicated", online and isr < rf, "warning", s.under_replicated_for_ms),
-        ("under_min_isr", online and isr < min_isr, "critical", s.under_min_isr_for_ms),
-        ("offline_partition", known and not online, "critical", s.offline_partition_for_ms),
-        ("reassignment_stuck", in_flight, "warning", s.reassignment_stuck_for_ms),
-    )
+    held = tracker.conditions
     out: list[Alert] = []
-    for rule, active, severity, for_ms in checks:
-        # Only conditions that hold or held need the tracker: the others are the common case.
-        if active or (rule, name) in tracker.conditions:
-            describe = partial(_partition_text, rule, name, p, isr, rf, min_isr)
-            out += tracker.hold(rule, name, active, now, severity, describe, for_ms)
+    # Only conditions that hold or held need the tracker: the others are the common case, so
+    # the four rules are written out rather than looped over (this runs at every state change).
+    active = online and isr < rf
+    if active or ("under_replicated", name) in held:
+        out += tracker.hold("under_replicated", name, active, now, "warning",
+                            partial(_partition_text, "under_replicated", name, p, isr, rf, min_isr),
+                            s.under_replicated_for_ms)  # fmt: skip
+    active = online and isr < min_isr
+    if active or ("under_min_isr", name) in held:
+        out += tracker.hold("under_min_isr", name, active, now, "critical",
+                            partial(_partition_text, "under_min_isr", name, p, isr, rf, min_isr),
+                            s.under_min_isr_for_ms)  # fmt: skip
+    active = known and not online
+    if active or ("offline_partition", name) in held:
+        out += tracker.hold("offline_partition", name, active, now, "critical",
+                            partial(_partition_text, "offline_partition", name, p, isr, rf,
+                                    min_isr), s.offline_partition_for_ms)  # fmt: skip
+    if in_flight or ("reassignment_stuck", name) in held:
+        out += tracker.hold("reassignment_stuck", name, in_flight, now, "warning",
+                            partial(_partition_text, "reassignment_stuck", name, p, isr, rf,
+                                    min_isr), s.reassignment_stuck_for_ms)  # fmt: skip
     return out
 
 
@@ -188,53 +199,65 @@ def instants(
     """Alerts one live event raises by itself. `state_before` = (controller epoch, last
     controller) as they were before the event's record."""
     kind = event["type"]
+    get = event.get
     epoch, last_controller = state_before
-    hold = s.instant_hold_ms
-
-    def fire(rule: str, entity: str, severity: str, summary: str, **details: Any) -> list[Alert]:
-        text = {k: str(v) for k, v in details.items() if v is not None}
-        return tracker.instant(rule, entity, now, severity, summary, text, hold)
-
+    fire = partial(_fire, tracker, now, s.instant_hold_ms)
     out: list[Alert] = []
-    topic, partition = event.get("topic"), event.get("partition")
-    name = f"{topic}/{partition}"
-    if kind == EventType.LEADER_CHANGED and event.get("clean") is False:
+    if kind == EventType.LEADER_CHANGED and get("clean") is False:
+        name = _event_partition(event)
         out += fire("unclean_leader_election", name, "critical",
-                    f"{name}: broker {event.get('leader_after')} became leader out of sync",
-                    leader_before=event.get("leader_before"), leader_after=event.get("leader_after"))  # fmt: skip
-    before, after = event.get("leader_epoch_before"), event.get("leader_epoch_after")
+                    f"{name}: broker {get('leader_after')} became leader out of sync",
+                    leader_before=get("leader_before"), leader_after=get("leader_after"))  # fmt: skip
+    before, after = get("leader_epoch_before"), get("leader_epoch_after")
     if before is not None and after is not None and after < before:
+        name = _event_partition(event)
         out += fire("leader_epoch_regression", name, "critical",
                     f"{name}: leader epoch went back from {before} to {after}",
                     leader_epoch_before=before, leader_epoch_after=after)  # fmt: skip
-    written = event.get("controller_epoch")
+    written = get("controller_epoch")
     if kind in _STATE_WRITES and written is not None and epoch is not None and written < epoch:
+        name = _event_partition(event)
         out += fire("controller_epoch_regression", name, "critical",
                     f"{name} written with controller epoch {written}, current is {epoch}",
                     written_epoch=written, controller_epoch=epoch)  # fmt: skip
     if kind == EventType.CONTROLLER_EPOCH_CHANGED:
-        old, new = event.get("epoch_before"), event.get("epoch_after")
+        old, new = get("epoch_before"), get("epoch_after")
         if old is not None and new is not None and new < old:
             out += fire("controller_epoch_regression", "controller", "critical",
                         f"/controller_epoch went back from {old} to {new}")  # fmt: skip
     if kind == EventType.CONTROLLER_ELECTED:
-        previous = event.get("broker_id_before")
+        previous = get("broker_id_before")
         previous = previous if previous is not None else last_controller
         if previous is not None:
             out += fire("controller_failover", "controller", "warning",
                         f"controller moved from broker {previous} to {event['broker_id']}",
                         broker_before=previous, broker_after=event["broker_id"])  # fmt: skip
     if kind == EventType.OFFSET_COMMITTED:
-        old, new = event.get("offset_before"), event.get("offset_after")
+        old, new = get("offset_before"), get("offset_after")
         if old is not None and new is not None and new < old:
+            topic, partition = get("topic"), get("partition")
             out += fire("offset_regression", f"group/{event['group']}", "warning",
-                        f"group {event['group']} moved {name} back from {old} to {new}",
+                        f"group {event['group']} moved {_event_partition(event)} back from "
+                        f"{old} to {new}",
                         topic=topic, partition=partition, offset_before=old, offset_after=new)  # fmt: skip
     if kind == EventType.LOG_DIR_FAILED:
-        broker = event.get("broker_id")
+        broker = get("broker_id")
         out += fire("log_dir_failure", f"broker/{broker}", "critical",
                     f"a log directory of broker {broker} failed")  # fmt: skip
     return out
+
+
+def _event_partition(event: dict[str, Any]) -> str:
+    """The partition an event names, as alerts name it (asked for only when one fires)."""
+    return f"{event.get('topic')}/{event.get('partition')}"
+
+
+def _fire(
+    tracker: AlertTracker, now: int, hold: int, rule: str, entity: str, severity: str,
+    summary: str, **details: Any,
+) -> list[Alert]:  # fmt: skip
+    text = {k: str(v) for k, v in details.items() if v is not None}
+    return tracker.instant(rule, entity, now, severity, summary, text, hold)
 
 
 _STATE_WRITES = {
@@ -301,9 +324,16 @@ def count(
         if counts is not None and not counts(rule):
             continue
         key = (rule, entity_of(event))
-        windows.setdefault(key, deque()).append(now)
+        # get before setdefault: setdefault would build a deque each call to throw it away.
+        times = windows.get(key)
+        if times is None:
+            times = windows[key] = deque()
+        times.append(now)
         keys.append(key)
-        expiries.setdefault(rule, deque()).append((now + _window(rule, s)[1], key))
+        due = expiries.get(rule)
+        if due is None:
+            due = expiries[rule] = deque()
+        due.append((now + _window(rule, s)[1], key))
     return keys
 
 

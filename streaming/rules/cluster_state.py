@@ -86,6 +86,10 @@ class ClusterState:
 
     # -- partitions -----------------------------------------------------------------------------
     def update_partition(self, key: PartitionKey, **changes: Any) -> set[Entity]:
+        return self.change_partition(key, changes)
+
+    def change_partition(self, key: PartitionKey, changes: dict[str, Any]) -> set[Entity]:
+        """`update_partition` with the changes as a dict (no keyword arguments to pack)."""
         old = self.partitions.get(key)
         if old is None:
             new = Partition(**changes)
@@ -161,16 +165,18 @@ def _state_created(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
 
 
 def _state_changed(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
-    changes: dict[str, Any] = {"isr": tuple(event.get("isr_after") or event.get("isr") or ())}
-    if event.get("leader_after") is not None:
-        changes["leader"] = event["leader_after"]
-    elif event.get("leader") is not None:
-        changes["leader"] = event["leader"]
-    if event.get("leader_epoch_after") is not None:
-        changes["leader_epoch"] = event["leader_epoch_after"]
-    if event.get("controller_epoch") is not None:
-        changes["controller_epoch"] = event["controller_epoch"]
-    return state.update_partition((event["topic"], event["partition"]), **changes)
+    get = event.get
+    changes: dict[str, Any] = {"isr": tuple(get("isr_after") or get("isr") or ())}
+    leader = get("leader_after")
+    if leader is None:
+        leader = get("leader")
+    if leader is not None:
+        changes["leader"] = leader
+    if (leader_epoch := get("leader_epoch_after")) is not None:
+        changes["leader_epoch"] = leader_epoch
+    if (controller_epoch := get("controller_epoch")) is not None:
+        changes["controller_epoch"] = controller_epoch
+    return state.change_partition((event["topic"], event["partition"]), changes)
 
 
 def _broker(alive: bool) -> Any:
