@@ -121,8 +121,12 @@ def main() -> None:
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--partitions", type=int, default=100_000)
     p.add_argument("--spark-floor", choices=FLOORS, help=argparse.SUPPRESS)
-    p.add_argument("--log", type=Path, help="measure over this log (an earlier run's "
-                   "`events` folder, kept in its work folder) instead of building one")
+    p.add_argument(
+        "--log",
+        type=Path,
+        help="measure over this log (an earlier run's "
+        "`events` folder, kept in its work folder) instead of building one",
+    )
     args = p.parse_args()
     if args.spark_floor:
         spark_floor(args.spark_floor, args.log)
