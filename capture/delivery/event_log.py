@@ -237,7 +237,8 @@ def scan_blocks(path: Path, count_paths: int = 0) -> BlockScan:
     records name, up to that many (a replay's layout follows the cluster's size)."""
     records, damaged = 0, list[Damage]()
     text = compiled_schema.current_text()
-    split = compiled_schema.splitter(text, ("cluster", "path"))
+    # Strings cost more to split off than a number: the paths only when they are counted.
+    split = compiled_schema.splitter(text, ("cluster", "path") if count_paths else ("seq",))
     current = compiled_schema.normalized(text)
     seen: dict[str, set[int]] | None = {}
     for file in log_files(path):
