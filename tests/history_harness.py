@@ -79,4 +79,6 @@ def assert_partition_states_are_the_engines(
                            for v in (getattr(p, f) for f in PARTITION_FIELDS))
                 for key, p in engine.state.partitions.items()
             }  # fmt: skip
-            assert got == want, (cluster, seq)
+            differ = {key: (got.get(key), want.get(key))
+                      for key in got.keys() | want.keys() if got.get(key) != want.get(key)}  # fmt: skip
+            assert not differ, (cluster, seq, "lake, engine:", differ)
