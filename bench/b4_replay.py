@@ -154,18 +154,19 @@ def main() -> None:
         alerts_log = work / "replay-alerts.log"
         alerts_s = timed([*ZKCDC, "replay", str(log), "--alerts-out", str(work / "alerts.jsonl")],
                          alerts_log)  # fmt: skip
-        batches = [json.loads(line) for line in alerts_log.read_text().splitlines()
-                   if line.startswith("{") and '"micro-batch"' in line]  # fmt: skip
+        # The job's log lines (JSON on stderr): its micro-batches, and the layout it started in.
+        lines = [json.loads(line) for line in alerts_log.read_text().splitlines()
+                 if line.startswith("{")]  # fmt: skip
+        batches = [line for line in lines if line.get("event") == "micro-batch"]
+        started = [line for line in lines if line.get("event") == "spark started"]
         busy_ms = sum(b["duration_ms"] for b in batches)
         result["alerts_out"] = {
             "seconds_incl_spark_start": round(alerts_s, 1),
             "records_per_s": round(total / alerts_s),
             "micro_batches": len(batches),
             "records_per_s_in_batches": round(total / (busy_ms / 1000)) if busy_ms else None,
+            "layout_shards": started[0].get("shards") if started else None,
         }
-        started = [json.loads(line) for line in alerts_log.read_text().splitlines()
-                   if line.startswith("{") and '"spark started"' in line]  # fmt: skip
-        result["alerts_out"]["layout_shards"] = started[0].get("shards") if started else None
         # The same in the sharded layout (two shards on local[2]): with no latency to keep, a
         # bounded replay is a question of throughput, the one layout against the other.
         sharded_s = timed([*ZKCDC, "replay", str(log), "--alerts-out",

@@ -240,7 +240,7 @@ def scan_blocks(path: Path, count_paths: int = 0) -> BlockScan:
     # Strings cost more to split off than a number: the paths only when they are counted.
     split = compiled_schema.splitter(text, ("cluster", "path") if count_paths else ("seq",))
     current = compiled_schema.normalized(text)
-    seen: dict[str, set[int]] | None = {}
+    seen: dict[str, set[int]] | None = {} if count_paths else None  # None: not counted
     for file in log_files(path):
         for number, block, metadata in log_blocks.blocks(file, damaged.append):
             if _same_schema(metadata, current):
@@ -249,13 +249,13 @@ def scan_blocks(path: Path, count_paths: int = 0) -> BlockScan:
                 except Exception as exc:
                     damaged.append(Damage(file, number, reason_of(exc)))
                     continue
-                if count_paths and seen is not None:
+                if seen is not None:
                     _count_paths(parts, seen, count_paths)
             else:
                 seen = None
             records += block.num_records
     paths = None if seen is None else {c: len(hashes) for c, hashes in seen.items()}
-    return BlockScan(records, damaged, paths if count_paths else None)
+    return BlockScan(records, damaged, paths)
 
 
 def _count_paths(parts: list[tuple[Any, ...]], seen: dict[str, set[int]], limit: int) -> None:
