@@ -118,4 +118,18 @@ def _diff(
     if (new.elr, new.last_known_elr) != (old.elr, old.last_known_elr):
         events.append(event(EventType.ELR_CHANGED, leader=new.leader, elr_before=old.elr,
                             elr_after=new.elr, last_known_elr=new.last_known_elr))  # fmt: skip
+    if not events and new.controller_epoch != old.controller_epoch:
+        # Nothing else moved, yet the state now names another controller's epoch: said, so
+        # the state kept from events equals the znode, and an older epoch is checked.
+        events.append(
+            ClusterEvent(
+                type=EventType.PARTITION_STATE_REWRITTEN,
+                topic=topic,
+                partition=partition,
+                leader=new.leader,
+                isr=new.isr,
+                controller_epoch=new.controller_epoch,
+                epoch_before=old.controller_epoch,
+            )
+        )
     return events

@@ -11,17 +11,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from zkcdc.ground.change_types import EventType, Op
+from zkcdc.ground.change_types import Op
 from zkcdc.streaming.rules import alert_rules
 from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
 from zkcdc.streaming.rules.cluster_state import ClusterState, Entity
-from zkcdc.streaming.rules.engine_scope import Scope
+from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, Scope
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert, upserts
 
 _LIVE = {Op.CREATE, Op.UPDATE, Op.DELETE}
-_ISR_CHANGES = {EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED}
 # An alert's place in the single engine's output: (seq, phase, ...) with phases 0 timers,
 # 1 windows left behind, 2 instants, 3 level rules, 4 windows counted.
 Order = tuple[Any, ...]
@@ -143,7 +142,7 @@ class AlertEngine:
         """An ISR or epoch change that keeps a known partition's leader: nothing the cluster
         shard keeps (replicas and leaders, for the preferred-leader counts) moves, so it skips
         it (most of a busy cluster's records)."""
-        if event["type"] not in _ISR_CHANGES:
+        if event["type"] not in ISR_CHANGES:
             return False
         known = self.state.partitions.get((event["topic"], event["partition"]))
         leader = event.get("leader_after")

@@ -265,6 +265,7 @@ _STATE_WRITES = {
     EventType.LEADER_EPOCH_BUMPED,
     EventType.ISR_SHRUNK,
     EventType.ISR_EXPANDED,
+    EventType.PARTITION_STATE_REWRITTEN,
 }
 
 

@@ -285,6 +285,7 @@ _HANDLERS: dict[str, Any] = {
     EventType.ISR_SHRUNK: _state_changed,
     EventType.ISR_EXPANDED: _state_changed,
     EventType.PARTITION_OFFLINE: _state_changed,
+    EventType.PARTITION_STATE_REWRITTEN: _state_changed,
     EventType.REASSIGNMENT_REQUESTED: _reassignment(True),
     EventType.REASSIGNMENT_COMPLETED: _reassignment(False),
     EventType.TOPIC_DELETION_REQUESTED: _deletion(True),

@@ -35,7 +35,7 @@ CLUSTER_SHARD = 0
 # Events about one partition: its shard applies them, and the cluster shard too.
 PARTITION_EVENTS = frozenset({
     EventType.REPLICAS_CHANGED, EventType.PARTITION_STATE_CREATED, EventType.LEADER_CHANGED, EventType.LEADER_EPOCH_BUMPED,
-    EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.PARTITION_OFFLINE,
+    EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.PARTITION_OFFLINE, EventType.PARTITION_STATE_REWRITTEN,
 })  # fmt: skip
 # Events about a topic's partitions: every shard applies its own partitions of them.
 ASSIGNMENTS = frozenset({EventType.TOPIC_CREATED, EventType.PARTITIONS_ADDED})
@@ -47,9 +47,10 @@ EVERY_SHARD = frozenset({
     EventType.CONFIG_CHANGED,
 })  # fmt: skip
 # A partition's ISR and epoch changes: of these the cluster shard keeps only the leader.
-ISR_CHANGES = frozenset(
-    {EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED}
-)
+ISR_CHANGES = frozenset({
+    EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED,
+    EventType.PARTITION_STATE_REWRITTEN,
+})  # fmt: skip
 # Window rules of the partition shards; the others count in the cluster shard.
 _PARTITION_WINDOWS = frozenset({"isr_flapping"})
 

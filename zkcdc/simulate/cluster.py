@@ -328,6 +328,14 @@ class SimulatedCluster:
             self.expect.event(EventType.ISR_SHRUNK, path, removed=removed)
         if added:
             self.expect.event(EventType.ISR_EXPANDED, path, added=added)
+        if (new.leader, new.leader_epoch, set(new.isr)) == (
+            old.leader,
+            old.leader_epoch,
+            set(old.isr),
+        ) and new.controller_epoch != old.controller_epoch:
+            self.expect.event(
+                EventType.PARTITION_STATE_REWRITTEN, path, controller_epoch=new.controller_epoch
+            )
         if new.leader == logic.NO_LEADER and old.leader != logic.NO_LEADER:
             self.expect.event(EventType.PARTITION_OFFLINE, path)
         online = new.leader != logic.NO_LEADER

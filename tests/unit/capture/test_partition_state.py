@@ -81,6 +81,19 @@ def test_a_same_leader_epoch_bump_is_reported_alone():
     assert (event.leader, event.leader_epoch_before, event.leader_epoch_after) == (1, 4, 5)
 
 
+def test_a_rewrite_that_changes_only_the_controller_epoch_is_reported_with_both_epochs():
+    (event,) = decode(state(1, [1, 2], 4, controller_epoch=1), state(1, [1, 2], 4, 2))
+    assert event.type is EventType.PARTITION_STATE_REWRITTEN
+    assert (event.leader, event.isr, event.controller_epoch, event.epoch_before) == (
+        1, (1, 2), 2, 1,
+    )  # fmt: skip
+
+
+def test_a_change_of_more_than_the_controller_epoch_is_not_also_a_rewrite():
+    events = decode(state(1, [1, 2], 4, controller_epoch=1), state(1, [1], 4, 2))
+    assert [(e.type, e.controller_epoch) for e in events] == [(EventType.ISR_SHRUNK, 2)]
+
+
 def test_an_unchanged_state_has_no_events_and_a_deleted_one_none_either():
     assert decode(state(1, [1, 2]), state(1, [1, 2])) == []
     assert decode(state(1, [1, 2]), None) == []

@@ -125,7 +125,12 @@ def record_bodies(draw: Any) -> tuple[str, list[dict[str, Any]]]:
         for _ in range(draw(st.integers(1, 2))):
             how = draw(
                 st.sampled_from(
-                    [EventType.ISR_SHRUNK, EventType.ISR_EXPANDED, EventType.LEADER_EPOCH_BUMPED]
+                    [
+                        EventType.ISR_SHRUNK,
+                        EventType.ISR_EXPANDED,
+                        EventType.LEADER_EPOCH_BUMPED,
+                        EventType.PARTITION_STATE_REWRITTEN,
+                    ]
                 )
             )
             named = draw(st.sampled_from(["leader", "leader_after", "both", "none"]))
