@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
+from latency_budget import ChangeArrivals, Traces, micro_batch_marks, micro_batch_phases
 from spark_stages import event_log_conf, stateful_stages
 
 from zkcdc.ground import waiting
@@ -194,6 +195,7 @@ def latency(
     first_alert_s: float = 180,
     clean: bool = True,
     warmup_s: float = 0,
+    budget: bool = False,
 ) -> dict[str, Any]:
     """Alert latency on a simulated cluster of `topics` x `partitions_per_topic` partitions (by
     default one topic of `incidents`), incidents in the first topic; B9 runs it at each size.
@@ -201,7 +203,8 @@ def latency(
     The timed incidents come right after the job's first alert, as a job just started sees
     them. With `warmup_s`, the same partitions are then taken back online and offline in turn
     for that long (a daemon's first minutes: the driver JVM's compilers still at work), back
-    online, and timed again: the figures under "warm"."""
+    online, and timed again: the figures under "warm". `budget`: also where each timed alert's
+    time went (latency_budget.py), in "budget" (and the warm figures' own)."""
     from confluent_kafka import Consumer, TopicPartition
     from kazoo.client import KazooClient
 
@@ -231,6 +234,13 @@ def latency(
     consumer = Consumer({"bootstrap.servers": info.bootstrap_servers,
                          "group.id": f"bench-{uuid.uuid4().hex[:6]}"})  # fmt: skip
     fired: dict[str, list[tuple[int, int]]] = {}  # entity -> (started_ms, arrival ms) each
+    produced: dict[tuple[str, int], int] = {}  # (entity, started_ms) -> the alert's Kafka time
+    state = "/brokers/topics/sim-0000/partitions/{}/state"
+    changes_read = (
+        ChangeArrivals(info.bootstrap_servers, changes,
+                       {f"lat{state.format(p)}".encode() for p in range(incidents)})
+        if budget else None
+    )  # fmt: skip
     stop = threading.Event()
 
     skipped = UnreadableMessages(f"b3 {alerts_topic}")
@@ -256,10 +266,13 @@ def latency(
                 if alert["rule"] == "offline_partition" and alert["status"] == "FIRING":
                     arrived = time.time_ns() // 1_000_000
                     fired.setdefault(alert["entity"], []).append((alert["started_ms"], arrived))
+                    produced[(alert["entity"], alert["started_ms"])] = message.timestamp()[1]
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
-    state = "/brokers/topics/sim-0000/partitions/{}/state"
+    if changes_read is not None:
+        changes_read.start()
+    versions: dict[tuple[str, int], int] = {}  # (entity, mtime) -> the state znode's version
     offline = b'{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":9,"isr":[1]}'
     online = b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":10,"isr":[1,2,3]}'
 
@@ -267,7 +280,9 @@ def latency(
         """Partitions 1.. taken offline one at a time 0.5 s apart: (entity, mtime) each."""
         placed = []
         for p in range(1, incidents):
-            placed.append((f"sim-0000/{p}", zk.set(state.format(p), offline).mtime))
+            stat = zk.set(state.format(p), offline)
+            placed.append((f"sim-0000/{p}", stat.mtime))
+            versions[placed[-1]] = stat.version
             time.sleep(0.5)
         time.sleep(5)
         return placed
@@ -311,6 +326,8 @@ def latency(
             warm = timed()
     finally:
         stop.set()
+        if changes_read is not None:
+            changes_read.halt.set()
         for process in processes:
             process.send_signal(signal.SIGTERM)
         for process in processes:
@@ -331,6 +348,13 @@ def latency(
             "warmup_s": warmup_s,
             **batch_stats(batches[cold_batches:]),  # the warm-up's and the timed ones'
         }
+    if changes_read is not None:
+        traced = Traces(fired, produced, versions, changes_read.seen, state,
+                        micro_batch_marks(work / "alerts-checkpoint" / "alerts"),
+                        micro_batch_phases(work))  # fmt: skip
+        result["budget"] = traced.of(cold)
+        if warmup_s:
+            result["warm"]["budget"] = traced.of(warm)
     return result
 
 

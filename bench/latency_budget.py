@@ -1,0 +1,188 @@
+"""Where an alert's time goes, from the state znode's mtime to the alert on the alerts topic:
+the parts of one record's path, each timed by what that step leaves behind.
+
+- **capture**: mtime → the record's `captured_ms` (capture's notification, read and encode);
+- **publish**: `captured_ms` → readable by a read_committed consumer (the produce, the
+  transaction's commit and its markers, the consumer's fetch);
+- **waiting for a micro-batch**: readable → Spark wrote the offsets of the micro-batch that
+  took it (the micro-batch under way finishes, the next trigger, its `latestOffset`);
+- **micro-batch to the alert**: that offsets file → the alert's Kafka timestamp (its driver
+  produced it: Kafka's read, the decode, the stateful stage, the rows back on the driver);
+- **alert delivery**: the alert's Kafka timestamp → the bench's consumer had it.
+
+A micro-batch's offsets file (`offsets/N`) is written once its end offsets are known, its
+commit file (`commits/N`) once it is done: their mtimes mark its start and end. The record's
+Kafka offset says which micro-batch took it. All clocks are this machine's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# One incident's parts, in the order a record meets them.
+PARTS = ("capture", "publish", "wait", "batch_to_alert", "delivery")
+PART_NAMES = {
+    "capture": "capture (mtime → read)",
+    "publish": "publish (read → readable: produce, commit)",
+    "wait": "waiting for its micro-batch",
+    "batch_to_alert": "micro-batch start → alert produced",
+    "delivery": "alert delivery (produced → consumed)",
+}
+
+
+class ChangeArrivals(threading.Thread):
+    """Reads the changes topic (read_committed) as it fills, keeping the UPDATE records of
+    the keys asked for: (path, version) -> (captured_ms, readable ms, Kafka partition,
+    offset). Other keys are not decoded (a big cluster's snapshot passes by)."""
+
+    def __init__(self, bootstrap: str, topic: str, keys: set[bytes]) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Consumer
+
+        from zkcdc.capture.encoding.avro_codec import change_decoder
+
+        self.topic = topic
+        self.keys = keys
+        self.decoder = change_decoder(None)
+        self.seen: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+        self.halt = threading.Event()
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"budget-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False, "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10, "topic.metadata.refresh.interval.ms": 500,
+        })  # fmt: skip
+
+    def run(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        while not self.halt.is_set():
+            meta = self._consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            if meta is not None and meta.partitions:
+                self._consumer.assign(
+                    [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+                )
+                break
+            time.sleep(0.2)
+        while not self.halt.is_set():
+            for message in self._consumer.consume(1000, 0.005):
+                if message.error() or message.key() not in self.keys:
+                    continue
+                now = time.time_ns() // 1_000_000
+                record = self.decoder.decode(message.value() or b"")
+                if record["op"] == "UPDATE":
+                    key = (record["path"], record["after"]["version"])
+                    place = (message.partition() or 0, message.offset() or 0)
+                    self.seen.setdefault(key, (record["captured_ms"], now, *place))
+        self._consumer.close()
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    batch_id: int
+    started_ms: int  # its offsets file written
+    ended_ms: int | None  # its commit file written (None: not committed)
+    end_offsets: dict[int, int]  # Kafka partition -> the offset after its last record
+
+
+def micro_batch_marks(checkpoint: Path) -> list[MicroBatch]:
+    """The query's micro-batches, from its checkpoint's offsets and commits, oldest first."""
+    batches = []
+    for file in (checkpoint / "offsets").iterdir():
+        if not file.name.isdigit():
+            continue
+        lines = file.read_text().splitlines()
+        sources = json.loads(lines[2]) if len(lines) > 2 else {}
+        ends = {int(p): int(o) for topic in sources.values() for p, o in topic.items()}
+        commit = checkpoint / "commits" / file.name
+        batches.append(
+            MicroBatch(
+                int(file.name),
+                int(file.stat().st_mtime * 1000),
+                int(commit.stat().st_mtime * 1000) if commit.exists() else None,
+                ends,
+            )
+        )
+    return sorted(batches, key=lambda b: b.batch_id)
+
+
+def micro_batch_phases(work: Path) -> dict[int, dict[str, int]]:
+    """Each logged micro-batch's phases (Spark's `durationMs`), with its whole time as
+    `triggerExecution`, by batch id: from the job's JSON log lines."""
+    phases = {}
+    for line in (work / "alerts.log").read_text(errors="replace").splitlines():
+        if line.startswith("{") and '"micro-batch"' in line:
+            entry = json.loads(line)
+            phases[entry["batch"]] = {**entry["phases"], "triggerExecution": entry["duration_ms"]}
+    return phases
+
+
+def _taking(batches: list[MicroBatch], partition: int, offset: int) -> MicroBatch | None:
+    """The micro-batch that read the record at `offset` of `partition`."""
+    return next((b for b in batches if b.end_offsets.get(partition, 0) > offset), None)
+
+
+@dataclass
+class Traces:
+    """Everything the run left behind, to take each timed incident's path apart."""
+
+    fired: dict[str, list[tuple[int, int]]]  # entity -> (started_ms, arrival) each
+    produced: dict[tuple[str, int], int]  # (entity, started_ms) -> the alert's Kafka time
+    versions: dict[tuple[str, int], int]  # (entity, mtime) -> the znode's version
+    changes: dict[tuple[str, int], tuple[int, int, int, int]]  # ChangeArrivals.seen
+    state_path: str  # the state znode of partition {} of the incidents' topic
+    batches: list[MicroBatch]
+    phases: dict[int, dict[str, int]]
+
+    def trace(self, entity: str, mtime: int, match_ms: int) -> dict[str, Any] | None:
+        """One incident's parts (ms), or None where a step left no trace."""
+        started = [(at, arrived) for at, arrived in self.fired.get(entity, [])
+                   if 0 <= at - mtime < match_ms]  # fmt: skip
+        version = self.versions.get((entity, mtime))
+        path = self.state_path.format(entity.rsplit("/", 1)[1])
+        change = self.changes.get((path, version)) if version is not None else None
+        if not started or change is None:
+            return None
+        at, arrived = min(started)
+        produced = self.produced.get((entity, at))
+        captured, readable, partition, offset = change
+        batch = _taking(self.batches, partition, offset)
+        if produced is None or batch is None:
+            return None
+        return {
+            "capture": captured - mtime,
+            "publish": readable - captured,
+            "wait": batch.started_ms - readable,
+            "batch_to_alert": produced - batch.started_ms,
+            "delivery": arrived - produced,
+            "total": arrived - mtime,
+            "batch_id": batch.batch_id,
+            "batch_ms": None if batch.ended_ms is None else batch.ended_ms - batch.started_ms,
+        }
+
+    def of(self, placed: list[tuple[str, int]], match_ms: int = 400) -> dict[str, Any]:
+        """The parts of every timed incident, their p50 and p99, and the phases of the
+        micro-batches that raised the alerts (p50 each)."""
+        traces = [t for e, m in placed if (t := self.trace(e, m, match_ms)) is not None]
+        summary: dict[str, Any] = {"traced": len(traces), "incidents": len(placed)}
+        for part in (*PARTS, "total", "batch_ms"):
+            values = sorted(t[part] for t in traces if t[part] is not None)
+            summary[part] = {"p50": _pick(values, 0.5), "p99": _pick(values, 0.99)}
+        batches = {t["batch_id"] for t in traces}
+        names = sorted({k for b in batches for k in self.phases.get(b, {})})
+        summary["phases_p50"] = {
+            name: _pick(sorted(self.phases[b][name] for b in batches
+                               if name in self.phases.get(b, {})), 0.5)
+            for name in names
+        }  # fmt: skip
+        summary["traces"] = traces
+        return summary
+
+
+def _pick(values: list[int], q: float) -> int | None:
+    return values[min(len(values) - 1, int(len(values) * q))] if values else None
