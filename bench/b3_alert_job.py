@@ -310,6 +310,9 @@ def latency(
             raise SystemExit(str(exc)) from None
         cold = timed()
         cold_batches = len(micro_batches(work))
+        checkpoint = work / "alerts-checkpoint" / "alerts"
+        # Spark keeps the files of its last 100 micro-batches: read the cold ones' now.
+        cold_marks = micro_batch_marks(checkpoint) if budget else []
         warm: list[tuple[str, int]] = []
         if warmup_s:
             ends = time.monotonic() + warmup_s
@@ -352,11 +355,10 @@ def latency(
         }
     if changes_read is not None:
         traced = Traces(fired, produced, versions, changes_read.seen, state,
-                        micro_batch_marks(work / "alerts-checkpoint" / "alerts"),
                         micro_batch_phases(work))  # fmt: skip
-        result["budget"] = traced.of(cold)
+        result["budget"] = traced.of(cold, cold_marks)
         if warmup_s:
-            result["warm"]["budget"] = traced.of(warm)
+            result["warm"]["budget"] = traced.of(warm, micro_batch_marks(checkpoint))
     return result
 
 

@@ -123,8 +123,17 @@ def micro_batch_phases(work: Path) -> dict[int, dict[str, int]]:
 
 
 def _taking(batches: list[MicroBatch], partition: int, offset: int) -> MicroBatch | None:
-    """The micro-batch that read the record at `offset` of `partition`."""
-    return next((b for b in batches if b.end_offsets.get(partition, 0) > offset), None)
+    """The micro-batch that read the record at `offset` of `partition`: the one whose end
+    passed it where the one before had not. Spark keeps the files of its last 100
+    micro-batches only; a record older than the oldest kept has none."""
+    before = None
+    for batch in batches:
+        if batch.end_offsets.get(partition, 0) > offset:
+            if before is None and batch.batch_id != 0:
+                return None  # the batch before it is gone: it may have read the record
+            return batch
+        before = batch
+    return None
 
 
 @dataclass
@@ -136,11 +145,13 @@ class Traces:
     versions: dict[tuple[str, int], int]  # (entity, mtime) -> the znode's version
     changes: dict[tuple[str, int], tuple[int, int, int, int]]  # ChangeArrivals.seen
     state_path: str  # the state znode of partition {} of the incidents' topic
-    batches: list[MicroBatch]
     phases: dict[int, dict[str, int]]
 
-    def trace(self, entity: str, mtime: int, match_ms: int) -> dict[str, Any] | None:
-        """One incident's parts (ms), or None where a step left no trace."""
+    def trace(
+        self, entity: str, mtime: int, batches: list[MicroBatch], match_ms: int
+    ) -> dict[str, Any] | None:
+        """One incident's parts (ms), or None where a step left no trace. `batches`: the
+        checkpoint's micro-batches soon after the incident (Spark deletes old ones)."""
         started = [(at, arrived) for at, arrived in self.fired.get(entity, [])
                    if 0 <= at - mtime < match_ms]  # fmt: skip
         version = self.versions.get((entity, mtime))
@@ -151,7 +162,7 @@ class Traces:
         at, arrived = min(started)
         produced = self.produced.get((entity, at))
         captured, readable, partition, offset = change
-        batch = _taking(self.batches, partition, offset)
+        batch = _taking(batches, partition, offset)
         if produced is None or batch is None:
             return None
         return {
@@ -165,18 +176,20 @@ class Traces:
             "batch_ms": None if batch.ended_ms is None else batch.ended_ms - batch.started_ms,
         }
 
-    def of(self, placed: list[tuple[str, int]], match_ms: int = 400) -> dict[str, Any]:
+    def of(
+        self, placed: list[tuple[str, int]], batches: list[MicroBatch], match_ms: int = 400
+    ) -> dict[str, Any]:
         """The parts of every timed incident, their p50 and p99, and the phases of the
         micro-batches that raised the alerts (p50 each)."""
-        traces = [t for e, m in placed if (t := self.trace(e, m, match_ms)) is not None]
+        traces = [t for e, m in placed if (t := self.trace(e, m, batches, match_ms)) is not None]
         summary: dict[str, Any] = {"traced": len(traces), "incidents": len(placed)}
         for part in (*PARTS, "total", "batch_ms"):
             values = sorted(t[part] for t in traces if t[part] is not None)
             summary[part] = {"p50": _pick(values, 0.5), "p99": _pick(values, 0.99)}
-        batches = {t["batch_id"] for t in traces}
-        names = sorted({k for b in batches for k in self.phases.get(b, {})})
+        raised = {t["batch_id"] for t in traces}
+        names = sorted({k for b in raised for k in self.phases.get(b, {})})
         summary["phases_p50"] = {
-            name: _pick(sorted(self.phases[b][name] for b in batches
+            name: _pick(sorted(self.phases[b][name] for b in raised
                                if name in self.phases.get(b, {})), 0.5)
             for name in names
         }  # fmt: skip

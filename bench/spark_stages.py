@@ -9,8 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The scope Spark gives the state store's RDD of each stateful operator the job may run.
-STATEFUL_SCOPES = ("TransformWithStateInPandas", "FlatMapGroupsInPandasWithState")
+# The scope Spark gives the state store's RDD of each stateful operator the job may run
+# (transformWithStateInPandas is TransformWithStateInPySpark from Spark 4.1).
+STATEFUL_SCOPES = (
+    "TransformWithStateInPandas",
+    "TransformWithStateInPySpark",
+    "FlatMapGroupsInPandasWithState",
+)
 
 
 @dataclass(frozen=True)
