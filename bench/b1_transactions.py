@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from typing import Any
 from b1_capture import STATE, _paths, _versions, storm
 from harness import ZKCDC, fmt, local_stack, parser, percentile, reproduce, save, stop, table
 from kazoo.client import KazooClient
+from latency_budget import ChangeArrivals
 
 from zkcdc.ground import waiting
 
@@ -53,49 +53,6 @@ def flags(mode: str) -> list[str] | None:
     return MODES.get(mode)
 
 
-class Arrivals(threading.Thread):
-    """Reads a topic (read_committed) as it fills: (path, version) -> (ts_ms, captured_ms,
-    when it became readable, ms)."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        from confluent_kafka import Consumer
-
-        from zkcdc.capture.encoding.avro_codec import change_decoder
-
-        self.topic = topic
-        self.decoder = change_decoder(None)
-        self.seen: dict[tuple[str, int], tuple[int, int, int]] = {}
-        self.halt = threading.Event()
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": f"b1t-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10, "topic.metadata.refresh.interval.ms": 500,
-        })  # fmt: skip
-
-    def run(self) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
-        while not self.halt.is_set():
-            meta = self._consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
-            if meta is not None and meta.partitions:
-                self._consumer.assign(
-                    [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
-                )
-                break
-            time.sleep(0.2)
-        while not self.halt.is_set():
-            for message in self._consumer.consume(1000, 0.005):  # a batch waits its timeout
-                if message.error():
-                    continue
-                now = int(time.time() * 1000)
-                record = self.decoder.decode(message.value() or b"")
-                if record["op"] == "UPDATE":
-                    key = (record["path"], record["after"]["version"])
-                    self.seen.setdefault(key, (record["ts_ms"], record["captured_ms"], now))
-        self._consumer.close()
-
-
 def _mode_alone(
     mode: str,
     info: Any,
@@ -115,7 +72,7 @@ def _mode_alone(
          "--bootstrap-servers", info.bootstrap_servers, "--topic", topic, *(flags(mode) or [])],
         stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
-    reader = Arrivals(info.bootstrap_servers, topic)
+    reader = ChangeArrivals(info.bootstrap_servers, topic)
     reader.start()
     try:
         try:
@@ -132,9 +89,9 @@ def _mode_alone(
             time.sleep(3)  # the last records become readable
             mine = [v for (path, version), v in list(reader.seen.items())
                     if before[path] < version <= after[path]]  # fmt: skip
-            readable = [r - ts for ts, _, r in mine]
-            read = [c - ts for ts, c, _ in mine]
-            span = max((r for _, _, r in mine), default=0) / 1000 - started
+            readable = [r - ts for ts, _, r, *_ in mine]
+            read = [c - ts for ts, c, *_ in mine]
+            span = max((r for _, _, r, *_ in mine), default=0) / 1000 - started
             yield {
                 **step,
                 "committed": sum(after[p] - before[p] for p in paths),

@@ -154,8 +154,10 @@ def render(result: dict[str, Any]) -> str:
         if r.get("refused"):
             rows.append([r["mode"], "refused", "—", "—", r["refused"]])
             continue
-        rows.append([r["mode"], f"{r['arrived']}/{r['records']}", f"{fmt(r['p50_ms'])} ms",
-                     f"**{fmt(r['p99_ms'])} ms**", r.get("error") or ""])  # fmt: skip
+        p50, p99 = (f"{fmt(r[k])} ms" if r[k] is not None else "—" for k in ("p50_ms", "p99_ms"))
+        error = (r.get("error") or "").splitlines()[:1]
+        rows.append([r["mode"], f"{r['arrived']}/{r['records']}", p50, f"**{p99}**",
+                     error[0] if error else ""])  # fmt: skip
     return "\n\n".join([
         reproduce(result),
         "The alert job's decode of capture's records, then each record's seq and path to an "

@@ -37,11 +37,11 @@ PART_NAMES = {
 
 
 class ChangeArrivals(threading.Thread):
-    """Reads the changes topic (read_committed) as it fills, keeping the UPDATE records of
-    the keys asked for: (path, version) -> (captured_ms, readable ms, Kafka partition,
-    offset). Other keys are not decoded (a big cluster's snapshot passes by)."""
+    """Reads a changes topic (read_committed) as it fills, keeping its UPDATE records:
+    (path, version) -> (ts_ms, captured_ms, readable ms, Kafka partition, offset). `keys`:
+    those of these Kafka keys alone; others are not decoded (a big cluster's snapshot)."""
 
-    def __init__(self, bootstrap: str, topic: str, keys: set[bytes]) -> None:
+    def __init__(self, bootstrap: str, topic: str, keys: set[bytes] | None = None) -> None:
         super().__init__(daemon=True)
         from confluent_kafka import Consumer
 
@@ -50,7 +50,7 @@ class ChangeArrivals(threading.Thread):
         self.topic = topic
         self.keys = keys
         self.decoder = change_decoder(None)
-        self.seen: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+        self.seen: dict[tuple[str, int], tuple[int, int, int, int, int]] = {}
         self.halt = threading.Event()
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"budget-{uuid.uuid4().hex[:8]}",
@@ -71,14 +71,15 @@ class ChangeArrivals(threading.Thread):
             time.sleep(0.2)
         while not self.halt.is_set():
             for message in self._consumer.consume(1000, 0.005):
-                if message.error() or message.key() not in self.keys:
+                if message.error() or (self.keys is not None and message.key() not in self.keys):
                     continue
                 now = time.time_ns() // 1_000_000
                 record = self.decoder.decode(message.value() or b"")
                 if record["op"] == "UPDATE":
                     key = (record["path"], record["after"]["version"])
                     place = (message.partition() or 0, message.offset() or 0)
-                    self.seen.setdefault(key, (record["captured_ms"], now, *place))
+                    times = (record["ts_ms"], record["captured_ms"], now)
+                    self.seen.setdefault(key, (*times, *place))
         self._consumer.close()
 
 
@@ -143,7 +144,7 @@ class Traces:
     fired: dict[str, list[tuple[int, int]]]  # entity -> (started_ms, arrival) each
     produced: dict[tuple[str, int], int]  # (entity, started_ms) -> the alert's Kafka time
     versions: dict[tuple[str, int], int]  # (entity, mtime) -> the znode's version
-    changes: dict[tuple[str, int], tuple[int, int, int, int]]  # ChangeArrivals.seen
+    changes: dict[tuple[str, int], tuple[int, int, int, int, int]]  # ChangeArrivals.seen
     state_path: str  # the state znode of partition {} of the incidents' topic
     phases: dict[int, dict[str, int]]
 
@@ -161,7 +162,7 @@ class Traces:
             return None
         at, arrived = min(started)
         produced = self.produced.get((entity, at))
-        captured, readable, partition, offset = change
+        _, captured, readable, partition, offset = change
         batch = _taking(batches, partition, offset)
         if produced is None or batch is None:
             return None

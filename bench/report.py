@@ -37,6 +37,7 @@ VARIANTS = {
     "b2_scale_million": "b2_scale",
     "b8_ui_million": "b8_ui",
     "b9_broker_failure": "b9_broker_failure",  # B9's 1,000,000-partition failure
+    "b9_realtime_mode": "b9_realtime_mode",  # B9: a stateless query in Real-time Mode
 }
 
 

@@ -121,15 +121,6 @@ def _diff(
     if not events and new.controller_epoch != old.controller_epoch:
         # Nothing else moved, yet the state now names another controller's epoch: said, so
         # the state kept from events equals the znode, and an older epoch is checked.
-        events.append(
-            ClusterEvent(
-                type=EventType.PARTITION_STATE_REWRITTEN,
-                topic=topic,
-                partition=partition,
-                leader=new.leader,
-                isr=new.isr,
-                controller_epoch=new.controller_epoch,
-                epoch_before=old.controller_epoch,
-            )
-        )
+        events.append(event(EventType.PARTITION_STATE_REWRITTEN, leader=new.leader,
+                            epoch_before=old.controller_epoch))  # fmt: skip
     return events

@@ -31,7 +31,7 @@ def test_an_incident_s_parts_add_up_to_its_total_and_the_phases_are_of_its_batch
         fired={"t/1": [(mtime + 2, 10_900)]},
         produced={("t/1", mtime + 2): 10_880},
         versions={("t/1", mtime): 7},
-        changes={(STATE.format(1), 7): (10_005, 10_030, 0, 41)},
+        changes={(STATE.format(1), 7): (mtime, 10_005, 10_030, 0, 41)},
         state_path=STATE,
         phases={3: {"addBatch": 500, "triggerExecution": 700}},
     )

@@ -118,6 +118,6 @@ class EventType(enum.StrEnum):
     # capture found, in `reason`; the differences from its saved tree follow as records.
     ZOOKEEPER_HISTORY_CHANGED = "ZOOKEEPER_HISTORY_CHANGED"
     # A partition's state was rewritten with only its controller epoch changed: a controller
-    # wrote it again, leader, ISR and epochs as they were. leader, isr, controller_epoch (the
-    # epoch it was written with), epoch_before (the one it carried before).
+    # wrote it again, leader, ISR and epochs as they were. leader, isr_before/after,
+    # controller_epoch (the epoch it was written with), epoch_before (the one it had before).
     PARTITION_STATE_REWRITTEN = "PARTITION_STATE_REWRITTEN"

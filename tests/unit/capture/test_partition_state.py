@@ -84,7 +84,7 @@ def test_a_same_leader_epoch_bump_is_reported_alone():
 def test_a_rewrite_that_changes_only_the_controller_epoch_is_reported_with_both_epochs():
     (event,) = decode(state(1, [1, 2], 4, controller_epoch=1), state(1, [1, 2], 4, 2))
     assert event.type is EventType.PARTITION_STATE_REWRITTEN
-    assert (event.leader, event.isr, event.controller_epoch, event.epoch_before) == (
+    assert (event.leader, event.isr_after, event.controller_epoch, event.epoch_before) == (
         1, (1, 2), 2, 1,
     )  # fmt: skip
 

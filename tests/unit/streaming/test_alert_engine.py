@@ -106,9 +106,9 @@ def test_a_state_rewritten_by_a_new_controller_keeps_its_epoch_and_an_older_one_
     feed.send(T0 + 10, "/controller_epoch",
               ev(EventType.CONTROLLER_EPOCH_CHANGED, epoch_before=1, epoch_after=2))  # fmt: skip
     feed.send(T0 + 20, "/s0", ev(EventType.PARTITION_STATE_REWRITTEN, topic="t", partition=0,
-              leader=1, isr=[1, 2, 3], controller_epoch=2, epoch_before=1))  # fmt: skip
+              leader=1, isr_after=[1, 2, 3], controller_epoch=2, epoch_before=1))  # fmt: skip
     feed.send(T0 + 30, "/s1", ev(EventType.PARTITION_STATE_REWRITTEN, topic="t", partition=1,
-              leader=2, isr=[2, 3, 1], controller_epoch=0, epoch_before=1))  # fmt: skip
+              leader=2, isr_after=[2, 3, 1], controller_epoch=0, epoch_before=1))  # fmt: skip
     partitions = feed.engine.state.partitions
     assert (partitions[("t", 0)].controller_epoch, partitions[("t", 1)].controller_epoch) == (2, 0)
     assert feed.firing() == {("controller_epoch_regression", "t/1")}
