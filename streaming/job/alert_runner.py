@@ -261,13 +261,15 @@ def write_state(path: Path, state: dict[str, str | None]) -> None:
 def read_in_waves_of_one(
     spark: Any, records: Any, source: KafkaInput | LogInput, partitions: int
 ) -> Any:
-    """A topic of more partitions than the master has cores is read by as many tasks as it
-    has cores, each reading its share of the partitions in turn (their order kept). Spark
-    reads a partition a task: capture's default of 6 partitions on 2 cores ran 6 tasks of
-    20-30 ms in three waves in every live micro-batch (BENCHMARKS.md, B9), for the same
-    records."""
-    cores = spark.sparkContext.defaultParallelism
-    if isinstance(source, KafkaInput) and partitions > cores:
+    """On a local master, a topic of more partitions than it has cores is read by as many
+    tasks as it has cores, each reading its share of the partitions in turn (their order
+    kept). Spark reads a partition a task: capture's default of 6 partitions on 2 cores ran 6
+    tasks of 20-30 ms in three waves in every live micro-batch (BENCHMARKS.md, B9), for the
+    same records. A cluster's cores are not known while its executors register: its reads
+    stay one task a partition."""
+    context = spark.sparkContext
+    cores = context.defaultParallelism
+    if context.master.startswith("local") and isinstance(source, KafkaInput) and partitions > cores:
         return records.coalesce(cores)
     return records
 
