@@ -18,7 +18,7 @@ from zkcdc.capture.kraft.zk_tree import Change, render, rendered, whole_tree
 from zkcdc.capture.records import ChangeRecord, Source, Znode
 from zkcdc.capture.secret_redaction import DEFAULT_REDACTOR, Redact
 from zkcdc.capture.tracker import Tracker, TrackerState, change_record
-from zkcdc.ground.change_types import Op
+from zkcdc.ground.change_types import EventType, Op
 
 MODE = "kraft"
 
@@ -80,7 +80,7 @@ class KraftTracker:
             if known is not None and (known.data or b"") == self._redact(path, now[path]):
                 continue
             if not first:
-                records.append(self._write(path, now[path], last_offset, ts_ms))
+                records.append(_compared(self._write(path, now[path], last_offset, ts_ms)))
                 continue
             after = Znode(self._redact(path, now[path]), 0, last_offset, last_offset, ts_ms,
                           ts_ms, 0)  # fmt: skip
@@ -159,3 +159,11 @@ def _ancestors(path: str) -> list[str]:
     """`/a/b/c` -> `/a`, `/a/b`: parents a record's znode needs (created empty if missing)."""
     parts = path.split("/")[1:-1]
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _compared(record: ChangeRecord) -> ChangeRecord:
+    """A record of a load's comparison, not of a write: a partition state that differs in its
+    controller epoch alone is another source's way of numbering it (ZooKeeper's controller
+    epoch against the Raft epoch of the controller that wrote it), so no rewrite is said."""
+    kept = tuple(e for e in record.events if e.type is not EventType.PARTITION_STATE_REWRITTEN)
+    return record if len(kept) == len(record.events) else dataclasses.replace(record, events=kept)

@@ -139,3 +139,22 @@ def test_a_registration_renders_as_a_zookeeper_mode_broker_registration() -> Non
     reg = json.loads(whole_tree(image)["/brokers/ids/1"])
     assert reg["version"] == 5 and reg["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
     assert (reg["host"], reg["port"]) == ("127.0.0.1", 9092)
+
+
+def test_a_take_over_says_no_rewrite_where_the_epochs_alone_differ_and_the_state_moves_on() -> None:
+    """ZooKeeper's last tree numbered a state with its controller epoch, KRaft with the Raft
+    epoch of the controller that wrote it: the comparison's record says nothing of a rewrite."""
+    from zkcdc.capture.kraft.kraft_tracker import KraftTracker
+    from zkcdc.capture.records import Znode
+    from zkcdc.capture.tracker import TrackerState
+
+    image = image_with_topic()
+    path = "/brokers/topics/orders/partitions/0/state"
+    kraft = json.loads(whole_tree(image)[path])
+    zookeeper = json.dumps({**kraft, "controller_epoch": kraft["controller_epoch"] + 4}).encode()
+    state = TrackerState(cluster="c", seq=9, mode="watch",
+                         tree={path: Znode(zookeeper, 2, 1, 5, 1, 2, 0)})  # fmt: skip
+    records = KraftTracker(state, lambda: 0).load(image, 20, 1_000)
+    (compared,) = [r for r in records if r.path == path]
+    assert compared.op.value == "UPDATE" and compared.events == ()
+    assert json.loads(state.tree[path].data or b"") == kraft
