@@ -120,4 +120,6 @@ class EventType(enum.StrEnum):
     # A partition's state was rewritten with only its controller epoch changed: a controller
     # wrote it again, leader, ISR and epochs as they were. leader, isr_before/after,
     # controller_epoch (the epoch it was written with), epoch_before (the one it had before).
+    # A KRaft capture taking over from a ZooKeeper one does not say it: the two number a
+    # state's controller epoch differently.
     PARTITION_STATE_REWRITTEN = "PARTITION_STATE_REWRITTEN"
