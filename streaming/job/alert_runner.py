@@ -139,7 +139,6 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
         partitions = source_partitions(options.source)
-        records = read_in_waves_of_one(spark, records, options.source, partitions)
         if shards:
             alerts = sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
         else:
@@ -256,22 +255,6 @@ def write_state(path: Path, state: dict[str, str | None]) -> None:
     """The state as it stands at the end: one JSON object per entity, sorted by key."""
     lines = [value for _, value in sorted(state.items()) if value is not None]
     path.write_text("".join(line + "\n" for line in lines))
-
-
-def read_in_waves_of_one(
-    spark: Any, records: Any, source: KafkaInput | LogInput, partitions: int
-) -> Any:
-    """On a local master, a topic of more partitions than it has cores is read by as many
-    tasks as it has cores, each reading its share of the partitions in turn (their order
-    kept). Spark reads a partition a task: capture's default of 6 partitions on 2 cores ran 6
-    tasks of 20-30 ms in three waves in every live micro-batch (BENCHMARKS.md, B9), for the
-    same records. A cluster's cores are not known while its executors register: its reads
-    stay one task a partition."""
-    context = spark.sparkContext
-    cores = context.defaultParallelism
-    if context.master.startswith("local") and isinstance(source, KafkaInput) and partitions > cores:
-        return records.coalesce(cores)
-    return records
 
 
 def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:
