@@ -16,7 +16,6 @@ Run: `.venv/bin/python bench/b3_alert_job.py [--quick] [--records 300000] [--inc
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -29,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import figure, fmt, local_stack, parser, plot_link, reproduce, save, table
-from latency_budget import ChangeArrivals, Traces, micro_batch_marks, micro_batch_phases
+from latency_budget import (
+    ChangeArrivals,
+    Traces,
+    micro_batch_lines,
+    micro_batch_marks,
+    micro_batch_phases,
+)
 from spark_stages import event_log_conf, stateful_stages
 
 from zkcdc.ground import waiting
@@ -340,7 +345,8 @@ def latency(
         if clean:  # a big tree goes with its stack: deleting it znode by znode takes minutes
             zk.delete(chroot, recursive=True)
         zk.stop()
-    batches = micro_batches(work)
+    logged = micro_batch_lines(work)
+    batches = [line["duration_ms"] for line in logged]
     result = {
         **delays_of(cold, fired),
         "micro_batches": len(batches),
@@ -355,7 +361,7 @@ def latency(
         }
     if changes_read is not None:
         traced = Traces(fired, produced, versions, changes_read.seen, state,
-                        micro_batch_phases(work))  # fmt: skip
+                        micro_batch_phases(logged))  # fmt: skip
         result["budget"] = traced.of(cold, cold_marks)
         if warmup_s:
             result["warm"]["budget"] = traced.of(warm, micro_batch_marks(checkpoint))
@@ -367,11 +373,7 @@ MATCH_MS = 400  # less than the 0.5 s between incidents, so never the next one's
 
 def micro_batches(work: Path) -> list[int]:
     """The alert job's micro-batch durations (ms), in the order it logged them."""
-    durations = []
-    for line in (work / "alerts.log").read_text(errors="replace").splitlines():
-        if line.startswith("{") and '"micro-batch"' in line:
-            durations.append(json.loads(line)["duration_ms"])
-    return durations
+    return [line["duration_ms"] for line in micro_batch_lines(work)]
 
 
 def batch_stats(durations: list[int]) -> dict[str, Any]:

@@ -112,15 +112,19 @@ def micro_batch_marks(checkpoint: Path) -> list[MicroBatch]:
     return sorted(batches, key=lambda b: b.batch_id)
 
 
-def micro_batch_phases(work: Path) -> dict[int, dict[str, int]]:
+def micro_batch_lines(work: Path) -> list[dict[str, Any]]:
+    """The alert job's `micro-batch` log lines (JSON, in `work`/alerts.log), in their order."""
+    return [json.loads(line) for line in (work / "alerts.log").read_text(errors="replace")
+            .splitlines() if line.startswith("{") and '"micro-batch"' in line]  # fmt: skip
+
+
+def micro_batch_phases(lines: list[dict[str, Any]]) -> dict[int, dict[str, int]]:
     """Each logged micro-batch's phases (Spark's `durationMs`), with its whole time as
-    `triggerExecution`, by batch id: from the job's JSON log lines."""
-    phases = {}
-    for line in (work / "alerts.log").read_text(errors="replace").splitlines():
-        if line.startswith("{") and '"micro-batch"' in line:
-            entry = json.loads(line)
-            phases[entry["batch"]] = {**entry["phases"], "triggerExecution": entry["duration_ms"]}
-    return phases
+    `triggerExecution`, by batch id."""
+    return {
+        entry["batch"]: {**entry["phases"], "triggerExecution": entry["duration_ms"]}
+        for entry in lines
+    }
 
 
 def _taking(batches: list[MicroBatch], partition: int, offset: int) -> MicroBatch | None:

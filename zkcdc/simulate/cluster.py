@@ -328,11 +328,8 @@ class SimulatedCluster:
             self.expect.event(EventType.ISR_SHRUNK, path, removed=removed)
         if added:
             self.expect.event(EventType.ISR_EXPANDED, path, added=added)
-        if (new.leader, new.leader_epoch, set(new.isr)) == (
-            old.leader,
-            old.leader_epoch,
-            set(old.isr),
-        ) and new.controller_epoch != old.controller_epoch:
+        moved = new.leader != old.leader or new.leader_epoch != old.leader_epoch
+        if not (moved or removed or added) and new.controller_epoch != old.controller_epoch:
             self.expect.event(
                 EventType.PARTITION_STATE_REWRITTEN, path, controller_epoch=new.controller_epoch
             )
