@@ -116,6 +116,7 @@ def throughput(
 ) -> dict[str, Any]:
     """`shards`: the layout, as `--shards` (None: what the job picks for a new checkpoint)."""
     from zkcdc.streaming.job.alert_job import alerts_stream
+    from zkcdc.streaming.job.alert_runner import read_in_waves_of_one
     from zkcdc.streaming.job.change_source import KafkaInput, read_changes, source_partitions
     from zkcdc.streaming.job.checkpoint_layout import auto_shards
     from zkcdc.streaming.job.spark_session import session
@@ -141,6 +142,8 @@ def throughput(
     )
     records_df, _ = read_changes(spark, source)
     partitions = source_partitions(source)
+    records_df = read_in_waves_of_one(spark, records_df, source, partitions)  # as the job does
+    spark_cores = spark.sparkContext.defaultParallelism
     if shards:
         from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 
@@ -173,6 +176,8 @@ def throughput(
         "batches": len(progress),
         "records_per_batch": per_batch,
         "shards": shards,
+        # the tasks that read Kafka each micro-batch (at most one a partition of the topic)
+        "read_tasks": min(partitions, spark_cores),
         "batch_ms": [p["durationMs"].get("triggerExecution", 0) for p in progress],
         "batch_rows": [p["numInputRows"] for p in progress],
         "batch_time_s": round(busy_ms / 1000, 1),

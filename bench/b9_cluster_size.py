@@ -230,8 +230,13 @@ def render(result: dict[str, Any]) -> str:
             "micro-batch), of the stateful stage alone (Spark's event log: the stage of "
             "`transformWithStateInPandas`, from its submission to its completion) and of the "
             "whole micro-batch (Spark's progress: also the stage before it, which reads Kafka, "
-            "decodes the Avro and routes each record to its shards, in one task per partition "
-            "of the topic); both over the micro-batches after the first:",
+            "decodes the Avro and routes each record to its shards, in "
+            + (
+                "one task per partition of the topic"
+                if "read_tasks" not in t[0]
+                else "as many tasks as the master has cores, at most one a partition of the topic"
+            )
+            + "); both over the micro-batches after the first:",
             table(THROUGHPUT_COLUMNS, trows),
             plot_link(result, NAME, "B9: latency against cluster size, throughput by master"),
         ]

@@ -53,6 +53,9 @@ STOP_WAIT_S = 15.0
 # still be writing there (a shuffle file, a state store's), and the delete then fails with a
 # Java stack trace in the log. So the stop waits for the running tasks to end, for a while.
 TASKS_END_WAIT_S = 8.0
+# Between two stages of a job no task runs: Spark is quiet only when it shows no job and no
+# task on this many looks in a row (0.1 s apart).
+QUIET_LOOKS = 3
 
 # Spark gives a Python worker that it starts itself (not through its daemon) 10 s to connect
 # back, a figure fixed in its code (PythonWorkerFactory.createSimpleWorker). With --shards,
@@ -139,6 +142,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
         partitions = source_partitions(options.source)
+        records = read_in_waves_of_one(spark, records, options.source, partitions)
         if shards:
             alerts = sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
         else:
@@ -166,6 +170,12 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
             with contextlib.suppress(Exception):
                 query.stop()
             call.close()
+        if own and queries:
+            # The query's stop cancels only its own job group, and a job can outlive it (Spark
+            # logs "Failed to cancel job group"): left running, its tasks write into what
+            # Spark's stop deletes. Nothing of it is committed; it is read again next start.
+            with contextlib.suppress(Exception):
+                spark.sparkContext.cancelAllJobs()
         sinks.close()
         if state_sink is not None:
             state_sink.close()
@@ -230,11 +240,19 @@ def running_tasks(spark: Any) -> int:
 
 
 def tasks_ended(spark: Any, within_s: float) -> bool:
-    """Whether the running tasks all ended within `within_s`."""
+    """Whether the jobs and their tasks all ended within `within_s` (QUIET_LOOKS)."""
     from py4j.protocol import Py4JError
 
+    looks = 0
+
+    def quiet() -> bool:
+        nonlocal looks
+        busy = spark.sparkContext.statusTracker().getActiveJobsIds() or running_tasks(spark)
+        looks = 0 if busy else looks + 1
+        return looks >= QUIET_LOOKS
+
     try:
-        waiting.wait_until(lambda: running_tasks(spark) == 0, within_s, what="the tasks to end")
+        waiting.wait_until(quiet, within_s, what="the tasks to end")
     except waiting.WaitFailed:
         return False
     except Py4JError:  # the JVM cannot say (it is going): Spark's own stop goes on
@@ -255,6 +273,22 @@ def write_state(path: Path, state: dict[str, str | None]) -> None:
     """The state as it stands at the end: one JSON object per entity, sorted by key."""
     lines = [value for _, value in sorted(state.items()) if value is not None]
     path.write_text("".join(line + "\n" for line in lines))
+
+
+def read_in_waves_of_one(
+    spark: Any, records: Any, source: KafkaInput | LogInput, partitions: int
+) -> Any:
+    """On a local master, a topic of more partitions than it has cores is read by as many
+    tasks as it has cores, each reading its share of the partitions in turn (their order
+    kept). Spark reads a partition a task: capture's default of 6 partitions on 2 cores ran 6
+    tasks of 20-30 ms in three waves in every live micro-batch (BENCHMARKS.md, B9), for the
+    same records. A cluster's cores are not known while its executors register: its reads
+    stay one task a partition."""
+    context = spark.sparkContext
+    cores = context.defaultParallelism
+    if context.master.startswith("local") and isinstance(source, KafkaInput) and partitions > cores:
+        return records.coalesce(cores)
+    return records
 
 
 def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:
