@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from zkcdc.ground.gc_pause import gc_paused
-from zkcdc.streaming.job.python_worker import keep_zip_directories
+from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine
 from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
@@ -127,7 +127,7 @@ def stateful_alerts(settings: RuleSettings, partitions: int = 1, with_state: boo
     schemas = engine_record.versions()  # read here, on the driver: a worker may not see avro/
 
     def run(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:
-        keep_zip_directories()  # for the worker's next tasks
+        ready_for_next_tasks()
         engine_record.use(schemas)
         with gc_paused():
             yield from _run(key, batches, state)

@@ -23,7 +23,7 @@ from zkcdc.ground.change_values import (
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError
 from zkcdc.ground.schema_files import schema_dir
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.python_worker import keep_zip_directories
+from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 
 
 def schema_json() -> str:
@@ -287,7 +287,7 @@ def decode_values(registry_url: str) -> Any:
     def decode(values: Any) -> Any:
         import pandas as pd
 
-        keep_zip_directories()  # for the worker's next tasks
+        ready_for_next_tasks()
 
         decoder = _decoders.get(registry_url)
         if decoder is None:

@@ -23,7 +23,7 @@ from zkcdc.streaming.job.alert_job import (
     output_rows,
 )
 from zkcdc.streaming.job.bucketed_map import BucketedMap
-from zkcdc.streaming.job.python_worker import keep_zip_directories
+from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine, read_partitions, read_topics
 from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
@@ -178,7 +178,7 @@ def _processor_class() -> Any:
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             import pandas as pd  # type: ignore[import-untyped]
 
-            keep_zip_directories()  # for the worker's next tasks
+            ready_for_next_tasks()
             if key[0] is None:  # the dead letters, routed to one slot alone
                 letters = dead_letter_rows(rows)
                 yield pd.DataFrame({**letters, "place": [None] * len(letters["key"])}, dtype=object)

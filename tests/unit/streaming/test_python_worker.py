@@ -1,4 +1,5 @@
-"""The Spark Python worker's task start: its zip archives are not re-read at every task."""
+"""The Spark Python worker's task start: its zip archives are not re-read at every task, and
+what it loaded is not walked by the collection PySpark runs after each task."""
 
 from __future__ import annotations
 
@@ -48,6 +49,44 @@ def test_a_task_start_reads_no_zip_archive_again_and_a_new_archive_still_imports
 ) -> None:
     run = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "ok"
+
+
+# Run apart too: freezing is for the interpreter's life.
+FREEZE_SCRIPT = textwrap.dedent(
+    """
+    import gc
+    import pandas, pyarrow  # what a worker holds by its first task
+
+    from zkcdc.streaming.job.python_worker import ready_for_next_tasks
+    loaded = len(gc.get_objects())
+    ready_for_next_tasks()
+    frozen = gc.get_freeze_count()
+    ready_for_next_tasks()  # a later task's call freezes nothing more
+    assert gc.get_freeze_count() == frozen, (gc.get_freeze_count(), frozen)
+    assert frozen >= loaded * 0.9, (frozen, loaded)
+    # What the daemon's collection after each task walks: only what came after the first.
+    assert len(gc.get_objects()) < loaded * 0.1, (len(gc.get_objects()), loaded)
+
+    # A task's cyclic garbage is still collected.
+    class Node:
+        pass
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    del a, b
+    assert gc.collect() >= 2
+    print("ok")
+    """
+)
+
+
+def test_what_a_worker_loaded_by_its_first_task_is_left_out_of_later_collections(
+    tmp_path: Path,
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", FREEZE_SCRIPT], capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "ok"
