@@ -318,6 +318,9 @@ def latency(
             )  # fmt: skip
         except waiting.WaitFailed as exc:
             raise SystemExit(str(exc)) from None
+        # From the daemons' start (capture's snapshot and the job's, each with its warm-up) to
+        # the first incident's alert on the topic.
+        first_alert_s = time.monotonic() - started
         cold = timed()
         cold_batches = len(micro_batches(work))
         checkpoint = work / "alerts-checkpoint" / "alerts"
@@ -357,6 +360,7 @@ def latency(
         "micro_batches": len(batches),
         **batch_stats(batches[:cold_batches]),
         "incidents": incidents - 1,
+        "first_alert_s": round(first_alert_s, 1),
     }
     if warmup_s:
         result["warm"] = {

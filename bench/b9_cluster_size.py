@@ -176,9 +176,11 @@ def stage_rate(t: dict[str, Any]) -> float | None:
 
 
 def latency_row(partitions: str, when: str, s: dict[str, Any], incidents: int) -> list[str]:
+    first = s.get("first_alert_s")  # runs before 2026-12-03 did not record it
     return [partitions, when, f"{fmt(s['p50_ms'])} ms", f"**{fmt(s['p99_ms'])} ms**",
             f"{s['alerts_received']}/{incidents}",
-            f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms"]  # fmt: skip
+            f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms",
+            "" if first is None else f"{first:.0f} s"]  # fmt: skip
 
 
 def render(result: dict[str, Any]) -> str:
@@ -209,7 +211,8 @@ def render(result: dict[str, Any]) -> str:
             if warm else ""
         )
         + ".",
-        table(["partitions", "job", "p50", "p99", "alerts", "micro-batch p50 / max"], rows),
+        table(["partitions", "job", "p50", "p99", "alerts", "micro-batch p50 / max",
+               "first alert after start"], rows),
         *budget_tables(result),
         table(["partitions", "state store", "checkpoint"], store),
     ]  # fmt: skip

@@ -27,6 +27,7 @@ from zkcdc.ground.user_dirs import state_home
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_runner import TRIGGER_MS, AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
+from zkcdc.streaming.job.warm_up import WARM_UP_BATCHES
 from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import SinkOptions
@@ -84,6 +85,11 @@ job_options = option_group(
     click.option("--trigger-ms", default=TRIGGER_MS, show_default=True,
                  help="How often the job looks for new records (a micro-batch at most that "
                       "often)."),
+    click.option("--warm-up-batches", type=click.IntRange(0, 1000), default=WARM_UP_BATCHES,
+                 show_default=True,
+                 help="Kafka input, live: micro-batches run first over the topic's first "
+                      "records, their alerts dropped, so that the job's first alerts come as "
+                      "fast as later ones (Spark's code compiled by then); 0: none."),
     click.option("--available-now", is_flag=True,
                  help="Process what is there now, then stop."),
     click.option("--starting-offsets", default="earliest", show_default=True,
@@ -121,6 +127,7 @@ def run_job(
         partition_shards=s.shards,
         rules=RuleSettings().with_overrides(s.rules),
         trigger_ms=s.trigger_ms,
+        warm_up_batches=s.warm_up_batches,
         available_now=s.available_now,
         dead_letter_topic=s.dead_letter_topic or f"{s.topic}.deadletter",
         state_kafka=kafka if state else None,

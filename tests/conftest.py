@@ -380,7 +380,9 @@ def start_alert_job(
     request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., tuple[AlertJob, AlertsTopic]]]:
     """Starts `zkcdc stream alerts` on a changes topic, publishing to an alerts topic of this
-    test's own; stops it at the end and prints its log, so a failing test shows it."""
+    test's own, without a warm-up unless asked for (`--warm-up-batches`: the tests of
+    streaming/job/warm_up.py); stops it at the end and prints its log, so a failing test shows
+    it."""
     jobs: list[tuple[AlertJob, AlertsTopic]] = []
     base = tmp_path_factory.mktemp("alerts")
 
@@ -402,6 +404,8 @@ def start_alert_job(
                 f"zkcdc.state.{suffix}",
                 "--checkpoint",
                 str(base / f"checkpoint-{len(jobs)}"),
+                # The warm-up costs a start ~30 s; its own tests ask for it.
+                *([] if "--warm-up-batches" in args else ["--warm-up-batches", "0"]),
                 *args,
             ],
             base / f"alerts-{len(jobs)}.log",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zkcdc.ground import logs, waiting
+from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
@@ -30,7 +30,14 @@ from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
+from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
 from zkcdc.streaming.job.spark_session import session
+from zkcdc.streaming.job.warm_up import (
+    WARM_UP_BATCHES,
+    warm_up,
+    warm_up_checkpoint,
+    warm_up_source,
+)
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
 from zkcdc.streaming.sinks.dead_letter_topic import DeadLetterTopic
@@ -48,14 +55,6 @@ TRIGGER_MS = 100
 # How long a stop waits for the micro-batch under way to finish before Spark interrupts it:
 # a supervisor's SIGTERM is answered (exit 0) within 30 s, Spark's own stop included.
 STOP_WAIT_S = 15.0
-
-# Spark's stop deletes its local directories. A task that the query's stop interrupted can
-# still be writing there (a shuffle file, a state store's), and the delete then fails with a
-# Java stack trace in the log. So the stop waits for the running tasks to end, for a while.
-TASKS_END_WAIT_S = 8.0
-# Between two stages of a job no task runs: Spark is quiet only when it shows no job and no
-# task on this many looks in a row (0.1 s apart).
-QUIET_LOOKS = 3
 
 # Spark gives a Python worker that it starts itself (not through its daemon) 10 s to connect
 # back, a figure fixed in its code (PythonWorkerFactory.createSimpleWorker). With --shards,
@@ -82,6 +81,9 @@ class AlertJobOptions:
     rules: RuleSettings = field(default_factory=RuleSettings)
     trigger_ms: int = TRIGGER_MS
     available_now: bool = False  # process what is there, then stop (replays, tests)
+    # Micro-batches run before the job's own query, over the topic's first records, their
+    # alerts dropped (warm_up.py); 0: none.
+    warm_up_batches: int = WARM_UP_BATCHES
     dead_letter_topic: str | None = None
     state_kafka: KafkaConnection | None = None  # publish state upserts to this Kafka ...
     state_topic: str = "zkcdc.state"  # ... on this compacted topic
@@ -139,14 +141,27 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
              local_files=local_file_system(spark))  # fmt: skip
     queries: list[tuple[Any, BatchCall]] = []  # a query, and its foreachBatch call
     try:
-        records = changes_with_dead_letters(spark, options.source)
         with_state = state_sink is not None or options.state_out is not None
         partitions = source_partitions(options.source)
-        records = read_in_waves_of_one(spark, records, options.source, partitions)
-        if shards:
-            alerts = sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
-        else:
-            alerts = alerts_stream(records, options.rules, partitions, with_state)
+
+        def alerts_over(source: KafkaInput | LogInput) -> Any:
+            records = changes_with_dead_letters(spark, source)
+            records = read_in_waves_of_one(spark, records, source, partitions)
+            if shards:
+                return sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
+            return alerts_stream(records, options.rules, partitions, with_state)
+
+        if (
+            options.warm_up_batches and isinstance(options.source, KafkaInput)
+            and not options.available_now
+        ):  # fmt: skip
+            warm_up(
+                spark, alerts_over(warm_up_source(options.source)),
+                warm_up_checkpoint(options.checkpoint), stop, options.warm_up_batches,
+            )  # fmt: skip
+            if stop.is_set():
+                return  # stopped while warming up: nothing of the job's own was read
+        alerts = alerts_over(options.source)
         writer, call = foreach_batch(alerts, delivery)
         writer = writer.option("checkpointLocation", str(options.checkpoint / "alerts")).outputMode(
             "append"
@@ -229,35 +244,6 @@ def watch(
         stop.wait(0.5)
     report_progress(first, reported)
     return failed_query(queries)
-
-
-def running_tasks(spark: Any) -> int:
-    """Tasks running on the driver and every executor, as Spark's status tracker counts them
-    (a task counts until its thread has ended, killed or not). PySpark's tracker has no
-    executor list, so this asks the JVM's."""
-    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
-    return sum(int(info.numRunningTasks()) for info in infos)
-
-
-def tasks_ended(spark: Any, within_s: float) -> bool:
-    """Whether the jobs and their tasks all ended within `within_s` (QUIET_LOOKS)."""
-    from py4j.protocol import Py4JError
-
-    looks = 0
-
-    def quiet() -> bool:
-        nonlocal looks
-        busy = spark.sparkContext.statusTracker().getActiveJobsIds() or running_tasks(spark)
-        looks = 0 if busy else looks + 1
-        return looks >= QUIET_LOOKS
-
-    try:
-        waiting.wait_until(quiet, within_s, what="the tasks to end")
-    except waiting.WaitFailed:
-        return False
-    except Py4JError:  # the JVM cannot say (it is going): Spark's own stop goes on
-        return True
-    return True
 
 
 def failed_query(queries: list[tuple[Any, BatchCall]]) -> tuple[Any, BatchCall] | None:

@@ -34,3 +34,30 @@ def test_a_sigterm_mid_backlog_stops_the_job_within_30_s_with_exit_0_and_no_java
     wait_until(lambda: len(committed(checkpoint)) >= 3, 300, what="three micro-batches")
     assert not job_read_to(checkpoint, changes_topic.topic, changes_topic.ends()), "no backlog"
     job.stop_quietly()
+
+
+def test_a_sigterm_while_warming_up_stops_the_job_within_30_s_and_leaves_no_warm_up_behind(
+    cluster, zk_chroot, start_capture, changes_topic, start_alert_job
+):
+    """The warm-up (streaming/job/warm_up.py) is stopped as the job's own query is, and its
+    checkpoint goes; the job's own query, not yet started, has read nothing."""
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    build_cluster(connect)
+    daemon = start_capture(connect, "--cluster", "warm", publish_to=changes_topic)
+    daemon.wait_logged("in sync")
+    changes_topic.wait_for(lambda r: r["op"] == "READ", "the snapshot")
+    job, _ = start_alert_job(changes_topic, "--warm-up-batches", "1000")
+    checkpoint = Path(job.option("--checkpoint"))
+    warm_commits = checkpoint / "warm-up" / "commits"
+
+    def two_warm_up_batches() -> bool | None:
+        done = (
+            [p for p in warm_commits.iterdir() if p.name.isdigit()] if warm_commits.is_dir() else []
+        )
+        return True if len(done) >= 2 else None
+
+    job.wait_until(two_warm_up_batches, "two warm-up micro-batches", 300, interval_s=0.2)
+    job.stop_quietly()
+    assert not (checkpoint / "warm-up").exists(), "the warm-up's checkpoint left behind"
+    assert committed(checkpoint) == [], "the job's own query ran"
+    assert "warmed up" in job.log_file.read_text()

@@ -1,7 +1,8 @@
 """`zkcdc replay` on the real stack: a staged incident captured while the live alert job runs;
 the log replayed through the rules gives the live job's alerts; replayed into Kafka at two
-speeds it gives the same records, and them again; a replay killed midway resumes without sending anything twice; a
-damaged copy replays its valid part and names the damage."""
+speeds it gives the same records, and them again; a live job that warmed up first gives them
+too; a replay killed midway resumes without sending anything twice; a damaged copy replays
+its valid part and names the damage."""
 
 from __future__ import annotations
 
@@ -194,6 +195,49 @@ def test_a_backlog_read_in_tiny_micro_batches_gives_the_replays_alerts(
     )  # fmt: skip
     expected = alerts_of(replayed / "alerts.jsonl")
     assert {a[0].split(":")[1] for a in expected} >= {"broker_down", "controller_failover"}
+    assert alerts == expected, (
+        f"only in the job: {sorted(alerts - expected)[:5]}; "
+        f"only in the replay: {sorted(expected - alerts)[:5]}"
+    )
+
+
+def test_a_live_job_that_warmed_up_over_the_topic_gives_the_replays_alerts_once(
+    incident, replayed, tmp_path
+):
+    """A live job (not available-now) first runs its warm-up's micro-batches over the topic's
+    first records (streaming/job/warm_up.py), their alerts dropped, then reads the topic from
+    its own checkpoint: its alerts are the replay's, none twice, none lost, and the warm-up's
+    checkpoint is gone."""
+    out, checkpoint, log = tmp_path / "live.jsonl", tmp_path / "checkpoint", tmp_path / "job.log"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
+         incident["bootstrap"], "--topic", incident["topic"], "--no-publish",
+         "--alerts-out", str(out), "--checkpoint", str(checkpoint),
+         "--warm-up-batches", "10", *RULES],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        ends = ChangesTopic(incident["bootstrap"], incident["topic"])
+        try:
+            at_end = ends.ends()
+        finally:
+            ends.close()
+        waiting.wait_until(
+            lambda: job_read_to(checkpoint, incident["topic"], at_end), 600,
+            what="the live job to read the topic to its end", interval_s=0.5,
+            abandon=lambda: None if job.poll() is None else f"it exited {job.returncode}",
+            detail=lambda: log.read_text()[-3000:],
+        )  # fmt: skip
+    finally:
+        if job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+        assert job.wait(120) == 0, log.read_text()[-3000:]
+    warmed = [json.loads(line) for line in log.read_text().splitlines()
+              if '"warmed up"' in line]  # fmt: skip
+    assert [w["micro_batches"] for w in warmed] == [10], log.read_text()[-3000:]
+    assert not (checkpoint / "warm-up").exists()
+    expected = alerts_of(replayed / "alerts.jsonl")
+    alerts = alerts_of(out)
     assert alerts == expected, (
         f"only in the job: {sorted(alerts - expected)[:5]}; "
         f"only in the replay: {sorted(expected - alerts)[:5]}"
