@@ -318,7 +318,7 @@ def latency(
             )  # fmt: skip
         except waiting.WaitFailed as exc:
             raise SystemExit(str(exc)) from None
-        # From the daemons' start (capture's snapshot and the job's, each with its warm-up) to
+        # From the daemons' start (capture's snapshot; the job's start and its warm-up) to
         # the first incident's alert on the topic.
         first_alert_s = time.monotonic() - started
         cold = timed()

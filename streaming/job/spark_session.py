@@ -144,4 +144,22 @@ def _started(builder: Any, master: str) -> Any:
     except Exception as exc:
         raise StreamingError(f"Spark did not start on {master}: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")
+    quiet_state_server(spark)
     return spark
+
+
+# transformWithStateInPandas's state server (in the JVM that runs the task) logs a WARN for
+# every map key a task asks for that its state does not hold. The sharded stage asks for each
+# bucket a micro-batch touches, present or not yet written (shard_stage.py): a few hundred
+# lines a minute in a live job's log, none of them a fault. Its errors still show.
+STATE_SERVER_LOGGER = (
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
+)
+
+
+def quiet_state_server(spark: Any) -> None:
+    """The state server's log at ERROR in this JVM (a local master's tasks run in it; a
+    cluster's executors keep their own log4j settings)."""
+    jvm = spark.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setLevel(STATE_SERVER_LOGGER, log4j.Level.ERROR)

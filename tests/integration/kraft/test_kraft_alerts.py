@@ -41,7 +41,7 @@ def test_a_stopped_follower_fires_broker_down_and_under_replicated_then_resolves
     job = AlertJob(
         ["--bootstrap-servers", info.bootstrap_servers, "--topic", changes.topic,
          "--alerts-topic", alerts.topic, "--state-topic", f"zkcdc.state.kraft-{suffix}",
-         "--checkpoint", str(tmp_path / "checkpoint")],
+         "--checkpoint", str(tmp_path / "checkpoint"), "--warm-up-batches", "0"],
         tmp_path / "alerts.log",
     )  # fmt: skip
     try:

@@ -77,7 +77,7 @@ def test_a_migration_is_captured_throughout_and_a_kraft_capture_takes_the_stream
         job = AlertJob(
             [*kafka, "--alerts-topic", alerts.topic,
              "--state-topic", f"zkcdc.state.migration-{suffix}",
-             "--checkpoint", str(tmp_path / "checkpoint")],
+             "--checkpoint", str(tmp_path / "checkpoint"), "--warm-up-batches", "0"],
             tmp_path / "alerts.log",
         )  # fmt: skip
         processes.append(job)
