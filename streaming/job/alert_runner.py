@@ -151,8 +151,10 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
                 return sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
             return alerts_stream(records, options.rules, partitions, with_state)
 
+        # Not in a session shared with other work (a backfill's): the warm-up's stop cancels
+        # every job of the session.
         if (
-            options.warm_up_batches and isinstance(options.source, KafkaInput)
+            own and options.warm_up_batches and isinstance(options.source, KafkaInput)
             and not options.available_now
         ):  # fmt: skip
             warm_up(
