@@ -85,7 +85,7 @@ job_options = option_group(
     click.option("--trigger-ms", default=TRIGGER_MS, show_default=True,
                  help="How often the job looks for new records (a micro-batch at most that "
                       "often)."),
-    click.option("--warm-up-batches", type=click.IntRange(0, 1000), default=WARM_UP_BATCHES,
+    click.option("--warm-up-batches", type=int, default=WARM_UP_BATCHES,
                  show_default=True,
                  help="Kafka input, live: micro-batches run first over the topic's first "
                       "records, their alerts dropped, so that the job's first alerts come as "

@@ -8,8 +8,9 @@ workers are not yet started. On this project's 2-core machine a micro-batch of a
 took ~1 s in the job's first seconds and ~0.5 s for its next 40, against ~0.3 s warm
 (BENCHMARKS.md, B9), so the alerts of a job's first minute came 2-3 s after their change.
 Java 17 keeps no compiled code from one run to the next; running the code is what compiles
-it. The warm-up's micro-batches cost the job's start a few seconds and raise nothing: the
-job's own query, started after, reads from its own checkpoint as before."""
+it. The warm-up costs the job's start ~25 s beyond its first micro-batch (which the job's own
+would take otherwise) and raises nothing: the job's own query, started after, reads from its
+own checkpoint as before."""
 
 from __future__ import annotations
 

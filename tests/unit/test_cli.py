@@ -146,3 +146,14 @@ def test_a_command_imports_only_what_it_runs(command: str) -> None:
     loaded = set(run.stdout.split())
     assert f"zkcdc.{command}.cli" in loaded, sorted(loaded)
     assert not [m for m in loaded if m.startswith(OTHERS[command])], sorted(loaded)
+
+
+@pytest.mark.parametrize("batches", ["-1", "1001"])
+def test_a_warm_up_out_of_range_is_one_line_before_spark_starts(tmp_path: Path, batches: str):
+    result = CliRunner().invoke(
+        main, ["stream", "alerts", "--event-log", str(tmp_path), "--available-now",
+               "--no-publish", "--warm-up-batches", batches],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output.startswith("zkcdc: error: invalid setting warm_up_batches: Input should")
+    assert result.output.count("\n") == 1
