@@ -31,7 +31,7 @@ from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
-from zkcdc.streaming.job.spark_session import session
+from zkcdc.streaming.job.spark_session import quiet_state_store_maintenance, session
 from zkcdc.streaming.job.warm_up import (
     WARM_UP_BATCHES,
     warm_up,
@@ -201,6 +201,8 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         if not tasks_ended(spark, TASKS_END_WAIT_S):
             log.warning("tasks still running as Spark stops", waited_s=TASKS_END_WAIT_S)
         if own:
+            with contextlib.suppress(Exception):  # the JVM may be going already
+                quiet_state_store_maintenance(spark)
             spark.stop()
         else:
             spark.conf.set("spark.sql.shuffle.partitions", shared_partitions)
