@@ -19,7 +19,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,6 @@ FIRST_BATCH_S = 300.0
 CHECKPOINT_DIR = "warm-up"
 # What Spark's micro-batch loop says while no record is there to read (MicroBatchExecution).
 WAITING_FOR_DATA = "Waiting for data to arrive"
-
-
-@dataclass(frozen=True)
-class WarmUpDone:
-    batches: int
-    seconds: float
 
 
 def warm_up_source(source: KafkaInput) -> KafkaInput:
@@ -94,7 +88,7 @@ def warm_up(
     stop: threading.Event,
     batches: int = WARM_UP_BATCHES,
     limit_s: float = WARM_UP_LIMIT_S,
-) -> WarmUpDone:
+) -> None:
     """Runs `alerts` (the job's query over `warm_up_source`) for `batches` micro-batches, or
     until `limit_s` after the first is up, its topic has nothing more, or `stop`. Each batch's
     rows are collected on the driver, as the job's own are, and dropped."""
@@ -150,6 +144,4 @@ def warm_up(
     if failed is not None and not stop.is_set():
         # The job's own query, started next, says what is wrong if it is wrong for it too.
         log.warning("the warm-up's query failed", error=str(failed).splitlines()[0][:300])
-    took = time.monotonic() - started
-    log.info("warmed up", micro_batches=ran, seconds=round(took, 1))
-    return WarmUpDone(ran, took)
+    log.info("warmed up", micro_batches=ran, seconds=round(time.monotonic() - started, 1))
