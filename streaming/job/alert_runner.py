@@ -182,11 +182,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         for query, call in queries:
             # The micro-batch under way is let finish (its alerts delivered, then committed) for
             # a while; past that, Spark's stop interrupts it, and it is read again next start.
-            call.stopping.set()
-            call.idle.wait(STOP_WAIT_S)
-            with contextlib.suppress(Exception):
-                query.stop()
-            call.close()
+            call.stop(query, STOP_WAIT_S)
         if own and queries:
             # The query's stop cancels only its own job group, and a job can outlive it (Spark
             # logs "Failed to cancel job group"): left running, its tasks write into what

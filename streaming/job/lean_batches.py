@@ -12,6 +12,7 @@ batch that Spark writes as files)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -114,6 +115,15 @@ class BatchCall:
     def close(self) -> None:
         """The query is stopped: py4j's log as it was."""
         logging.getLogger("py4j.clientserver").removeFilter(self._quiet_on_stop)
+
+    def stop(self, query: Any, let_finish_s: float) -> None:
+        """Stops `query`, this call's: the micro-batch under way is let finish for
+        `let_finish_s`; past that, Spark's stop interrupts it, quietly (`stopping`)."""
+        self.stopping.set()
+        self.idle.wait(let_finish_s)
+        with contextlib.suppress(Exception):
+            query.stop()
+        self.close()
 
     class Java:
         implements: ClassVar[list[str]] = [

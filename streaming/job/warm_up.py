@@ -132,10 +132,7 @@ def warm_up(
     finally:
         # Nothing of it is kept: the micro-batch under way is cut short, as a stop cuts the
         # job's own, and the checkpoint goes once its tasks have ended.
-        call.stopping.set()
-        with contextlib.suppress(Exception):
-            query.stop()
-        call.close()
+        call.stop(query, let_finish_s=0)
         with contextlib.suppress(Exception):
             spark.sparkContext.cancelAllJobs()
         tasks_ended(spark, TASKS_END_WAIT_S)
