@@ -376,7 +376,7 @@ class CaptureRunner:
                 first_sync = False
                 collector.settle()  # the tree just read: long-lived, walked once
             now = self._now()
-            if now >= next_heartbeat and turn.caught_up:
+            if turn.caught_up and heartbeat_due(now, next_heartbeat, s.heartbeat_s, bool(records)):
                 # One to each partition of the changes topic: the alert job waits on each
                 # partition's newest seq before it passes a missing one (seq_order.py).
                 records += [source.heartbeat() for _ in range(outlet.heartbeat_round)]
@@ -402,6 +402,15 @@ class CaptureRunner:
         log.info("in sync", seq=state.seq, known_znodes=len(state.tree), **self.source.position)
         if first:
             warn_if_not_kafka(state.tree, self.source.where)
+
+
+def heartbeat_due(now: float, due_at: float, interval_s: float, giving_out: bool) -> bool:
+    """Whether a round of heartbeats goes out this turn: once it is due, or, when records go
+    out now anyway, up to half an interval early. A reader then takes the round with those
+    records, not on its own a moment later: the alert job runs a micro-batch for every read
+    that brings something, each ~0.3 s of fixed cost, and a change that comes while the round's
+    micro-batch runs waits for it (BENCHMARKS.md, B9). Rounds stay at most an interval apart."""
+    return now >= due_at or (giving_out and now >= due_at - interval_s / 2)
 
 
 def source_for(

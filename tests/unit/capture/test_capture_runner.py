@@ -10,7 +10,7 @@ from pathlib import Path
 from zkcdc.capture.delivery.event_log import read_records
 from zkcdc.capture.delivery.transactions import TransactionLost
 from zkcdc.capture.records import ChangeRecord, Znode
-from zkcdc.capture.runner import CaptureRunner
+from zkcdc.capture.runner import CaptureRunner, heartbeat_due
 from zkcdc.capture.settings import load_settings
 from zkcdc.capture.source import Source, Turn
 from zkcdc.capture.tracker import Tracker, TrackerState
@@ -129,3 +129,13 @@ def test_the_watch_and_txnlog_sources_keep_the_source_interface() -> None:
         missing = [m for m in members if not hasattr(source, m)]
         assert not missing, f"{source.__name__} lacks {missing}"
         assert "run" not in vars(source), "a source is run by the runner, never runs itself"
+
+
+def test_a_heartbeat_round_goes_out_when_due_or_half_an_interval_early_with_records() -> None:
+    due_at, interval = 10.0, 1.0
+    assert heartbeat_due(10.0, due_at, interval, giving_out=False)
+    assert heartbeat_due(10.3, due_at, interval, giving_out=False)
+    assert not heartbeat_due(9.9, due_at, interval, giving_out=False), "quiet: on time only"
+    assert heartbeat_due(9.5, due_at, interval, giving_out=True), "with records, half early"
+    assert heartbeat_due(9.9, due_at, interval, giving_out=True)
+    assert not heartbeat_due(9.4, due_at, interval, giving_out=True), "never more than half"
