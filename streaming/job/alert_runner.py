@@ -157,10 +157,14 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
             own and options.warm_up_batches and isinstance(options.source, KafkaInput)
             and not options.available_now
         ):  # fmt: skip
-            warm_up(
-                spark, alerts_over(warm_up_source(options.source)),
-                warm_up_checkpoint(options.checkpoint), stop, options.warm_up_batches,
-            )  # fmt: skip
+            metrics.warming_up(True)
+            try:
+                warm_up(
+                    spark, alerts_over(warm_up_source(options.source)),
+                    warm_up_checkpoint(options.checkpoint), stop, options.warm_up_batches,
+                )  # fmt: skip
+            finally:
+                metrics.warming_up(False)
             if stop.is_set():
                 return  # stopped while warming up: nothing of the job's own was read
         alerts = alerts_over(options.source)

@@ -45,6 +45,7 @@ class JobMetrics:
         )
         self._lock = threading.Lock()
         self._started = False
+        self._warming_up = False
 
     def delivered(self, statuses: Iterable[str]) -> None:
         for status, n in Tally(statuses).items():
@@ -70,7 +71,14 @@ class JobMetrics:
             self.last_batch.set(self._now())  # "no batch for N s" counts from the start
         self.running.set(1 if running else 0)
 
+    def warming_up(self, warming: bool) -> None:
+        """The job runs its warm-up (warm_up.py) before its own query: not ready yet."""
+        with self._lock:
+            self._warming_up = warming
+
     def health(self) -> tuple[bool, str]:
         with self._lock:
-            started = self._started
-        return (True, "running") if started else (False, "starting (Spark)")
+            started, warming = self._started, self._warming_up
+        if started:
+            return True, "running"
+        return False, "warming up" if warming else "starting (Spark)"

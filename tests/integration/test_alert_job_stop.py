@@ -5,12 +5,15 @@ test_alert_job.py's stopped follower, two shards in its killed-and-restarted job
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 from alerts_harness import committed, job_read_to
 from conftest import wait_until
 from simulate_harness import build_cluster
+from ui_harness import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -40,13 +43,17 @@ def test_a_sigterm_while_warming_up_stops_the_job_within_30_s_and_leaves_no_warm
     cluster, zk_chroot, start_capture, changes_topic, start_alert_job
 ):
     """The warm-up (streaming/job/warm_up.py) is stopped as the job's own query is, and its
-    checkpoint goes; the job's own query, not yet started, has read nothing."""
+    checkpoint goes; the job's own query, not yet started, has read nothing. Meanwhile
+    /healthz says it is warming up, not ready."""
     connect = cluster.zookeeper_hosts + zk_chroot.chroot
     build_cluster(connect)
     daemon = start_capture(connect, "--cluster", "warm", publish_to=changes_topic)
     daemon.wait_logged("in sync")
     changes_topic.wait_for(lambda r: r["op"] == "READ", "the snapshot")
-    job, _ = start_alert_job(changes_topic, "--warm-up-batches", "1000")
+    port = free_port()
+    job, _ = start_alert_job(
+        changes_topic, "--warm-up-batches", "1000", "--metrics-port", str(port)
+    )
     checkpoint = Path(job.option("--checkpoint"))
     warm_commits = checkpoint / "warm-up" / "commits"
 
@@ -57,6 +64,9 @@ def test_a_sigterm_while_warming_up_stops_the_job_within_30_s_and_leaves_no_warm
         return True if len(done) >= 2 else None
 
     job.wait_until(two_warm_up_batches, "two warm-up micro-batches", 300, interval_s=0.2)
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10)
+    assert (answer.value.code, answer.value.read()) == (503, b"warming up\n")
     job.stop_quietly()
     assert not (checkpoint / "warm-up").exists(), "the warm-up's checkpoint left behind"
     assert committed(checkpoint) == [], "the job's own query ran"

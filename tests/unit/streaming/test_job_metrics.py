@@ -30,3 +30,13 @@ def test_batches_alerts_and_the_last_batch_time_are_exported() -> None:
     metrics.started(False)
     assert "zkcdc_alerts_running 0.0" in _text(metrics)
     assert metrics.health()[0] is False
+
+
+def test_health_says_warming_up_while_the_warm_up_runs_and_running_once_the_query_is() -> None:
+    metrics = JobMetrics(now=lambda: 0.0)
+    metrics.warming_up(True)
+    assert metrics.health() == (False, "warming up")
+    metrics.warming_up(False)
+    assert metrics.health() == (False, "starting (Spark)")
+    metrics.started(True)
+    assert metrics.health() == (True, "running")
