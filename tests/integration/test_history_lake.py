@@ -74,8 +74,15 @@ def backfilled(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def rows_of(spark: Any, lake: str, table: Table = Table.CHANGES) -> list[str]:
     """A table's rows as sorted JSON texts (the znodes' bytes too): a multiset to compare."""
-    frame = queries.read_table(spark, lake, table)
-    return sorted(frame.toJSON().collect())
+    return sorted(json_rows(queries.read_table(spark, lake, table)))
+
+
+def json_rows(frame: Any) -> list[str]:
+    """Each row as Spark's JSON text (a null field left out). DataFrame.toJSON warns that it
+    will return a DataFrame rather than an RDD."""
+    from pyspark.sql import functions as F
+
+    return [row[0] for row in frame.select(F.to_json(F.struct(*frame.columns))).collect()]
 
 
 def kept_alerts() -> list[str]:
@@ -87,7 +94,7 @@ def kept_alerts() -> list[str]:
 def alerts_in(spark: Any, lake: str) -> list[str]:
     frame = queries.read_table(spark, lake, Table.ALERTS).drop("at_ms", "day")
     # Spark's JSON leaves a null field out; the sinks write it.
-    rows = [{"ended_ms": None, **json.loads(row)} for row in frame.toJSON().collect()]
+    rows = [{"ended_ms": None, **json.loads(row)} for row in json_rows(frame)]
     return sorted(json.dumps(row, sort_keys=True) for row in rows)
 
 
