@@ -27,6 +27,7 @@ from zkcdc.ground.user_dirs import state_home
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_runner import TRIGGER_MS, AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
+from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS
 from zkcdc.streaming.job.warm_up import WARM_UP_BATCHES
 from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -90,6 +91,11 @@ job_options = option_group(
                  help="Kafka input, live: micro-batches run first over the topic's first "
                       "records, their alerts dropped, so that the job's first alerts come as "
                       "fast as later ones (Spark's code compiled by then); 0: none."),
+    click.option("--compiler-niceness", type=int, default=COMPILER_NICENESS,
+                 show_default=True,
+                 help="Live: the niceness of the driver JVM's JIT compiler threads once the "
+                      "job's own query runs (Linux), so that compiling does not delay the "
+                      "micro-batches on a machine of few cores; 0: left as they are."),
     click.option("--available-now", is_flag=True,
                  help="Process what is there now, then stop."),
     click.option("--starting-offsets", default="earliest", show_default=True,
@@ -128,6 +134,7 @@ def run_job(
         rules=RuleSettings().with_overrides(s.rules),
         trigger_ms=s.trigger_ms,
         warm_up_batches=s.warm_up_batches,
+        compiler_niceness=s.compiler_niceness,
         available_now=s.available_now,
         dead_letter_topic=s.dead_letter_topic or f"{s.topic}.deadletter",
         state_kafka=kafka if state else None,

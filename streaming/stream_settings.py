@@ -15,6 +15,7 @@ from pydantic_settings import SettingsConfigDict
 from zkcdc.ground import command_settings
 from zkcdc.ground.cli_options import jvm_memory
 from zkcdc.streaming.job.alert_runner import TRIGGER_MS
+from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS
 from zkcdc.streaming.job.warm_up import WARM_UP_BATCHES
 from zkcdc.streaming.sinks.webhook import PayloadFormat, webhook_url_problem
 
@@ -41,6 +42,7 @@ class StreamSettings(command_settings.CommandSettings):
     rules: dict[str, str] = Field(default_factory=dict)
     trigger_ms: PositiveInt = TRIGGER_MS
     warm_up_batches: int = Field(default=WARM_UP_BATCHES, ge=0, le=1000)
+    compiler_niceness: int = Field(default=COMPILER_NICENESS, ge=0, le=19)
     available_now: bool = False
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"

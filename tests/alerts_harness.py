@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
 from capture_harness import TopicReader
 from confluent_kafka import Producer
 
@@ -102,6 +104,18 @@ class AlertJob:
         assert first is None, "a Java stack trace after SIGTERM:\n" + "\n".join(
             lines[max(0, first - 3) : first + 12]
         )
+
+    def compiler_niceness(self) -> dict[str, int]:
+        """The niceness of each JIT compiler thread of the job's driver JVM, by thread name."""
+        jvm = next(p for p in psutil.Process(self.process.pid).children(recursive=True)
+                   if p.name() == "java")  # fmt: skip
+        out = {}
+        for thread in jvm.threads():
+            with contextlib.suppress(OSError):
+                name = Path(f"/proc/{jvm.pid}/task/{thread.id}/comm").read_text().strip()
+                if re.match(r"C[12] CompilerThre", name):
+                    out[f"{name}/{thread.id}"] = os.getpriority(os.PRIO_PROCESS, thread.id)
+        return out
 
     def tail(self, lines: int = 60) -> str:
         text = self.log_file.read_text(errors="replace").splitlines()

@@ -25,6 +25,7 @@ from zkcdc.streaming.job.change_source import (
     source_partitions,
 )
 from zkcdc.streaming.job.checkpoint_layout import settle_layout
+from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS, compilers_niced, jvm_pid
 from zkcdc.streaming.job.driver_jar import local_file_system
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
@@ -84,6 +85,9 @@ class AlertJobOptions:
     # Micro-batches run before the job's own query, over the topic's first records, their
     # alerts dropped (warm_up.py); 0: none.
     warm_up_batches: int = WARM_UP_BATCHES
+    # Live, in a session of its own: the driver JVM's JIT compilers at this niceness once the
+    # job's own query runs (compiler_priority.py); 0: left as they are.
+    compiler_niceness: int = COMPILER_NICENESS
     dead_letter_topic: str | None = None
     state_kafka: KafkaConnection | None = None  # publish state upserts to this Kafka ...
     state_topic: str = "zkcdc.state"  # ... on this compacted topic
@@ -177,9 +181,11 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
             if options.available_now
             else writer.trigger(processingTime=f"{options.trigger_ms} milliseconds")
         )
-        queries.append((writer.start(), call))
-        metrics.started(True)
-        keep_running(writer, queries, options.available_now, stop)
+        niced = jvm_pid(spark) if own and not options.available_now else None
+        with compilers_niced(niced, options.compiler_niceness):
+            queries.append((writer.start(), call))
+            metrics.started(True)
+            keep_running(writer, queries, options.available_now, stop)
         if options.state_out is not None:
             write_state(options.state_out, delivery.final_state)
     finally:

@@ -24,6 +24,7 @@ from simulate_harness import build_cluster, simulate
 from zkcdc.ground.change_types import EventType
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.spark_standalone import SparkStandalone
+from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS
 
 pytestmark = pytest.mark.integration
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -48,6 +49,13 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     assert base64.b64decode(letter["value_base64"]).endswith(b"garbage")
     # Its checkpoint is written without a forked chmod or readlink a file (driver_jar.py).
     assert "zkcdc.hadoop.NioLocalFileSystem$Raw" in job.log_file.read_text(), job.tail()
+
+    # Live, its JIT compilers yield the CPU to its micro-batches (compiler_priority.py).
+    def compilers_niced() -> bool | None:
+        niceness = job.compiler_niceness()
+        return (niceness and set(niceness.values()) == {COMPILER_NICENESS}) or None
+
+    job.wait_until(compilers_niced, f"compilers niced: {job.compiler_niceness()}", 30, 0.2)
 
     controller = controller_id(kafka_zk)
     follower = next(b for b in cluster.broker_ids if b != controller)

@@ -148,12 +148,18 @@ def test_a_command_imports_only_what_it_runs(command: str) -> None:
     assert not [m for m in loaded if m.startswith(OTHERS[command])], sorted(loaded)
 
 
-@pytest.mark.parametrize("batches", ["-1", "1001"])
-def test_a_warm_up_out_of_range_is_one_line_before_spark_starts(tmp_path: Path, batches: str):
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("warm_up_batches", "-1"), ("warm_up_batches", "1001"), ("compiler_niceness", "-1"),
+     ("compiler_niceness", "20")],
+)  # fmt: skip
+def test_a_job_setting_out_of_range_is_one_line_before_spark_starts(
+    tmp_path: Path, setting: str, value: str
+):
     result = CliRunner().invoke(
         main, ["stream", "alerts", "--event-log", str(tmp_path), "--available-now",
-               "--no-publish", "--warm-up-batches", batches],
+               "--no-publish", "--" + setting.replace("_", "-"), value],
     )  # fmt: skip
     assert result.exit_code == 1
-    assert result.output.startswith("zkcdc: error: invalid setting warm_up_batches: Input should")
+    assert result.output.startswith(f"zkcdc: error: invalid setting {setting}: Input should")
     assert result.output.count("\n") == 1

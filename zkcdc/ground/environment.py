@@ -62,7 +62,8 @@ COMMAND_SETTINGS: dict[str, frozenset[str]] = {
     }),
     "stream": frozenset({
         "alertmanager", "alertmanager_resend_s", "alerts_out", "alerts_topic", "available_now",
-        "bootstrap_servers", "checkpoint", "config_file", "console", "dead_letter_topic",
+        "bootstrap_servers", "checkpoint", "compiler_niceness", "config_file", "console",
+        "dead_letter_topic",
         "delivery_max_backoff_s", "driver_memory", "event_log", "kafka_config", "kafka_config_file",
         "lake",
         "master", "max_records_per_batch", "metrics_host", "metrics_port", "metrics_web_config",
