@@ -27,8 +27,8 @@ log = logs.get("zkcdc.stream")
 # The niceness given to the compiler threads (0: left as they are): the lowest, so that a
 # thread of the job that is ready to run always goes first. The compilers still have the cores
 # whenever the job waits (for Kafka, for its Python workers); at 100,000 partitions the catch-up
-# was no slower for it. At 10, B9's first-minute p99 there was 953 ms, at 19 852 ms (one run
-# each; 1,502 ms at 0).
+# was no slower for it. In profile runs shaped as B9's, first-minute p99 there was 953 ms at 10
+# and 852 ms at 19 (one run each; 1,502 ms at 0).
 COMPILER_NICENESS = 19
 
 # HotSpot names them "C1 CompilerThread0", "C2 CompilerThread1", ...; Linux keeps a thread's
