@@ -21,6 +21,7 @@ from capture_harness import TopicReader
 from confluent_kafka import Producer
 
 from zkcdc.ground import waiting
+from zkcdc.streaming.job.compiler_priority import compiler_threads, thread_names
 
 T = TypeVar("T")
 
@@ -105,16 +106,19 @@ class AlertJob:
             lines[max(0, first - 3) : first + 12]
         )
 
-    def compiler_niceness(self) -> dict[str, int]:
-        """The niceness of each JIT compiler thread of the job's driver JVM, by thread name."""
-        jvm = next(p for p in psutil.Process(self.process.pid).children(recursive=True)
-                   if p.name() == "java")  # fmt: skip
+    def compiler_niceness(self) -> dict[int, int]:
+        """The niceness of each JIT compiler thread of the job's driver JVM, by thread id
+        (empty while there is no JVM yet)."""
+        try:
+            jvms = [p.pid for p in psutil.Process(self.process.pid).children(recursive=True)
+                    if p.name() == "java"]  # fmt: skip
+        except psutil.Error:  # a child gone while listed: asked again
+            return {}
         out = {}
-        for thread in jvm.threads():
-            with contextlib.suppress(OSError):
-                name = Path(f"/proc/{jvm.pid}/task/{thread.id}/comm").read_text().strip()
-                if re.match(r"C[12] CompilerThre", name):
-                    out[f"{name}/{thread.id}"] = os.getpriority(os.PRIO_PROCESS, thread.id)
+        for pid in jvms:
+            for tid in compiler_threads(thread_names(pid)):
+                with contextlib.suppress(OSError):
+                    out[tid] = os.getpriority(os.PRIO_PROCESS, tid)
         return out
 
     def tail(self, lines: int = 60) -> str:

@@ -55,7 +55,7 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
         niceness = job.compiler_niceness()
         return (niceness and set(niceness.values()) == {COMPILER_NICENESS}) or None
 
-    job.wait_until(compilers_niced, f"compilers niced: {job.compiler_niceness()}", 30, 0.2)
+    job.wait_until(compilers_niced, f"the driver's JIT compilers at {COMPILER_NICENESS}", 30, 0.2)
 
     controller = controller_id(kafka_zk)
     follower = next(b for b in cluster.broker_ids if b != controller)
