@@ -17,7 +17,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from zkcdc.ground import logs
@@ -38,11 +38,9 @@ _COMPILER_THREAD = re.compile(r"^C[12] CompilerThre")
 CHECK_S = 1.0
 
 
-def compiler_threads(names: Mapping[int, str], done: Iterable[int] = ()) -> list[int]:
-    """The ids of the JIT compiler threads among a process's threads (id -> name), less those
-    in `done`, in order."""
-    skip = set(done)
-    return sorted(t for t, name in names.items() if t not in skip and _COMPILER_THREAD.match(name))
+def compiler_threads(names: Mapping[int, str]) -> list[int]:
+    """The ids of the JIT compiler threads among a process's threads (id -> name), in order."""
+    return sorted(t for t, name in names.items() if _COMPILER_THREAD.match(name))
 
 
 def thread_names(pid: int, proc: Path = Path("/proc")) -> dict[int, str]:
@@ -65,16 +63,15 @@ def compilers_niced(
         yield
         return
     stop = threading.Event()
-    niced: set[int] = set()
 
     def run() -> None:
         while True:
-            for tid in compiler_threads(thread_names(pid), niced):
-                try:
-                    os.setpriority(os.PRIO_PROCESS, tid, niceness)
-                except OSError:  # gone since it was listed, or not ours to change
-                    continue
-                niced.add(tid)
+            for tid in compiler_threads(thread_names(pid)):
+                # Asked each time rather than remembered: a thread id may be reused, and a
+                # thread already as nice or nicer is left as it is.
+                with contextlib.suppress(OSError):  # gone since it was listed
+                    if os.getpriority(os.PRIO_PROCESS, tid) < niceness:
+                        os.setpriority(os.PRIO_PROCESS, tid, niceness)
             if stop.wait(check_s):
                 return
 

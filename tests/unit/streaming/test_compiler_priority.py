@@ -18,13 +18,12 @@ from zkcdc.streaming.job.compiler_priority import (
 )
 
 
-def test_the_compiler_threads_are_c1s_and_c2s_less_those_done() -> None:
+def test_the_compiler_threads_are_c1s_and_c2s() -> None:
     names = {
         7: "C2 CompilerThre", 3: "C1 CompilerThre", 9: "C2 CompilerThre", 1: "java",
         4: "VM Thread", 5: "G1 Conc#0", 6: "Compiler", 8: "XC2 CompilerThre",
     }  # fmt: skip
     assert compiler_threads(names) == [3, 7, 9]
-    assert compiler_threads(names, done=[7]) == [3, 9]
     assert compiler_threads({}) == []
 
 
@@ -66,8 +65,12 @@ def niceness(tid: int) -> int:
 
 def test_the_compilers_are_niced_those_started_later_too_and_no_other_thread() -> None:
     own = niceness(threading.get_native_id())
-    with named_thread("C2 CompilerThread0") as c2, named_thread("VM Thread") as other:
+    with (
+        named_thread("C2 CompilerThread0") as c2, named_thread("VM Thread") as other,
+        named_thread("C2 CompilerThread1") as nicer,
+    ):  # fmt: skip
         before = niceness(c2)
+        os.setpriority(os.PRIO_PROCESS, nicer, before + 7)  # already nicer: left as it is
         with compilers_niced(os.getpid(), niceness=before + 5, check_s=0.02):
             wait_until(lambda: niceness(c2) == before + 5, 10, what="C2 niced", interval_s=0.05)
             with named_thread("C1 CompilerThread3") as later:
@@ -76,6 +79,7 @@ def test_the_compilers_are_niced_those_started_later_too_and_no_other_thread() -
                     what="a compiler started later niced", interval_s=0.05,
                 )  # fmt: skip
             assert niceness(other) == before
+            assert niceness(nicer) == before + 7
         assert niceness(threading.get_native_id()) == own
 
 
