@@ -145,9 +145,12 @@ def throughput(
     records_df = read_in_waves_of_one(spark, records_df, source, partitions)  # as the job does
     spark_cores = spark.sparkContext.defaultParallelism
     if shards:
+        from zkcdc.streaming.job.bucketed_map import BucketLayout
         from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 
-        alerts = sharded_alerts_stream(records_df, RuleSettings(), partitions, True, shards)
+        alerts = sharded_alerts_stream(
+            records_df, RuleSettings(), partitions, True, shards, BucketLayout.PARTITION_RUNS
+        )
     else:
         alerts = alerts_stream(records_df, RuleSettings(), partitions)
     query = (

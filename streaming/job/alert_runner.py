@@ -24,7 +24,7 @@ from zkcdc.streaming.job.change_source import (
     changes_with_dead_letters,
     source_partitions,
 )
-from zkcdc.streaming.job.checkpoint_layout import settle_layout
+from zkcdc.streaming.job.checkpoint_layout import recorded_buckets, settle_layout
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS, compilers_niced, jvm_pid
 from zkcdc.streaming.job.driver_jar import local_file_system
 from zkcdc.streaming.job.job_metrics import JobMetrics
@@ -101,6 +101,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
     """The job until `stop` is set (or, available-now, until its input is done). `spark`: a
     session to use instead of starting one (a backfill's, with the lake), left running."""
     shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
+    buckets = recorded_buckets(options.checkpoint)
     for metadata in repoint_state_schemas(options.checkpoint / "alerts"):
         log.info("a moved checkpoint's state schema paths now name its own files",
                  metadata=str(metadata))  # fmt: skip
@@ -152,7 +153,9 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
             records = changes_with_dead_letters(spark, source)
             records = read_in_waves_of_one(spark, records, source, partitions)
             if shards:
-                return sharded_alerts_stream(records, options.rules, partitions, with_state, shards)
+                return sharded_alerts_stream(
+                    records, options.rules, partitions, with_state, shards, buckets
+                )
             return alerts_stream(records, options.rules, partitions, with_state)
 
         # Not in a session shared with other work (a backfill's): the warm-up's stop cancels

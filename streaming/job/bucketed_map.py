@@ -5,10 +5,14 @@ A store round trip costs ~150 µs (ARCHITECTURE.md), so entries are not stored o
 micro-batch pays for the buckets its records touch, and a bucket holds a few hundred entries at
 a million partitions. Values may be changed in place (a topic's set of partitions): a bucket is
 compared by its encoded bytes, so nothing changed is never written. How a bucket is written is
-the caller's (`encode`, `decode`: the job's saved-state records)."""
+the caller's (`encode`, `decode`: the job's saved-state records).
+
+Which bucket a partition's entry is in is part of a checkpoint's layout (`BucketLayout`,
+recorded by checkpoint_layout.py): a checkpoint is read the way it was written."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import zlib
 from collections.abc import Callable, Iterator, MutableMapping
@@ -20,27 +24,57 @@ Decode = Callable[[bytes], dict[Any, Any]]
 Encode = Callable[[Any], bytes]
 
 
+class BucketLayout(enum.Enum):
+    """How a (topic, partition) key finds its bucket; other keys (a topic) go by their own hash
+    in both."""
+
+    # Each partition by its own hash. Any batch of more than a few thousand partitions touches
+    # nearly every bucket: a catch-up past a large cluster's snapshot rewrote the whole state
+    # each micro-batch. Checkpoints written before PARTITION_RUNS keep it.
+    KEY_HASH = "key-hash"
+    # A topic's partitions in runs of PARTITION_RUN, a run's in one bucket: capture reads a
+    # snapshot topic by topic, and a topic's assignment names all its partitions, so such a
+    # batch touches a few buckets a topic. Single changes land as spread as before.
+    PARTITION_RUNS = "partition-runs"
+
+
+PARTITION_RUN = 256  # a bucket then holds a few runs at 1,000,000 partitions, ~500 entries
+
+
 @functools.lru_cache(maxsize=1 << 17)  # the same partitions come back batch after batch
-def bucket_of(key: Any, buckets: int, spread: int = 1) -> int:
+def bucket_of(
+    key: Any, buckets: int, spread: int = 1, layout: BucketLayout = BucketLayout.KEY_HASH
+) -> int:
     """A key's bucket, stable across processes. `spread`: the number of shards the same hash
-    already chose between, so that the buckets of one shard are all used."""
+    already chose between, so that the buckets of one shard are all used (KEY_HASH; a run's
+    hash is not the one that chose the shard)."""
+    if layout is BucketLayout.PARTITION_RUNS and isinstance(key, tuple):
+        topic, partition = key
+        return zlib.crc32(f"{topic}/{partition // PARTITION_RUN}".encode()) % buckets
     text = "/".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
     return (zlib.crc32(text.encode()) // spread) % buckets
 
 
 class BucketedMap(MutableMapping[Any, Any]):
     def __init__(
-        self, load: Load, buckets: int, decode: Decode, encode: Encode, spread: int = 1
+        self,
+        load: Load,
+        buckets: int,
+        decode: Decode,
+        encode: Encode,
+        spread: int = 1,
+        layout: BucketLayout = BucketLayout.KEY_HASH,
     ) -> None:
         self._load = load
         self._decode, self._encode = decode, encode
         self._buckets = buckets
         self._spread = spread
+        self._layout = layout
         self._open: dict[int, dict[Any, Any]] = {}
         self._as_read: dict[int, bytes | None] = {}
 
     def _bucket(self, key: Any) -> dict[Any, Any]:
-        number = bucket_of(key, self._buckets, self._spread)
+        number = bucket_of(key, self._buckets, self._spread, self._layout)
         bucket = self._open.get(number)
         if bucket is None:
             blob = self._load(number)

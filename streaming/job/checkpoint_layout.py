@@ -9,7 +9,11 @@ but no such file was written by a release before shards, so it holds the one-gro
 By default (`--shards auto`) the job resumes a checkpoint in the layout it holds and gives a new
 one partition shards, one for each core of a local master and at least two: a shard's state
 moves in and out of the state store in buckets, so a micro-batch's cost follows the records it
-holds, not the cluster's size, and the shards run side by side."""
+holds, not the cluster's size, and the shards run side by side.
+
+The marker also names how a shard's partitions are put in buckets (`BucketLayout`): a new
+checkpoint's in runs of a topic's partitions, one of an earlier release's (no such name) by
+each partition's hash, as it was written."""
 
 from __future__ import annotations
 
@@ -17,10 +21,17 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.bucketed_map import BucketLayout
 
 MARKER = "alert-stage.json"
+_AFRESH = (
+    "start afresh without losing an alert: a new --checkpoint reading the changes topic from "
+    "--starting-offsets earliest (while it still holds capture's snapshot), or `zkcdc replay` "
+    "of the event log into a new changes topic"
+)
 
 
 def describe(partition_shards: int) -> str:
@@ -29,17 +40,43 @@ def describe(partition_shards: int) -> str:
     return f"{partition_shards} partition shards (--shards {partition_shards})"
 
 
+def _marker(checkpoint: Path) -> dict[str, Any] | None:
+    try:
+        marker = json.loads((checkpoint / MARKER).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: {e}") from e
+    if not isinstance(marker, dict):
+        raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: not an object")
+    return marker
+
+
 def recorded_layout(checkpoint: Path) -> int | None:
     """The checkpoint's layout, or None for a checkpoint that has none yet."""
-    marker = checkpoint / MARKER
-    try:
-        return int(json.loads(marker.read_text())["shards"])
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: {e}") from e
+    marker = _marker(checkpoint)
+    if marker is not None:
+        try:
+            return int(marker["shards"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: {e!r}") from e
     # Offsets without a marker: written by a release before shards.
     return 0 if (checkpoint / "alerts" / "offsets").is_dir() else None
+
+
+def recorded_buckets(checkpoint: Path) -> BucketLayout:
+    """How the checkpoint's shards keep their partitions in buckets: as its marker says, or
+    for one written before the marker said (or before the marker) by each partition's hash."""
+    marker = _marker(checkpoint) or {}
+    named = marker.get("buckets", BucketLayout.KEY_HASH.value)
+    try:
+        return BucketLayout(named)
+    except ValueError as e:
+        known = ", ".join(layout.value for layout in BucketLayout)
+        raise StreamingError(
+            f"checkpoint {checkpoint}: {MARKER} names buckets {named!r}, which this release "
+            f"does not know ({known}): resume it with the later release that wrote it, or {_AFRESH}"
+        ) from e
 
 
 def auto_shards(master: str) -> int:
@@ -67,13 +104,11 @@ def check_layout(checkpoint: Path, partition_shards: int) -> None:
     recorded = recorded_layout(checkpoint)
     if recorded is None:
         checkpoint.mkdir(parents=True, exist_ok=True)
-        (checkpoint / MARKER).write_text(json.dumps({"shards": partition_shards}) + "\n")
+        marker = {"shards": partition_shards, "buckets": BucketLayout.PARTITION_RUNS.value}
+        (checkpoint / MARKER).write_text(json.dumps(marker) + "\n")
         return
     if recorded != partition_shards:
         raise StreamingError(
             f"checkpoint {checkpoint} holds the alert stage's state as {describe(recorded)}, "
-            f"not {describe(partition_shards)}: resume it with --shards {recorded}, or start "
-            "afresh without losing an alert: a new --checkpoint reading the changes topic "
-            "from --starting-offsets earliest (while it still holds capture's snapshot), or "
-            "`zkcdc replay` of the event log into a new changes topic"
+            f"not {describe(partition_shards)}: resume it with --shards {recorded}, or {_AFRESH}"
         )

@@ -22,7 +22,7 @@ from zkcdc.streaming.job.alert_job import (
     order_row,
     output_rows,
 )
-from zkcdc.streaming.job.bucketed_map import BucketedMap
+from zkcdc.streaming.job.bucketed_map import BucketedMap, BucketLayout
 from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine, read_partitions, read_topics
 from zkcdc.streaming.rules import engine_record
@@ -156,7 +156,12 @@ def _processor_class() -> Any:
 
     class AlertShard(StatefulProcessor):
         def __init__(
-            self, settings: RuleSettings, partitions: int, with_state: bool, partition_shards: int
+            self,
+            settings: RuleSettings,
+            partitions: int,
+            with_state: bool,
+            partition_shards: int,
+            buckets: BucketLayout,
         ) -> None:
             self.settings = settings
             # Read where the processor is made, on the driver: a worker may not see avro/.
@@ -164,6 +169,7 @@ def _processor_class() -> Any:
             self.partitions = partitions
             self.with_state = with_state
             self.partition_shards = partition_shards
+            self.buckets = buckets
 
         def init(self, handle: Any) -> None:
             from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
@@ -203,7 +209,7 @@ def _processor_class() -> Any:
             spread = hash_space(self.partition_shards) if shard else 1
             partitions = BucketedMap(
                 lambda b: _get(store, PARTITIONS, b), BUCKETS, read_partitions,
-                engine_record.encode_partitions, spread,
+                engine_record.encode_partitions, spread, self.buckets,
             )  # fmt: skip
             topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS, read_topics,
                                  engine_record.encode_topics)  # fmt: skip
@@ -268,8 +274,10 @@ def sharded_alerts_stream(
     partitions: int,
     with_state: bool,
     partition_shards: int,
+    buckets: BucketLayout,
 ) -> Any:
-    processor = _processor_class()(settings, partitions, with_state, partition_shards)
+    """`buckets`: the checkpoint's (checkpoint_layout.recorded_buckets)."""
+    processor = _processor_class()(settings, partitions, with_state, partition_shards, buckets)
     return (
         routed(records, partition_shards)
         .groupBy("cluster", "slot")

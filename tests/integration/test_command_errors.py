@@ -176,6 +176,7 @@ def test_an_alerts_file_that_cannot_be_written(event_log: Path, command: str) ->
     [
         ('{"shards": 3}', "0", "resume it with --shards 3"),
         (None, "2", "resume it with --shards 0"),  # a checkpoint of a release before shards
+        ('{"shards": 2, "buckets": "by-moon"}', "2", "with the later release that wrote it"),
     ],
 )
 def test_stream_alerts_on_a_checkpoint_of_another_layout(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcdc.streaming.job.bucketed_map import BucketedMap, bucket_of
+from zkcdc.streaming.job.bucketed_map import PARTITION_RUN, BucketedMap, BucketLayout, bucket_of
 from zkcdc.streaming.rules.engine_scope import hash_space, partition_shard
 
 
@@ -30,11 +32,13 @@ class Store:
             self.blobs[number] = blob
 
 
-def _map(store: Store, buckets: int) -> BucketedMap:
+def _map(
+    store: Store, buckets: int, layout: BucketLayout = BucketLayout.KEY_HASH, spread: int = 1
+) -> BucketedMap:
     """Buckets written as Python literals here: the container is under test, not the job's
     own bucket records (streaming/job/saved_state.py)."""
     return BucketedMap(store.load, buckets, lambda b: ast.literal_eval(b.decode()),
-                       lambda d: repr(d).encode())  # fmt: skip
+                       lambda d: repr(d).encode(), spread, layout)  # fmt: skip
 
 
 keys = st.tuples(st.sampled_from("abc"), st.integers(0, 40))
@@ -43,11 +47,17 @@ operations = st.lists(
 )
 
 
-@given(st.lists(operations, min_size=1, max_size=5), st.sampled_from([1, 4, 64]))
-def test_it_holds_what_a_dict_holds_across_flushes(batches: list[Any], buckets: int) -> None:
+@given(
+    st.lists(operations, min_size=1, max_size=5),
+    st.sampled_from([1, 4, 64]),
+    st.sampled_from(BucketLayout),
+)
+def test_it_holds_what_a_dict_holds_across_flushes(
+    batches: list[Any], buckets: int, layout: BucketLayout
+) -> None:
     store, expected = Store(), {}
     for batch in batches:
-        live = _map(store, buckets)
+        live = _map(store, buckets, layout)
         for op, key, value in batch:
             if op == "set":
                 live[key] = expected[key] = value
@@ -58,7 +68,7 @@ def test_it_holds_what_a_dict_holds_across_flushes(batches: list[Any], buckets: 
                 live.setdefault(key[0], set()).add(value)
                 expected.setdefault(key[0], set()).add(value)
         live.flush(store.store)
-    check = _map(store, buckets)
+    check = _map(store, buckets, layout)
     assert all(check[k] == v for k, v in expected.items())
     assert all(k not in check for k in [("a", 41), "z"])
 
@@ -85,3 +95,49 @@ def test_the_buckets_of_each_shard_are_all_used() -> None:
         mine = [("t", p) for p in range(4000) if partition_shard("t", p, shards) == shard]
         used = {bucket_of(k, buckets, spread=hash_space(shards)) for k in mine}
         assert used == set(range(buckets)), shard
+
+
+def _one_shards_snapshot(topics: int) -> list[tuple[str, int]]:
+    """What capture's snapshot gives of shard 1 of 2: topic after topic, each with its 1,000
+    partitions."""
+    return [
+        (f"topic-{t}", p)
+        for t in range(topics)
+        for p in range(1000)
+        if partition_shard(f"topic-{t}", p, 2) == 1
+    ]
+
+
+@pytest.mark.parametrize(("layout", "at_most"), [(BucketLayout.PARTITION_RUNS, 8 * 4),
+                                                 (BucketLayout.KEY_HASH, 1024)])  # fmt: skip
+def test_a_snapshot_batch_opens_a_few_buckets_a_topic_in_partition_runs(
+    layout: BucketLayout, at_most: int
+) -> None:
+    """8 topics' partitions, ~4,000 in one shard: a catch-up micro-batch. By each partition's
+    hash nearly every bucket is read and written back; in runs, those of 4 runs a topic."""
+    store = Store()
+    live = _map(store, 1024, layout, spread=hash_space(2))
+    for key in _one_shards_snapshot(8):
+        live[key] = 0
+    assert live.opened() <= at_most
+    if layout is BucketLayout.KEY_HASH:
+        assert live.opened() > 900
+
+
+def test_runs_of_a_million_partitions_fill_every_bucket_evenly() -> None:
+    """1,000 topics of 1,000 partitions: every bucket holds some, none more than a few runs."""
+    runs = Counter(
+        bucket_of((f"topic-{t}", run * PARTITION_RUN), 1024, layout=BucketLayout.PARTITION_RUNS)
+        for t in range(1000)
+        for run in range(-(-1000 // PARTITION_RUN))
+    )
+    assert len(runs) >= 1000
+    assert max(runs.values()) <= 14
+
+
+def test_a_partitions_run_shares_one_bucket_and_other_keys_go_by_their_hash() -> None:
+    runs = BucketLayout.PARTITION_RUNS
+    first = {bucket_of(("t", p), 1024, layout=runs) for p in range(PARTITION_RUN)}
+    assert len(first) == 1
+    assert bucket_of(("t", PARTITION_RUN), 1024, layout=runs) != first.pop()
+    assert bucket_of("t", 1024, layout=runs) == bucket_of("t", 1024)  # a topic's entry

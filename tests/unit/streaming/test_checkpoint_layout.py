@@ -10,18 +10,55 @@ import pytest
 
 from zkcdc.ground.cli_options import ShardsParam
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.bucketed_map import BucketLayout
 from zkcdc.streaming.job.checkpoint_layout import (
     MARKER,
     check_layout,
+    recorded_buckets,
     recorded_layout,
     settle_layout,
 )
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoint_v1"
 
 
 def test_a_new_checkpoint_takes_the_layout_it_is_started_with(tmp_path: Path) -> None:
     check_layout(tmp_path / "cp", 2)
     assert recorded_layout(tmp_path / "cp") == 2
+    assert recorded_buckets(tmp_path / "cp") is BucketLayout.PARTITION_RUNS
     check_layout(tmp_path / "cp", 2)  # resumes
+    assert recorded_buckets(tmp_path / "cp") is BucketLayout.PARTITION_RUNS
+
+
+@pytest.mark.parametrize("layout", ["shards-2", "one-group"])
+def test_the_earlier_releases_checkpoints_keep_each_partition_by_its_hash(
+    tmp_path: Path, layout: str
+) -> None:
+    """Its marker names no buckets (or it has none): read as it was written, and resuming it
+    does not rename its layout."""
+    checkpoint = FIXTURE / layout
+    assert recorded_buckets(checkpoint) is BucketLayout.KEY_HASH
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / MARKER).write_text('{"shards": 2}\n')
+    check_layout(tmp_path / "cp", 2)
+    assert recorded_buckets(tmp_path / "cp") is BucketLayout.KEY_HASH
+    assert recorded_buckets(old_release_checkpoint(tmp_path / "before")) is BucketLayout.KEY_HASH
+
+
+@pytest.mark.parametrize(
+    ("marker", "said"),
+    [('{"shards": 2, "buckets": "by-moon"}', "by-moon"), ("[2]", "not an object"),
+     ('{"buckets": "key-hash"}', "shards")],
+)  # fmt: skip
+def test_a_layout_this_release_cannot_read_is_one_line(
+    tmp_path: Path, marker: str, said: str
+) -> None:
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / MARKER).write_text(marker)
+    with pytest.raises(StreamingError, match=said) as refused:
+        settle_layout(tmp_path / "cp", None, "local[2]")
+        recorded_buckets(tmp_path / "cp")
+    assert "\n" not in str(refused.value)
 
 
 def old_release_checkpoint(path: Path) -> Path:
