@@ -313,6 +313,7 @@ def latency(
                 what="capture in sync", interval_s=0.5,
                 detail=lambda: (work / "capture.log").read_text()[-3000:],
             )  # fmt: skip
+            in_sync_s = time.monotonic() - started
             zk.set(state.format(0), offline)
             waiting.wait_until(
                 lambda: "sim-0000/0" in fired, first_alert_s - (time.monotonic() - started),
@@ -364,6 +365,7 @@ def latency(
         **batch_stats(batches[:cold_batches]),
         "incidents": incidents - 1,
         "first_alert_s": round(first_alert_s, 1),
+        "capture_in_sync_s": round(in_sync_s, 1),
     }
     if warmup_s:
         result["warm"] = {

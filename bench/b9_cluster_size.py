@@ -194,10 +194,12 @@ def stage_rate(t: dict[str, Any]) -> float | None:
 
 def latency_row(partitions: str, when: str, s: dict[str, Any], incidents: int) -> list[str]:
     first = s.get("first_alert_s")  # runs before 2026-12-03 did not record it
+    in_sync = s.get("capture_in_sync_s")  # nor, before 2026-12-04, capture's in-sync moment
     return [partitions, when, f"{fmt(s['p50_ms'])} ms", f"**{fmt(s['p99_ms'])} ms**",
             f"{s['alerts_received']}/{incidents}",
             f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms",
-            "" if first is None else f"{first:.0f} s"]  # fmt: skip
+            "" if first is None else f"{first:.0f} s",
+            "" if in_sync is None else f"{in_sync:.0f} s"]  # fmt: skip
 
 
 def render(result: dict[str, Any]) -> str:
@@ -235,7 +237,7 @@ def render(result: dict[str, Any]) -> str:
             if result.get("stack_warm_up") else ""
         ),
         table(["partitions", "job", "p50", "p99", "alerts", "micro-batch p50 / max",
-               "first alert after start"], rows),
+               "first alert after start", "capture in sync after start"], rows),
         *budget_tables(result),
         table(["partitions", "state store", "checkpoint"], store),
     ]  # fmt: skip
