@@ -209,6 +209,7 @@ def latency(
     clean: bool = True,
     warmup_s: float = 0,
     budget: bool = False,
+    fresh_job: bool = False,
 ) -> dict[str, Any]:
     """Alert latency on a simulated cluster of `topics` x `partitions_per_topic` partitions (by
     default one topic of `incidents`), incidents in the first topic; B9 runs it at each size.
@@ -217,7 +218,10 @@ def latency(
     them. With `warmup_s`, the same partitions are then taken back online and offline in turn
     for that long (a daemon's first minutes: the driver JVM's compilers still at work), back
     online, and timed again: the figures under "warm". `budget`: also where each timed alert's
-    time went (latency_budget.py), in "budget" (and the warm figures' own)."""
+    time went (latency_budget.py), in "budget" (and the warm figures' own). `fresh_job`: then
+    the job is stopped and another started on a new checkpoint, against the cluster capture
+    keeps in sync, and a partition taken offline at its start: "fresh_job_first_alert_s" is
+    that alert's arrival after the new job's start (the whole topic read first)."""
     from confluent_kafka import Consumer, TopicPartition
     from kazoo.client import KazooClient
 
@@ -346,6 +350,27 @@ def latency(
                 zk.set(state.format(p), online)
             time.sleep(5)
             warm = timed()
+        if fresh_job:
+            processes[1].send_signal(signal.SIGTERM)
+            processes[1].wait(120)
+            fresh_started = time.monotonic()
+            processes[1] = subprocess.Popen(
+                [*zkcdc, "stream", "alerts", "--bootstrap-servers", info.bootstrap_servers,
+                 "--topic", changes, "--alerts-topic", alerts_topic, "--checkpoint",
+                 str(work / "fresh-checkpoint"), *job_args],
+                stdout=(work / "alerts-fresh.log").open("wb"), stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            zk.set(state.format(0), online)
+            mtime = zk.set(state.format(0), offline).mtime
+            try:
+                waiting.wait_until(
+                    lambda: any(0 <= at - mtime < MATCH_MS for at, _ in fired.get("sim-0000/0", [])),
+                    first_alert_s, what="the fresh job's alert", interval_s=0.2,
+                    detail=lambda: (work / "alerts-fresh.log").read_text()[-3000:],
+                )  # fmt: skip
+            except waiting.WaitFailed as exc:
+                raise SystemExit(str(exc)) from None
+            fresh_first_alert_s = time.monotonic() - fresh_started
     finally:
         stop.set()
         if changes_read is not None:
@@ -367,6 +392,8 @@ def latency(
         "first_alert_s": round(first_alert_s, 1),
         "capture_in_sync_s": round(in_sync_s, 1),
     }
+    if fresh_job:
+        result["fresh_job_first_alert_s"] = round(fresh_first_alert_s, 1)
     if warmup_s:
         result["warm"] = {
             **delays_of(warm, fired),

@@ -135,7 +135,7 @@ def main() -> None:
             measured = latency(
                 info, INCIDENTS, work, topics=topics, partitions_per_topic=per_topic,
                 job_args=job, first_alert_s=120 + partitions / 500, clean=partitions <= 1000,
-                warmup_s=args.warmup_s, budget=True,
+                warmup_s=args.warmup_s, budget=True, fresh_job=True,
             )  # fmt: skip
             checkpoint = work / "alerts-checkpoint" / "alerts"
             measured.update(
@@ -195,11 +195,13 @@ def stage_rate(t: dict[str, Any]) -> float | None:
 def latency_row(partitions: str, when: str, s: dict[str, Any], incidents: int) -> list[str]:
     first = s.get("first_alert_s")  # runs before 2026-12-03 did not record it
     in_sync = s.get("capture_in_sync_s")  # nor, before 2026-12-04, capture's in-sync moment
+    fresh = s.get("fresh_job_first_alert_s")  # nor a job started against the cluster in sync
     return [partitions, when, f"{fmt(s['p50_ms'])} ms", f"**{fmt(s['p99_ms'])} ms**",
             f"{s['alerts_received']}/{incidents}",
             f"{fmt(s['micro_batch_ms_p50'])} / {fmt(s['micro_batch_ms_max'])} ms",
             "" if first is None else f"{first:.0f} s",
-            "" if in_sync is None else f"{in_sync:.0f} s"]  # fmt: skip
+            "" if in_sync is None else f"{in_sync:.0f} s",
+            "" if fresh is None else f"**{fresh:.0f} s**"]  # fmt: skip
 
 
 def render(result: dict[str, Any]) -> str:
@@ -237,7 +239,8 @@ def render(result: dict[str, Any]) -> str:
             if result.get("stack_warm_up") else ""
         ),
         table(["partitions", "job", "p50", "p99", "alerts", "micro-batch p50 / max",
-               "first alert after start", "capture in sync after start"], rows),
+               "first alert after start", "capture in sync after start",
+               "a job started on the cluster in sync: its first alert after its start"], rows),
         *budget_tables(result),
         table(["partitions", "state store", "checkpoint"], store),
     ]  # fmt: skip
@@ -308,7 +311,8 @@ THROUGHPUT_COLUMNS = [
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """The targets: alert p99 within a second at every size, the biggest cluster's within
-    1.5x of the smallest's, warm and just started; and a second core worth 1.6x."""
+    1.5x of the smallest's, warm and just started; a job started against the largest cluster
+    alerting within a minute; and a second core worth 1.6x."""
     out = []
     warm = all("warm" in s for s in result["sizes"])
     for when in ("warm", "just started") if warm else ("just started",):
@@ -324,6 +328,12 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         if len(by_size) > 1 and small and big:
             out.append((f"alert p99 at {max(by_size):,} partitions against {min(by_size):,}, "
                         f"{when}", f"{big / small:.2f}x", "≤ 1.5x", big <= 1.5 * small))  # fmt: skip
+    fresh = [s for s in result["sizes"] if s.get("fresh_job_first_alert_s") is not None]
+    if fresh:
+        largest = max(fresh, key=lambda s: s["partitions"])
+        took = largest["fresh_job_first_alert_s"]
+        out.append((f"a job started against {largest['partitions']:,} partitions in sync: its "
+                    "first alert after its start", f"{took:.0f} s", "≤ 60 s", took <= 60))  # fmt: skip
     rates = {t["master"]: stage_rate(t) or 0 for t in result["throughput"]}
     if rates.get("local[1]") and "local[2]" in rates:
         ratio = rates["local[2]"] / rates["local[1]"]

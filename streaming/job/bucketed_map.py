@@ -41,18 +41,30 @@ class BucketLayout(enum.Enum):
 PARTITION_RUN = 256  # a bucket then holds a few runs at 1,000,000 partitions, ~500 entries
 
 
-@functools.lru_cache(maxsize=1 << 17)  # the same partitions come back batch after batch
 def bucket_of(
     key: Any, buckets: int, spread: int = 1, layout: BucketLayout = BucketLayout.KEY_HASH
 ) -> int:
     """A key's bucket, stable across processes. `spread`: the number of shards the same hash
     already chose between, so that the buckets of one shard are all used (KEY_HASH; a run's
     hash is not the one that chose the shard)."""
-    if layout is BucketLayout.PARTITION_RUNS and isinstance(key, tuple):
-        topic, partition = key
-        return zlib.crc32(f"{topic}/{partition // PARTITION_RUN}".encode()) % buckets
+    if layout is BucketLayout.PARTITION_RUNS:
+        return _run_bucket(key, buckets)
+    return _key_bucket(key, buckets, spread)
+
+
+# Cached apart, the layout not in the key: an enum member hashes in Python, once a lookup.
+@functools.lru_cache(maxsize=1 << 17)  # the same partitions come back batch after batch
+def _key_bucket(key: Any, buckets: int, spread: int) -> int:
     text = "/".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
     return (zlib.crc32(text.encode()) // spread) % buckets
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _run_bucket(key: Any, buckets: int) -> int:
+    if not isinstance(key, tuple):
+        return _key_bucket(key, buckets, 1)
+    topic, partition = key
+    return zlib.crc32(f"{topic}/{partition // PARTITION_RUN}".encode()) % buckets
 
 
 class BucketedMap(MutableMapping[Any, Any]):
@@ -69,12 +81,16 @@ class BucketedMap(MutableMapping[Any, Any]):
         self._decode, self._encode = decode, encode
         self._buckets = buckets
         self._spread = spread
-        self._layout = layout
+        self._runs = layout is BucketLayout.PARTITION_RUNS
         self._open: dict[int, dict[Any, Any]] = {}
         self._as_read: dict[int, bytes | None] = {}
 
     def _bucket(self, key: Any) -> dict[Any, Any]:
-        number = bucket_of(key, self._buckets, self._spread, self._layout)
+        number = (
+            _run_bucket(key, self._buckets)
+            if self._runs
+            else _key_bucket(key, self._buckets, self._spread)
+        )
         bucket = self._open.get(number)
         if bucket is None:
             blob = self._load(number)
@@ -94,6 +110,14 @@ class BucketedMap(MutableMapping[Any, Any]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._bucket(key)
+
+    # Mapping's own get and setdefault go through a KeyError for every key not there yet: a
+    # snapshot's partitions are all new.
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._bucket(key).get(key, default)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        return self._bucket(key).setdefault(key, default)
 
     def __iter__(self) -> Iterator[Any]:
         # The rules look entries up; walking every bucket would read the whole store.

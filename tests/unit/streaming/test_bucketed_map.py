@@ -43,7 +43,7 @@ def _map(
 
 keys = st.tuples(st.sampled_from("abc"), st.integers(0, 40))
 operations = st.lists(
-    st.tuples(st.sampled_from(["set", "del", "add"]), keys, st.integers(0, 9)), max_size=60
+    st.tuples(st.sampled_from(["set", "del", "add", "get"]), keys, st.integers(0, 9)), max_size=60
 )
 
 
@@ -67,6 +67,8 @@ def test_it_holds_what_a_dict_holds_across_flushes(
             elif op == "add":  # changed in place, as a topic's set of partitions is
                 live.setdefault(key[0], set()).add(value)
                 expected.setdefault(key[0], set()).add(value)
+            elif op == "get":
+                assert live.get(key, -1) == expected.get(key, -1)
         live.flush(store.store)
     check = _map(store, buckets, layout)
     assert all(check[k] == v for k, v in expected.items())
