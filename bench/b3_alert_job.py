@@ -328,7 +328,7 @@ def latency(
             raise SystemExit(str(exc)) from None
         # From the daemons' start (capture's snapshot; the job's start and its warm-up) to
         # the first incident's alert on the topic.
-        first_alert_s = time.monotonic() - started
+        first_alert_after_s = time.monotonic() - started
         cold = timed()
         cold_batches = len(micro_batches(work))
         checkpoint = work / "alerts-checkpoint" / "alerts"
@@ -389,7 +389,7 @@ def latency(
         "micro_batches": len(batches),
         **batch_stats(batches[:cold_batches]),
         "incidents": incidents - 1,
-        "first_alert_s": round(first_alert_s, 1),
+        "first_alert_s": round(first_alert_after_s, 1),
         "capture_in_sync_s": round(in_sync_s, 1),
     }
     if fresh_job:
