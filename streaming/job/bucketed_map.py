@@ -81,16 +81,12 @@ class BucketedMap(MutableMapping[Any, Any]):
         self._decode, self._encode = decode, encode
         self._buckets = buckets
         self._spread = spread
-        self._runs = layout is BucketLayout.PARTITION_RUNS
+        self._layout = layout
         self._open: dict[int, dict[Any, Any]] = {}
         self._as_read: dict[int, bytes | None] = {}
 
     def _bucket(self, key: Any) -> dict[Any, Any]:
-        number = (
-            _run_bucket(key, self._buckets)
-            if self._runs
-            else _key_bucket(key, self._buckets, self._spread)
-        )
+        number = bucket_of(key, self._buckets, self._spread, self._layout)
         bucket = self._open.get(number)
         if bucket is None:
             blob = self._load(number)
