@@ -240,12 +240,17 @@ def latency(
                           "--bootstrap-servers", info.bootstrap_servers, "--topic", changes,
                           "--state-dir", str(work / "capture"), "--ha-path", chroot + "-ha"],
                          stdout=(work / "capture.log").open("wb"), stderr=subprocess.STDOUT),
-        subprocess.Popen([*zkcdc, "stream", "alerts", "--bootstrap-servers",
-                          info.bootstrap_servers, "--topic", changes, "--alerts-topic",
-                          alerts_topic, "--checkpoint", str(work / "alerts-checkpoint"),
-                          *job_args],
-                         stdout=(work / "alerts.log").open("wb"), stderr=subprocess.STDOUT),
     ]  # fmt: skip
+
+    def alert_job(checkpoint: str, log_name: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [*zkcdc, "stream", "alerts", "--bootstrap-servers", info.bootstrap_servers,
+             "--topic", changes, "--alerts-topic", alerts_topic, "--checkpoint",
+             str(work / checkpoint), *job_args],
+            stdout=(work / log_name).open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    processes.append(alert_job("alerts-checkpoint", "alerts.log"))
     zk = KazooClient(hosts=connect)
     zk.start()
     consumer = Consumer({"bootstrap.servers": info.bootstrap_servers,
@@ -359,12 +364,7 @@ def latency(
             processes[1].send_signal(signal.SIGTERM)
             processes[1].wait(120)
             fresh_started = time.monotonic()
-            processes[1] = subprocess.Popen(
-                [*zkcdc, "stream", "alerts", "--bootstrap-servers", info.bootstrap_servers,
-                 "--topic", changes, "--alerts-topic", alerts_topic, "--checkpoint",
-                 str(work / "fresh-checkpoint"), *job_args],
-                stdout=(work / "alerts-fresh.log").open("wb"), stderr=subprocess.STDOUT,
-            )  # fmt: skip
+            processes[1] = alert_job("fresh-checkpoint", "alerts-fresh.log")
             mtime = zk.set(state.format(0), offline).mtime
             try:
                 waiting.wait_until(
