@@ -18,7 +18,6 @@ alert (tests/unit/streaming/test_sharded_engine.py).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 import zlib
@@ -67,14 +66,26 @@ def hash_space(partition_shards: int) -> int:
     return partition_shards * SHARE - (LIGHTER if partition_shards > 1 else 0)
 
 
-@functools.lru_cache(maxsize=1 << 17)  # the same partitions come back record after record
 def partition_shard(topic: Any, partition: Any, partition_shards: int) -> int:
     """The shard of a partition: stable across processes and releases (not Python's hash), and
     the same as Spark SQL's `1 + least(pmod(crc32(concat(topic, '/', partition)), space) div
     SHARE, n - 1)` (shard_stage.routed). Whatever an event holds has a shard (no record stops
     the job)."""
-    with contextlib.suppress(TypeError, ValueError):
-        partition = int(partition)  # "7" of an assignment's keys is partition 7
+    if type(partition) is not int:
+        # Not contextlib.suppress: a snapshot's batch asks millions of times, and entering a
+        # context manager costs more than the hash.
+        try:  # noqa: SIM105
+            partition = int(partition)  # "7" of an assignment's keys is partition 7
+        except (TypeError, ValueError):
+            pass
+    return _shard_of(topic, partition, partition_shards)
+
+
+# Keyed by the partition as a number, so an assignment's "7" and a state's 7 share an entry:
+# a shard asks for each partition's shard when it takes the assignment and again when it
+# evaluates it.
+@functools.lru_cache(maxsize=1 << 17)
+def _shard_of(topic: Any, partition: Any, partition_shards: int) -> int:
     part = zlib.crc32(f"{topic}/{partition}".encode()) % hash_space(partition_shards)
     return 1 + min(part // SHARE, partition_shards - 1)
 
