@@ -145,11 +145,11 @@ def throughput(
     records_df = read_in_waves_of_one(spark, records_df, source, partitions)  # as the job does
     spark_cores = spark.sparkContext.defaultParallelism
     if shards:
-        from zkcdc.streaming.job.bucketed_map import BucketLayout
+        from zkcdc.streaming.job.bucketed_map import NEW_BUCKETS
         from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 
         alerts = sharded_alerts_stream(
-            records_df, RuleSettings(), partitions, True, shards, BucketLayout.PARTITION_RUNS
+            records_df, RuleSettings(), partitions, True, shards, NEW_BUCKETS
         )
     else:
         alerts = alerts_stream(records_df, RuleSettings(), partitions)

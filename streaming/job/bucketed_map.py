@@ -16,6 +16,7 @@ import enum
 import functools
 import zlib
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 Load = Callable[[int], bytes | None]
@@ -38,7 +39,24 @@ class BucketLayout(enum.Enum):
     PARTITION_RUNS = "partition-runs"
 
 
-PARTITION_RUN = 256  # a bucket then holds a few runs at 1,000,000 partitions, ~500 entries
+PARTITION_RUN = 256
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """How a shard's maps are bucketed: the layout, and the number of buckets each map has."""
+
+    layout: BucketLayout
+    count: int
+
+
+# What a checkpoint that names no bucket count holds (every release before NEW_BUCKETS).
+EARLIER_BUCKET_COUNT = 1024
+# A new checkpoint's. At 1,000,000 partitions a shard holds ~3,900 runs; with 1,024 buckets each
+# held ~4 runs, so a snapshot's batch decoded and wrote ~4 entries for each it changed (the
+# cluster shard, which keeps every partition, ~15 s a batch of 100,000 states); with 4,096 a
+# run has about a bucket of its own (~5 s). A live change opens one bucket, now ~4x smaller.
+NEW_BUCKETS = Buckets(BucketLayout.PARTITION_RUNS, 4096)
 
 
 def bucket_of(
@@ -59,12 +77,18 @@ def _key_bucket(key: Any, buckets: int, spread: int) -> int:
     return (zlib.crc32(text.encode()) // spread) % buckets
 
 
-@functools.lru_cache(maxsize=1 << 17)
 def _run_bucket(key: Any, buckets: int) -> int:
-    if not isinstance(key, tuple):
+    if type(key) is not tuple:
         return _key_bucket(key, buckets, 1)
     topic, partition = key
-    return zlib.crc32(f"{topic}/{partition // PARTITION_RUN}".encode()) % buckets
+    return _run_number(topic, partition // PARTITION_RUN, buckets)
+
+
+# Cached by run, not by key: a million partitions are a few thousand runs, and a cache of
+# keys that size evicts each key before it comes back (a snapshot touches each a few times).
+@functools.lru_cache(maxsize=1 << 15)
+def _run_number(topic: str, run: int, buckets: int) -> int:
+    return zlib.crc32(f"{topic}/{run}".encode()) % buckets
 
 
 class BucketedMap(MutableMapping[Any, Any]):
@@ -82,11 +106,17 @@ class BucketedMap(MutableMapping[Any, Any]):
         self._buckets = buckets
         self._spread = spread
         self._layout = layout
+        # Chosen once: a snapshot's batch asks for millions of keys' buckets.
+        self._number: Callable[[Any], int] = (
+            (lambda key: _run_bucket(key, buckets))
+            if layout is BucketLayout.PARTITION_RUNS
+            else (lambda key: _key_bucket(key, buckets, spread))
+        )
         self._open: dict[int, dict[Any, Any]] = {}
         self._as_read: dict[int, bytes | None] = {}
 
     def _bucket(self, key: Any) -> dict[Any, Any]:
-        number = bucket_of(key, self._buckets, self._spread, self._layout)
+        number = self._number(key)
         bucket = self._open.get(number)
         if bucket is None:
             blob = self._load(number)

@@ -11,9 +11,10 @@ one partition shards, one for each core of a local master and at least two: a sh
 moves in and out of the state store in buckets, so a micro-batch's cost follows the records it
 holds, not the cluster's size, and the shards run side by side.
 
-The marker also names how a shard's partitions are put in buckets (`BucketLayout`): a new
-checkpoint's in runs of a topic's partitions, one of an earlier release's (no such name) by
-each partition's hash, as it was written."""
+The marker also names how a shard's partitions are put in buckets (`BucketLayout`) and how many
+buckets each map has: a new checkpoint's in runs of a topic's partitions, in `NEW_BUCKETS.count`
+buckets; one of an earlier release's as it was written (no layout named: by each partition's
+hash; no count: `EARLIER_BUCKET_COUNT`)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.bucketed_map import BucketLayout
+from zkcdc.streaming.job.bucketed_map import (
+    EARLIER_BUCKET_COUNT,
+    NEW_BUCKETS,
+    BucketLayout,
+    Buckets,
+)
 
 MARKER = "alert-stage.json"
 _AFRESH = (
@@ -64,19 +70,27 @@ def recorded_layout(checkpoint: Path) -> int | None:
     return 0 if (checkpoint / "alerts" / "offsets").is_dir() else None
 
 
-def recorded_buckets(checkpoint: Path) -> BucketLayout:
+def recorded_buckets(checkpoint: Path) -> Buckets:
     """How the checkpoint's shards keep their partitions in buckets: as its marker says, or
-    for one written before the marker said (or before the marker) by each partition's hash."""
+    for one written before the marker said (or before the marker) by each partition's hash;
+    as many buckets as it names, or as many as every release before the count was named."""
     marker = _marker(checkpoint) or {}
     named = marker.get("buckets", BucketLayout.KEY_HASH.value)
     try:
-        return BucketLayout(named)
+        layout = BucketLayout(named)
     except ValueError as e:
         known = ", ".join(layout.value for layout in BucketLayout)
         raise StreamingError(
             f"checkpoint {checkpoint}: {MARKER} names buckets {named!r}, which this release "
             f"does not know ({known}): resume it with the later release that wrote it, or {_AFRESH}"
         ) from e
+    count = marker.get("bucket_count", EARLIER_BUCKET_COUNT)
+    if type(count) is not int or count < 1:
+        raise StreamingError(
+            f"checkpoint {checkpoint}: {MARKER} names bucket_count {count!r}, not a number of "
+            f"buckets: resume it with the release that wrote it, or {_AFRESH}"
+        )
+    return Buckets(layout, count)
 
 
 def auto_shards(master: str) -> int:
@@ -104,7 +118,11 @@ def check_layout(checkpoint: Path, partition_shards: int) -> None:
     recorded = recorded_layout(checkpoint)
     if recorded is None:
         checkpoint.mkdir(parents=True, exist_ok=True)
-        marker = {"shards": partition_shards, "buckets": BucketLayout.PARTITION_RUNS.value}
+        marker = {
+            "shards": partition_shards,
+            "buckets": NEW_BUCKETS.layout.value,
+            "bucket_count": NEW_BUCKETS.count,
+        }
         (checkpoint / MARKER).write_text(json.dumps(marker) + "\n")
         return
     if recorded != partition_shards:

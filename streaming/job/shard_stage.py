@@ -22,7 +22,7 @@ from zkcdc.streaming.job.alert_job import (
     order_row,
     output_rows,
 )
-from zkcdc.streaming.job.bucketed_map import BucketedMap, BucketLayout
+from zkcdc.streaming.job.bucketed_map import BucketedMap, Buckets
 from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine, read_partitions, read_topics
 from zkcdc.streaming.rules import engine_record
@@ -34,7 +34,6 @@ from zkcdc.streaming.rules.seq_order import SeqOrder
 SHARDED_OUTPUT_SCHEMA = (
     "kind string, key string, json string, status string, at_ms long, place string"
 )
-BUCKETS = 1024  # per shard and map: ~250 partitions a bucket at 1,000,000 partitions, 4 shards
 # The kinds of a shard's state entries: (kind, n) -> bytes.
 META, CORE, PARTITIONS, TOPICS = 0, 1, 2, 3  # META 0: the number of CORE pieces
 
@@ -161,7 +160,7 @@ def _processor_class() -> Any:
             partitions: int,
             with_state: bool,
             partition_shards: int,
-            buckets: BucketLayout,
+            buckets: Buckets,
         ) -> None:
             self.settings = settings
             # Read where the processor is made, on the driver: a worker may not see avro/.
@@ -207,11 +206,12 @@ def _processor_class() -> Any:
                 engine = AlertEngine(cluster, self.settings, scope=scope)
                 order = SeqOrder(self.partitions)
             spread = hash_space(self.partition_shards) if shard else 1
+            count = self.buckets.count
             partitions = BucketedMap(
-                lambda b: _get(store, PARTITIONS, b), BUCKETS, read_partitions,
-                engine_record.encode_partitions, spread, self.buckets,
+                lambda b: _get(store, PARTITIONS, b), count, read_partitions,
+                engine_record.encode_partitions, spread, self.buckets.layout,
             )  # fmt: skip
-            topics = BucketedMap(lambda b: _get(store, TOPICS, b), BUCKETS, read_topics,
+            topics = BucketedMap(lambda b: _get(store, TOPICS, b), count, read_topics,
                                  engine_record.encode_topics)  # fmt: skip
             engine.state.partitions = partitions  # type: ignore[assignment]
             engine.state.topics = topics  # type: ignore[assignment]
@@ -274,7 +274,7 @@ def sharded_alerts_stream(
     partitions: int,
     with_state: bool,
     partition_shards: int,
-    buckets: BucketLayout,
+    buckets: Buckets,
 ) -> Any:
     """`buckets`: the checkpoint's (checkpoint_layout.recorded_buckets)."""
     processor = _processor_class()(settings, partitions, with_state, partition_shards, buckets)

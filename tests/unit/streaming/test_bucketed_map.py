@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcdc.streaming.job.bucketed_map import PARTITION_RUN, BucketedMap, BucketLayout, bucket_of
+from zkcdc.streaming.job.bucketed_map import (
+    EARLIER_BUCKET_COUNT,
+    NEW_BUCKETS,
+    PARTITION_RUN,
+    BucketedMap,
+    BucketLayout,
+    bucket_of,
+)
 from zkcdc.streaming.rules.engine_scope import hash_space, partition_shard
 
 
@@ -135,6 +142,22 @@ def test_runs_of_a_million_partitions_fill_every_bucket_evenly() -> None:
     )
     assert len(runs) >= 1000
     assert max(runs.values()) <= 14
+
+
+def test_a_new_checkpoints_buckets_hold_about_a_run_each_at_a_million_partitions() -> None:
+    """The same 4,000 runs in NEW_BUCKETS: a bucket read for one run decodes few others'. The
+    mean is over buckets that hold any (what a batch opening one pays); with 1,024 it is ~4."""
+
+    def runs_a_bucket(count: int) -> float:
+        runs = Counter(
+            bucket_of((f"topic-{t}", run * PARTITION_RUN), count, layout=NEW_BUCKETS.layout)
+            for t in range(1000)
+            for run in range(-(-1000 // PARTITION_RUN))
+        )
+        return sum(runs.values()) / len(runs)
+
+    assert runs_a_bucket(NEW_BUCKETS.count) < 1.7
+    assert runs_a_bucket(EARLIER_BUCKET_COUNT) > 3.5
 
 
 def test_a_partitions_run_shares_one_bucket_and_other_keys_go_by_their_hash() -> None:

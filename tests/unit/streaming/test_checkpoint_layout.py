@@ -10,7 +10,12 @@ import pytest
 
 from zkcdc.ground.cli_options import ShardsParam
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.bucketed_map import BucketLayout
+from zkcdc.streaming.job.bucketed_map import (
+    EARLIER_BUCKET_COUNT,
+    NEW_BUCKETS,
+    BucketLayout,
+    Buckets,
+)
 from zkcdc.streaming.job.checkpoint_layout import (
     MARKER,
     check_layout,
@@ -25,9 +30,21 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoint_v1"
 def test_a_new_checkpoint_takes_the_layout_it_is_started_with(tmp_path: Path) -> None:
     check_layout(tmp_path / "cp", 2)
     assert recorded_layout(tmp_path / "cp") == 2
-    assert recorded_buckets(tmp_path / "cp") is BucketLayout.PARTITION_RUNS
+    assert recorded_buckets(tmp_path / "cp") == NEW_BUCKETS
+    assert NEW_BUCKETS.layout is BucketLayout.PARTITION_RUNS
     check_layout(tmp_path / "cp", 2)  # resumes
-    assert recorded_buckets(tmp_path / "cp") is BucketLayout.PARTITION_RUNS
+    assert recorded_buckets(tmp_path / "cp") == NEW_BUCKETS
+
+
+def test_a_checkpoint_in_runs_of_an_earlier_release_keeps_its_bucket_count(
+    tmp_path: Path,
+) -> None:
+    """Runs named, no count: written when every map had EARLIER_BUCKET_COUNT buckets."""
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / MARKER).write_text('{"shards": 2, "buckets": "partition-runs"}\n')
+    check_layout(tmp_path / "cp", 2)
+    earlier = Buckets(BucketLayout.PARTITION_RUNS, EARLIER_BUCKET_COUNT)
+    assert recorded_buckets(tmp_path / "cp") == earlier != NEW_BUCKETS
 
 
 @pytest.mark.parametrize("layout", ["shards-2", "one-group"])
@@ -36,19 +53,23 @@ def test_the_earlier_releases_checkpoints_keep_each_partition_by_its_hash(
 ) -> None:
     """Its marker names no buckets (or it has none): read as it was written, and resuming it
     does not rename its layout."""
+    by_hash = Buckets(BucketLayout.KEY_HASH, EARLIER_BUCKET_COUNT)
     checkpoint = FIXTURE / layout
-    assert recorded_buckets(checkpoint) is BucketLayout.KEY_HASH
+    assert recorded_buckets(checkpoint) == by_hash
     (tmp_path / "cp").mkdir()
     (tmp_path / "cp" / MARKER).write_text('{"shards": 2}\n')
     check_layout(tmp_path / "cp", 2)
-    assert recorded_buckets(tmp_path / "cp") is BucketLayout.KEY_HASH
-    assert recorded_buckets(old_release_checkpoint(tmp_path / "before")) is BucketLayout.KEY_HASH
+    assert recorded_buckets(tmp_path / "cp") == by_hash
+    assert recorded_buckets(old_release_checkpoint(tmp_path / "before")) == by_hash
 
 
 @pytest.mark.parametrize(
     ("marker", "said"),
     [('{"shards": 2, "buckets": "by-moon"}', "by-moon"), ("[2]", "not an object"),
-     ('{"buckets": "key-hash"}', "shards")],
+     ('{"buckets": "key-hash"}', "shards"),
+     ('{"shards": 2, "buckets": "partition-runs", "bucket_count": "many"}', "'many'"),
+     ('{"shards": 2, "buckets": "partition-runs", "bucket_count": 0}', "bucket_count 0"),
+     ('{"shards": 2, "buckets": "partition-runs", "bucket_count": 4096.5}', "4096.5")],
 )  # fmt: skip
 def test_a_layout_this_release_cannot_read_is_one_line(
     tmp_path: Path, marker: str, said: str
