@@ -90,7 +90,8 @@ job_options = option_group(
                  show_default=True,
                  help="Kafka input, live: micro-batches run first over the topic's first "
                       "records, their alerts dropped, so that the job's first alerts come as "
-                      "fast as later ones (Spark's code compiled by then); 0: none."),
+                      "fast as later ones (Spark's code compiled by then); 0: none. "
+                      "None either when the job starts 1,000,000 records or more behind."),
     click.option("--compiler-niceness", type=int, default=COMPILER_NICENESS,
                  show_default=True,
                  help="Live: the niceness of the driver JVM's JIT compiler threads once the "

@@ -38,6 +38,7 @@ from zkcdc.streaming.job.warm_up import (
     warm_up,
     warm_up_checkpoint,
     warm_up_source,
+    warm_up_wanted,
 )
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
@@ -163,6 +164,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         if (
             own and options.warm_up_batches and isinstance(options.source, KafkaInput)
             and not options.available_now
+            and warm_up_wanted(options.source, options.checkpoint)
         ):  # fmt: skip
             metrics.warming_up(True)
             try:

@@ -15,15 +15,18 @@ own checkpoint as before."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from zkcdc.ground import logs, waiting
+from zkcdc.ground.kafka_connection import KafkaConnectionError
 from zkcdc.streaming.job.change_source import KafkaInput
 from zkcdc.streaming.job.lean_batches import LeanBatch, foreach_batch
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
@@ -47,6 +50,92 @@ FIRST_BATCH_S = 300.0
 CHECKPOINT_DIR = "warm-up"
 # What Spark's micro-batch loop says while no record is there to read (MicroBatchExecution).
 WAITING_FOR_DATA = "Waiting for data to arrive"
+
+
+# A job this many records behind skips the warm-up: its own catch-up runs at least ten
+# micro-batches of the default bound over minutes, the same code the warm-up would run. At
+# 1,000,000 partitions (B9) the warm-up ran to its limit on the snapshot's first topics, ~50 s
+# before the job's own first micro-batch, and what it compiled the catch-up compiles anyway.
+SKIP_AT_BACKLOG = 1_000_000
+EARLIEST, LATEST = -2, -1  # as Spark's startingOffsets JSON names them
+
+
+def warm_up_wanted(
+    source: KafkaInput, checkpoint: Path, skip_at: int = SKIP_AT_BACKLOG, timeout_s: float = 10.0
+) -> bool:
+    """Whether a warm-up is worth its time for the job of `checkpoint`: not when the job starts
+    `skip_at` records or more behind its topic's end (a warm-up killed halfway before is
+    removed then); when Kafka cannot say, it is run."""
+    behind = backlog(source, checkpoint / "alerts", timeout_s)
+    if behind is not None and behind >= skip_at:
+        log.info("no warm-up: the catch-up runs the same code", records_behind=behind)
+        shutil.rmtree(warm_up_checkpoint(checkpoint), ignore_errors=True)
+        return False
+    return True
+
+
+def backlog(source: KafkaInput, query_checkpoint: Path, timeout_s: float = 10.0) -> int | None:
+    """Records between where the job's query reads next (its offsets log, or for a new one
+    the source's starting offsets) and the end of its topic; None if Kafka cannot say."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        found = source.kafka.list_topics(timeout_s).topics.get(source.topic)
+        if found is None or found.error is not None:
+            return None
+        consumer = source.kafka.consumer(f"zkcdc-backlog-{uuid.uuid4().hex[:8]}", quiet=True)
+        try:
+            marks = {
+                p: consumer.get_watermark_offsets(TopicPartition(source.topic, p), timeout_s)
+                for p in found.partitions
+            }
+        finally:
+            consumer.close()
+    except (KafkaConnectionError, KafkaException):
+        return None
+    starts = next_offsets(query_checkpoint, source.topic)
+    if starts is None:
+        starts = starting_offsets(source.starting_offsets, source.topic, list(marks))
+    return records_behind(starts, marks)
+
+
+def records_behind(starts: dict[int, int], marks: dict[int, tuple[int, int]]) -> int:
+    """From each partition's start (an offset, EARLIEST or LATEST; a partition not named:
+    EARLIEST) to its end, by its (low, high) watermarks."""
+    total = 0
+    for partition, (low, high) in marks.items():
+        start = starts.get(partition, EARLIEST)
+        start = low if start == EARLIEST else high if start == LATEST else max(start, low)
+        total += max(0, high - start)
+    return total
+
+
+def starting_offsets(option: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """A new query's starts, from the source's startingOffsets ("earliest", "latest", or
+    Spark's JSON of offsets by topic and partition)."""
+    if option in ("earliest", "latest"):
+        return dict.fromkeys(partitions, EARLIEST if option == "earliest" else LATEST)
+    try:
+        named = json.loads(option)[topic]
+        return {p: int(named.get(str(p), EARLIEST)) for p in partitions}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}  # Spark refuses it when the query starts, in its own words
+
+
+def next_offsets(query_checkpoint: Path, topic: str) -> dict[int, int] | None:
+    """Where a query that has planned micro-batches reads next: the end of the last one in
+    its offsets log (None: it planned none, or its log does not name the topic)."""
+    folder = query_checkpoint / "offsets"
+    planned = [f for f in folder.iterdir() if f.name.isdigit()] if folder.is_dir() else []
+    if not planned:
+        return None
+    last = max(planned, key=lambda f: int(f.name))
+    for line in reversed(last.read_text().splitlines()):
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            offsets = json.loads(line)
+            if isinstance(offsets, dict) and isinstance(offsets.get(topic), dict):
+                return {int(p): int(o) for p, o in offsets[topic].items()}
+    return None
 
 
 def warm_up_source(source: KafkaInput) -> KafkaInput:
