@@ -103,9 +103,6 @@ class BucketedMap(MutableMapping[Any, Any]):
     ) -> None:
         self._load = load
         self._decode, self._encode = decode, encode
-        self._buckets = buckets
-        self._spread = spread
-        self._layout = layout
         # Chosen once: a snapshot's batch asks for millions of keys' buckets.
         self._number: Callable[[Any], int] = (
             (lambda key: _run_bucket(key, buckets))

@@ -1,8 +1,10 @@
-"""A checkpoint written by an earlier release (tests/fixtures/checkpoint_v1: the job stopped
-halfway through tests/fixtures/event_log_v1, in each layout) resumes under today's: the alerts
-it gave before the stop and those it gives after are, together, the replay's of the whole log,
-none lost and none twice. The fixture was written in another folder (/tmp/ckfix), so it also
-resumes moved (streaming/job/moved_checkpoint.py)."""
+"""Checkpoints written by earlier releases resume under today's: the alerts each gave before
+its stop and those it gives after are, together, the replay's of the whole log, none lost and
+none twice. tests/fixtures/checkpoint_v1: the job stopped halfway through
+tests/fixtures/event_log_v1, in each layout, its state pickled Python objects;
+tests/fixtures/checkpoint_v2: the same stop, its state Avro records in 4,096 buckets by runs of
+a topic's partitions (the layout new checkpoints get). Each was written in another folder
+(/tmp/ckfix...), so it also resumes moved (streaming/job/moved_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -31,14 +33,19 @@ def _moved(checkpoint: Path, old: str, new: Path) -> None:
         (listing.parent / f".{listing.name}.crc").unlink(missing_ok=True)
 
 
-@pytest.mark.parametrize(("layout", "shards"), [("one-group", "0"), ("shards-2", "2")])
-def test_a_checkpoint_of_the_earlier_release_resumes_with_no_alert_lost_or_twice(
-    tmp_path: Path, layout: str, shards: str
+@pytest.mark.parametrize(
+    ("release", "layout", "shards"),
+    [("checkpoint_v1", "one-group", "0"), ("checkpoint_v1", "shards-2", "2"),
+     ("checkpoint_v2", "shards-2", "2")],
+)  # fmt: skip
+def test_a_checkpoint_of_an_earlier_release_resumes_with_no_alert_lost_or_twice(
+    tmp_path: Path, release: str, layout: str, shards: str
 ) -> None:
-    about = json.loads((FIXTURES / "checkpoint_v1.json").read_text())
+    about = json.loads((FIXTURES / f"{release}.json").read_text())
+    written = FIXTURES / release
     log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
     shutil.copytree(FIXTURE / "log", log)
-    shutil.copytree(FIXTURE / layout, checkpoint)
+    shutil.copytree(written / layout, checkpoint)
     _moved(checkpoint, about["source_folder"][layout], log)
     after = tmp_path / "after.jsonl"
     # The rest of the log in two files, each read by a run of its own: the first resumes the
@@ -51,7 +58,7 @@ def test_a_checkpoint_of_the_earlier_release_resumes_with_no_alert_lost_or_twice
             capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert run.returncode == 0, f"after {part.name}: {run.stderr[-3000:]}"
-    before = alerts_of(FIXTURE / f"{layout}.alerts.jsonl")
+    before = alerts_of(written / f"{layout}.alerts.jsonl")
     assert before and alerts_of(after), "the resumed job gave no alert after the stop"
     whole = alerts_of(FIXTURES / "event_log_v1.alerts.jsonl")
     assert before + alerts_of(after) == whole

@@ -25,6 +25,7 @@ from zkcdc.streaming.job.checkpoint_layout import (
 )
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoint_v1"
+TODAYS = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoint_v2"
 
 
 def test_a_new_checkpoint_takes_the_layout_it_is_started_with(tmp_path: Path) -> None:
@@ -34,6 +35,13 @@ def test_a_new_checkpoint_takes_the_layout_it_is_started_with(tmp_path: Path) ->
     assert NEW_BUCKETS.layout is BucketLayout.PARTITION_RUNS
     check_layout(tmp_path / "cp", 2)  # resumes
     assert recorded_buckets(tmp_path / "cp") == NEW_BUCKETS
+
+
+def test_the_fixture_of_this_release_holds_the_layout_new_checkpoints_get() -> None:
+    """tests/fixtures/checkpoint_v2 is what a release that changes NEW_BUCKETS must still read
+    (test_checkpoint_upgrade.py resumes it); it is never rewritten."""
+    assert recorded_layout(TODAYS / "shards-2") == 2
+    assert recorded_buckets(TODAYS / "shards-2") == Buckets(BucketLayout.PARTITION_RUNS, 4096)
 
 
 def test_a_checkpoint_in_runs_of_an_earlier_release_keeps_its_bucket_count(
