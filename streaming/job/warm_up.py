@@ -19,7 +19,6 @@ import json
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -77,20 +76,10 @@ def warm_up_wanted(
 def backlog(source: KafkaInput, query_checkpoint: Path, timeout_s: float = 10.0) -> int | None:
     """Records between where the job's query reads next (its offsets log, or for a new one
     the source's starting offsets) and the end of its topic; None if Kafka cannot say."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaException
 
     try:
-        found = source.kafka.list_topics(timeout_s).topics.get(source.topic)
-        if found is None or found.error is not None:
-            return None
-        consumer = source.kafka.consumer(f"zkcdc-backlog-{uuid.uuid4().hex[:8]}", quiet=True)
-        try:
-            marks = {
-                p: consumer.get_watermark_offsets(TopicPartition(source.topic, p), timeout_s)
-                for p in found.partitions
-            }
-        finally:
-            consumer.close()
+        marks = source.kafka.watermarks(source.topic, timeout_s)
     except (KafkaConnectionError, KafkaException):
         return None
     starts = next_offsets(query_checkpoint, source.topic)

@@ -214,6 +214,24 @@ class KafkaConnection(BaseModel):
         except TopicCreationError as exc:
             raise (KafkaUnreachable if exc.transient else KafkaConnectionError)(str(exc)) from exc
 
+    def watermarks(self, topic: str, timeout_s: float) -> dict[int, tuple[int, int]]:
+        """Each partition of `topic`: its (low, high) watermarks, waiting out a leader that
+        moves. NoSuchTopic when it does not exist; KafkaUnreachable or KafkaException when
+        Kafka does not answer."""
+        from confluent_kafka import TopicPartition
+
+        found = self.list_topics(timeout_s).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise NoSuchTopic(f"no topic {topic} on {self.describe()}")
+        consumer = self.consumer(f"zkcdc-watermarks-{os.getpid()}", quiet=True)
+        try:
+            return {
+                p: _watermarks(consumer, TopicPartition(topic, p), timeout_s)
+                for p in sorted(found.partitions)
+            }
+        finally:
+            consumer.close()
+
     def read_to_end(
         self,
         topic: str,
