@@ -65,9 +65,15 @@ def bucket_of(
     """A key's bucket, stable across processes. `spread`: the number of shards the same hash
     already chose between, so that the buckets of one shard are all used (KEY_HASH; a run's
     hash is not the one that chose the shard)."""
+    return numbering(buckets, spread, layout)(key)
+
+
+def numbering(buckets: int, spread: int, layout: BucketLayout) -> Callable[[Any], int]:
+    """`bucket_of` with the layout chosen once: a snapshot's batch asks for millions of keys'
+    buckets."""
     if layout is BucketLayout.PARTITION_RUNS:
-        return _run_bucket(key, buckets)
-    return _key_bucket(key, buckets, spread)
+        return lambda key: _run_bucket(key, buckets)
+    return lambda key: _key_bucket(key, buckets, spread)
 
 
 # Cached apart, the layout not in the key: an enum member hashes in Python, once a lookup.
@@ -103,12 +109,7 @@ class BucketedMap(MutableMapping[Any, Any]):
     ) -> None:
         self._load = load
         self._decode, self._encode = decode, encode
-        # Chosen once: a snapshot's batch asks for millions of keys' buckets.
-        self._number: Callable[[Any], int] = (
-            (lambda key: _run_bucket(key, buckets))
-            if layout is BucketLayout.PARTITION_RUNS
-            else (lambda key: _key_bucket(key, buckets, spread))
-        )
+        self._number = numbering(buckets, spread, layout)
         self._open: dict[int, dict[Any, Any]] = {}
         self._as_read: dict[int, bytes | None] = {}
 
