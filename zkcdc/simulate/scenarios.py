@@ -386,6 +386,7 @@ def consumer_group(cluster: SimulatedCluster, opts: RunOptions) -> None:
     base = cluster.now_ms() % 1_000_000  # offsets only grow, also across runs
     for partition in sorted(group.owners):
         group.commit(partition, base + 100)
+    opts.sleep(0.5)  # each commit its own version: a watcher reads the first before the second
     for partition in sorted(group.owners):
         group.commit(partition, base + 250)
 
