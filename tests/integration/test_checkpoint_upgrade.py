@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import fastavro
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE = FIXTURES / "checkpoint_v1"
+TODAYS = "checkpoint_v2"  # the release whose checkpoints this one writes
 
 
 def _moved(checkpoint: Path, old: str, new: Path) -> None:
@@ -48,9 +50,11 @@ def test_a_checkpoint_of_an_earlier_release_resumes_with_no_alert_lost_or_twice(
     shutil.copytree(written / layout, checkpoint)
     _moved(checkpoint, about["source_folder"][layout], log)
     after = tmp_path / "after.jsonl"
-    # The rest of the log in two files, each read by a run of its own: the first resumes the
-    # earlier release's state, the second the state the first wrote in today's form.
-    for part in _halves(next((FIXTURE / "later").iterdir()), log):
+    # An earlier release's checkpoint: the rest of the log in two files, each read by a run of
+    # its own, the first resuming that release's state, the second the state the first wrote
+    # in today's form. Today's own checkpoint: one run reads it all.
+    pieces = 1 if release == TODAYS else 2
+    for part in _parts(next((FIXTURE / "later").iterdir()), log, pieces):
         run = subprocess.run(
             [sys.executable, "-m", "zkcdc", "stream", "alerts", "--event-log", str(log),
              "--checkpoint", str(checkpoint), "--available-now", "--no-publish",
@@ -64,14 +68,14 @@ def test_a_checkpoint_of_an_earlier_release_resumes_with_no_alert_lost_or_twice(
     assert before + alerts_of(after) == whole
 
 
-def _halves(log_file: Path, folder: Path) -> Iterator[Path]:
-    """`log_file`'s records as two event-log files in `folder`, the second put there only
-    when the first has been read (the generator's next step)."""
+def _parts(log_file: Path, folder: Path, pieces: int) -> Iterator[Path]:
+    """`log_file`'s records as `pieces` event-log files in `folder`, each put there only when
+    the one before has been read (the generator's next step)."""
     with log_file.open("rb") as f:
         reader = fastavro.reader(f)
         schema, records = reader.writer_schema, list(reader)
-    middle = len(records) // 2
-    for part in (records[:middle], records[middle:]):
+    cuts = [len(records) * i // pieces for i in range(pieces + 1)]
+    for part in (records[a:b] for a, b in pairwise(cuts)):
         out = folder / f"fixture.{part[0]['seq']:020d}.avro"
         with out.open("wb") as f:
             fastavro.writer(f, schema, part)
