@@ -31,13 +31,9 @@ from zkcdc.streaming.job.bucketed_map import (
     BucketLayout,
     Buckets,
 )
+from zkcdc.streaming.job.saved_state import AFRESH
 
 MARKER = "alert-stage.json"
-_AFRESH = (
-    "start afresh without losing an alert: a new --checkpoint reading the changes topic from "
-    "--starting-offsets earliest (while it still holds capture's snapshot), or `zkcdc replay` "
-    "of the event log into a new changes topic"
-)
 
 
 def describe(partition_shards: int) -> str:
@@ -82,13 +78,13 @@ def recorded_buckets(checkpoint: Path) -> Buckets:
         known = ", ".join(layout.value for layout in BucketLayout)
         raise StreamingError(
             f"checkpoint {checkpoint}: {MARKER} names buckets {named!r}, which this release "
-            f"does not know ({known}): resume it with the later release that wrote it, or {_AFRESH}"
+            f"does not know ({known}): resume it with the later release that wrote it, or {AFRESH}"
         ) from e
     count = marker.get("bucket_count", EARLIER_BUCKET_COUNT)
     if type(count) is not int or count < 1:
         raise StreamingError(
             f"checkpoint {checkpoint}: {MARKER} names bucket_count {count!r}, not a number of "
-            f"buckets: resume it with the release that wrote it, or {_AFRESH}"
+            f"buckets: resume it with the release that wrote it, or {AFRESH}"
         )
     return Buckets(layout, count)
 
@@ -128,5 +124,5 @@ def check_layout(checkpoint: Path, partition_shards: int) -> None:
     if recorded != partition_shards:
         raise StreamingError(
             f"checkpoint {checkpoint} holds the alert stage's state as {describe(recorded)}, "
-            f"not {describe(partition_shards)}: resume it with --shards {recorded}, or {_AFRESH}"
+            f"not {describe(partition_shards)}: resume it with --shards {recorded}, or {AFRESH}"
         )

@@ -22,9 +22,10 @@ from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.seq_order import SeqOrder
 
 AFRESH = (
-    "to start afresh without losing an alert, give the job an empty --checkpoint folder: it "
-    "reads the changes topic from its start (--starting-offsets earliest) and raises the "
-    "alerts of what it reads again, so a consumer sees some twice (same alert_id) but none lost"
+    "start afresh without losing an alert: a new --checkpoint reading the changes topic from "
+    "--starting-offsets earliest (while it still holds capture's snapshot; a consumer then sees "
+    "some alerts twice, under the same alert_id, none lost), or `zkcdc replay` of the event log "
+    "into a new changes topic"
 )
 
 

@@ -105,7 +105,7 @@ class AlertEngine:
         touched: set[Entity] = set()
         for topic, partition, leader in leaders:
             changes = {} if leader is None else {"leader": leader}
-            touched |= self.state.update_partition((topic, partition), **changes)
+            touched |= self.state.change_partition((topic, partition), changes)
         return out + self._evaluate(seq, touched, self.scope)
 
     def _evaluate(

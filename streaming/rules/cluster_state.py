@@ -85,11 +85,9 @@ class ClusterState:
         return touched
 
     # -- partitions -----------------------------------------------------------------------------
-    def update_partition(self, key: PartitionKey, **changes: Any) -> set[Entity]:
-        return self.change_partition(key, changes)
-
     def change_partition(self, key: PartitionKey, changes: dict[str, Any]) -> set[Entity]:
-        """`update_partition` with the changes as a dict (no keyword arguments to pack)."""
+        """The partition at `key` with `changes` (field → value) applied, or made from them; the
+        entities whose rules the change can move."""
         old = self.partitions.get(key)
         if old is None:
             new = Partition(**changes)
@@ -141,26 +139,30 @@ def _assignment(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
     topic = event["topic"]
     touched: set[Entity] = {("topic", topic)}
     for partition, replicas in (event.get("assignment") or {}).items():
-        touched |= state.update_partition((topic, int(partition)), replicas=tuple(replicas))
+        touched |= state.change_partition((topic, int(partition)), {"replicas": tuple(replicas)})
     return touched
 
 
 def _replicas(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
-    return state.update_partition(
+    return state.change_partition(
         (event["topic"], event["partition"]),
-        replicas=tuple(event["replicas_after"] or ()),
-        adding=tuple(event.get("adding") or ()),
-        removing=tuple(event.get("removing") or ()),
+        {
+            "replicas": tuple(event["replicas_after"] or ()),
+            "adding": tuple(event.get("adding") or ()),
+            "removing": tuple(event.get("removing") or ()),
+        },
     )
 
 
 def _state_created(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
-    return state.update_partition(
+    return state.change_partition(
         (event["topic"], event["partition"]),
-        leader=event["leader"],
-        isr=tuple(event["isr"] or ()),
-        leader_epoch=event["leader_epoch"],
-        controller_epoch=event["controller_epoch"],
+        {
+            "leader": event["leader"],
+            "isr": tuple(event["isr"] or ()),
+            "leader_epoch": event["leader_epoch"],
+            "controller_epoch": event["controller_epoch"],
+        },
     )
 
 

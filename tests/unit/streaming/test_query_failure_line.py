@@ -52,7 +52,7 @@ def test_saved_state_a_worker_cannot_read_is_named_by_its_own_line_that_says_wha
     )
     line = failure_line("q1", spark, None)
     assert line == f"streaming query q1 failed: {refused}"
-    assert "\n" not in line and "empty --checkpoint folder" in line
+    assert "\n" not in line and "a new --checkpoint" in line
     assert "without losing an alert" in line
 
 
@@ -65,5 +65,5 @@ def test_a_shards_bucket_that_cannot_be_read_says_how_to_start_afresh_too() -> N
 
     damaged = engine_record.encode_topics({"t": {1, 2}})[:-2]
     for read, blob in ((read_topics, damaged), (read_partitions, b"\x00garbage")):
-        with pytest.raises(UnreadableState, match="empty --checkpoint folder"):
+        with pytest.raises(UnreadableState, match="a new --checkpoint"):
             read(blob)
