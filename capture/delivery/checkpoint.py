@@ -118,8 +118,9 @@ class CheckpointStore:
         afterwards (pass a copy)."""
         if self._writing is not None and self._writing.is_alive():
             return  # the previous one is still being written; the next turn saves
-        items = list(tree.items())
 
+        # `tree` is walked where it is written, off the capture loop: a list of its items made
+        # here took the loop ~250 ms at 2,000,000 znodes, every checkpoint.
         def write(stream: Any) -> None:
             writer = fastavro.write.Writer(
                 stream,
@@ -131,7 +132,7 @@ class CheckpointStore:
                     "zkcdc.mode": mode,
                 },
             )
-            for path, z in items:
+            for path, z in tree.items():
                 writer.write({"path": path, **z.__dict__})
             writer.flush()
 
