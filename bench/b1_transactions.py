@@ -151,7 +151,18 @@ def main() -> None:
         steps: list[dict[str, Any]] = [{"target_per_s": rate} for rate in rates]
         try:
             if args.stack_warmup:
-                warm_stack(info, hosts, setup, paths, rates, args, work)
+                # A user's brokers have run for long: without this the first mode measured its
+                # stack's start (run in turn on one day, whichever mode ran first had twice the
+                # p99 of the same mode run second). Its own state folder: the measured
+                # transactions daemon starts fresh.
+                warm = argparse.Namespace(
+                    **{**vars(args), "duration": args.stack_warmup, "warmup": 0.0}
+                )
+                (work / "stack-warm-up").mkdir()
+                fastest = max((r for r in rates if r is not None), default=250.0)
+                for _ in _mode_alone("transactions", info, hosts, setup, paths, [fastest],
+                                     warm, work / "stack-warm-up"):  # fmt: skip
+                    print(f"stack warmed up: {args.stack_warmup:g} s", flush=True)
             for mode in modes:
                 for step, measured in zip(
                     steps,
@@ -170,27 +181,6 @@ def main() -> None:
               "stack_warmup_s": args.stack_warmup, "steps": steps,
               "work": str(work)}  # fmt: skip
     print(render(save(NAME, result, args.quick)))
-
-
-def warm_stack(
-    info: Any,
-    hosts: str,
-    setup: KazooClient,
-    paths: list[str],
-    rates: list[float | None],
-    args: argparse.Namespace,
-    work: Path,
-) -> None:
-    """A transactions daemon under the writers at the fastest paced rate for
-    `--stack-warmup` s, not measured, before the first mode: a user's brokers have run for long,
-    and without it the first mode measured its stack's start (in two runs in turn on one day,
-    whichever mode ran first had twice the p99 of the same mode run second)."""
-    paced = [r for r in rates if r is not None]
-    warm = argparse.Namespace(**{**vars(args), "duration": args.stack_warmup, "warmup": 0.0})
-    (work / "stack-warm-up").mkdir()  # its own state folder: the measured daemon starts fresh
-    for _ in _mode_alone("transactions", info, hosts, setup, paths,
-                         [max(paced, default=250.0)], warm, work / "stack-warm-up"):  # fmt: skip
-        print(f"stack warmed up: {args.stack_warmup:g} s of transactions", flush=True)
 
 
 def render(result: dict[str, Any]) -> str:
