@@ -216,21 +216,26 @@ class KafkaConnection(BaseModel):
 
     def watermarks(self, topic: str, timeout_s: float) -> dict[int, tuple[int, int]]:
         """Each partition of `topic`: its (low, high) watermarks, waiting out a leader that
-        moves. NoSuchTopic when it does not exist; KafkaUnreachable or KafkaException when
-        Kafka does not answer."""
+        moves. NoSuchTopic when it does not exist; KafkaException when Kafka does not
+        answer."""
         from confluent_kafka import TopicPartition
 
-        found = self.list_topics(timeout_s).topics.get(topic)
-        if found is None or found.error is not None or not found.partitions:
-            raise NoSuchTopic(f"no topic {topic} on {self.describe()}")
         consumer = self.consumer(f"zkcdc-watermarks-{os.getpid()}", quiet=True)
         try:
             return {
                 p: _watermarks(consumer, TopicPartition(topic, p), timeout_s)
-                for p in sorted(found.partitions)
+                for p in self._partitions(consumer, topic, timeout_s)
             }
         finally:
             consumer.close()
+
+    def _partitions(self, consumer: Any, topic: str, timeout_s: float) -> list[int]:
+        """The partitions of `topic` as `consumer` is told of them; NoSuchTopic when it has
+        none."""
+        found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise NoSuchTopic(f"no topic {topic} on {self.describe()}")
+        return sorted(found.partitions)
 
     def read_to_end(
         self,
@@ -251,11 +256,7 @@ class KafkaConnection(BaseModel):
 
         consumer = self.consumer(group, {"enable.partition.eof": True}, quiet=True)
         try:
-            metadata = consumer.list_topics(topic, timeout=timeout_s)
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                raise NoSuchTopic(f"no topic {topic} on {self.describe()}")
-            partitions = sorted(found.partitions)
+            partitions = self._partitions(consumer, topic, timeout_s)
             if since_ms is None:
                 starts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
             else:
