@@ -11,6 +11,8 @@ pyspark and pandas are imported inside the functions that run on Spark (see aler
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,11 +62,35 @@ def routed(records: Any, partition_shards: int) -> Any:
     shard k task k mod `partition_shards` (the cluster shard shares task 0).
 
     What a record needs is worked out once, before it is copied to every shard; after the copy
-    only comparisons of small columns remain."""
+    only comparisons of small columns remain. Path and events are read in a projection of their
+    own, so each is parsed once a record, and no higher-order function (`forall`, `transform`)
+    is used: one keeps Spark from compiling its whole projection, which then ran interpreted
+    with the events parsed three times, as much time as the Kafka read and the Avro decode
+    together (B3's records)."""
     from pyspark.sql import functions as F
 
-    topic = F.regexp_extract("path", _STATE_PATH, 1)
-    partition = F.regexp_extract("path", _STATE_PATH, 2).cast("int").cast("string")
+    columns = ("cluster", "seq", "partition", "ts_ms", "op", "path", "events")
+    # Three projections, which Spark keeps apart (each column below is used more than once in
+    # the next): the path matched once, in compiled code; the events parsed once, in Spark's
+    # interpreter (`from_json` is not compiled); the rest compiled again.
+    matched = records.select(
+        *columns,
+        F.regexp_extract("path", _STATE_PATH, 1).alias("_topic"),
+        F.regexp_extract("path", _STATE_PATH, 2).alias("_number"),
+    )
+    topic = F.col("_topic")
+    # Records of a partition's state are most of a busy cluster's: only those can be moves
+    # (events naming one of the types a move is made of).
+    named = [F.col("events").contains(kind.value) for kind in sorted(ISR_CHANGES)]
+    candidate = (topic != "") & functools.reduce(operator.or_, named)
+    read = matched.select(
+        *columns,
+        "_topic",
+        "_number",
+        F.when(candidate, F.from_json("events", _EVENTS)).alias("_parsed"),
+    )
+    parsed = F.col("_parsed")
+    partition = F.col("_number").cast("int").cast("string")
     part = F.pmod(
         F.crc32(F.concat(topic, F.lit("/"), partition)), F.lit(hash_space(partition_shards))
     )
@@ -72,47 +98,32 @@ def routed(records: Any, partition_shards: int) -> Any:
         topic != "",
         F.lit(1) + F.least((part / F.lit(SHARE)).cast("int"), F.lit(partition_shards - 1)),
     ).when(F.col("path").rlike(_CLUSTER_ONLY), F.lit(0))
-    parsed = F.from_json("events", _EVENTS)
-    isr_only = F.forall(
-        parsed,
-        lambda e: (
-            e["type"].isin(*sorted(ISR_CHANGES))
-            & e["topic"].isNotNull()
-            & e["partition"].isNotNull()
-        ),
+    isr_types = F.array(*[F.lit(kind.value) for kind in sorted(ISR_CHANGES)])
+    isr_only = (
+        (F.size(parsed) > 0)
+        & (F.size(F.array_except(parsed["type"], isr_types)) == 0)
+        & _no_nulls(parsed["topic"])
+        & _no_nulls(parsed["partition"].cast("array<string>"))
     )
+    # engine_scope.leaders_of reads them: "a", the leader after, wins over "l" where present.
     moves = F.to_json(
-        F.transform(
-            parsed,
-            lambda e: F.struct(
-                e["topic"].alias("t"),
-                e["partition"].alias("p"),
-                F.coalesce(e["leader_after"], e["leader"]).alias("l"),
-            ),
+        F.arrays_zip(
+            parsed["topic"].alias("t"),
+            parsed["partition"].alias("p"),
+            parsed["leader_after"].alias("a"),
+            parsed["leader"].alias("l"),
         )
     )
-    # Records of a partition's state are most of a busy cluster's: only those can be moves.
-    light = F.when(
-        (topic != "") & F.col("events").contains("ISR_"), F.when(
-            (F.size(parsed) > 0) & F.coalesce(isr_only, F.lit(False)), moves
-        )
-    )  # fmt: skip
     shard, own_col = F.col("shard"), F.col("own")
     # own: the one partition shard that needs the record whole besides the cluster shard, 0
     # when only the cluster shard needs it, null when every shard does.
     whole = own_col.isNull() | (shard == 0) | (shard == own_col)
     lead = (shard == 0) & F.col("moves").isNotNull()
     return (
-        records.select(
-            "cluster",
-            "seq",
-            "partition",
-            "ts_ms",
-            "op",
-            "path",
-            "events",
+        read.select(
+            *columns,
             own.alias("own"),
-            light.alias("moves"),
+            F.when(F.coalesce(isr_only, F.lit(False)), moves).alias("moves"),
         )
         .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(partition_shards))))
         # A dead letter (cluster null) once, not once per shard.
@@ -132,6 +143,14 @@ def routed(records: Any, partition_shards: int) -> Any:
             F.when(lead, F.col("moves")).when(whole, F.col("events")).alias("events"),
         )
     )
+
+
+def _no_nulls(texts: Any) -> Any:
+    """Whether an array of strings holds no null: `array_join` leaves nulls out unless given
+    a replacement (no higher-order function, see routed)."""
+    from pyspark.sql import functions as F
+
+    return F.array_join(texts, ",") == F.array_join(texts, ",", "?")
 
 
 def slot_of(cluster: Any, shard: Any, partition_shards: int) -> Any:

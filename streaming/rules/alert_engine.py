@@ -103,7 +103,13 @@ class AlertEngine:
         self.last_seq = seq
         out = self.advance_ordered(seq, ts_ms)
         touched: set[Entity] = set()
+        partitions = self.state.partitions
         for topic, partition, leader in leaders:
+            known = partitions.get((topic, partition))
+            if known is not None and (leader is None or leader == known.leader):
+                # Most such records: the leader stays, and nothing the cluster shard keeps
+                # moves (a write would only mark the partition's bucket to be written again).
+                continue
             changes = {} if leader is None else {"leader": leader}
             touched |= self.state.change_partition((topic, partition), changes)
         return out + self._evaluate(seq, touched, self.scope)

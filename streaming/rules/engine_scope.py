@@ -185,14 +185,22 @@ def leader_moves(events: Any) -> list[tuple[str, int, int | None]] | None:
 
 
 def leaders_text(moves: list[tuple[str, int, int | None]]) -> str:
-    """Leader moves as Spark SQL's `to_json` writes them in the job (a null leader left out)."""
+    """Leader moves as `leaders_of` reads them (a null leader left out, as Spark SQL's
+    `to_json` leaves it out in the job)."""
     return orjson.dumps(
         [{"t": t, "p": p} if lead is None else {"t": t, "p": p, "l": lead} for t, p, lead in moves]
     ).decode()
 
 
 def leaders_of(text: str) -> list[tuple[str, int, int | None]]:
-    return [(move["t"], move["p"], move.get("l")) for move in orjson.loads(text)]
+    """Each move's partition and leader. The job (shard_stage.routed) writes an event's leader
+    after as "a" and its leader as "l", the first present being the leader after the event;
+    checkpoints of earlier releases hold moves with "l" alone, already that leader."""
+    out = []
+    for move in orjson.loads(text):
+        after = move.get("a")
+        out.append((move["t"], move["p"], move.get("l") if after is None else after))
+    return out
 
 
 def _is_int(value: Any) -> bool:

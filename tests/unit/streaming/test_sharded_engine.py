@@ -19,6 +19,7 @@ from zkcdc.streaming.rules.engine_scope import (
     CLUSTER_SHARD,
     Scope,
     full_shards,
+    leaders_of,
     leaders_text,
     partition_shard,
 )
@@ -311,6 +312,18 @@ def test_each_record_goes_whole_only_where_it_is_needed() -> None:
                      "/admin/reassign_partitions", "/somewhere/else"):  # fmt: skip
         assert full_shards(everyone, n) == list(range(n + 1))
     assert 1 <= own <= n and partition_shard("orders", 7, n) == own  # stable
+
+
+def test_leader_moves_read_as_the_job_writes_them_and_as_earlier_releases_kept_them() -> None:
+    """The job writes each move's leader after ("a") beside its leader ("l"), the first present
+    winning (shard_stage.routed); a checkpoint of an earlier release may hold moves waiting for
+    their turn with "l" alone, already that leader."""
+    written = '[{"t":"t","p":1,"a":2,"l":1},{"t":"t","p":2,"l":3},{"t":"u","p":0}]'
+    assert leaders_of(written) == [("t", 1, 2), ("t", 2, 3), ("u", 0, None)]
+    kept = '[{"t":"t","p":1,"l":2},{"t":"u","p":0}]'
+    assert leaders_of(kept) == [("t", 1, 2), ("u", 0, None)]
+    moves = [("t", 1, 2), ("u", 0, None)]
+    assert leaders_of(leaders_text(moves)) == moves
 
 
 def test_one_topics_partitions_spread_over_every_shard() -> None:
