@@ -320,19 +320,16 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     out = []
     warm = all("warm" in s for s in result["sizes"])
     for when in ("warm", "just started") if warm else ("just started",):
-        by_size = {
-            s["partitions"]: (s["warm"] if when == "warm" else s)["p99_ms"] for s in result["sizes"]
-        }
+        # size -> (the row of that job, the incidents timed at that size)
+        rows = {s["partitions"]: (s["warm"] if when == "warm" else s, s.get("incidents"))
+                for s in result["sizes"]}  # fmt: skip
+        by_size = {n: row["p99_ms"] for n, (row, _) in rows.items()}
         if not by_size:
             continue
         shown = ", ".join(f"{n:,}: {fmt(p99)} ms" for n, p99 in sorted(by_size.items()))
         # An incident whose alert was not matched has no figure: its row is not met.
-        short = {
-            s["partitions"]: (r["alerts_received"], s["incidents"])
-            for s in result["sizes"]
-            for r in [s["warm"] if when == "warm" else s]
-            if r.get("alerts_received", s.get("incidents")) != s.get("incidents")
-        }
+        short = {n: (row["alerts_received"], of) for n, (row, of) in rows.items()
+                 if row.get("alerts_received", of) != of}  # fmt: skip
         shown += "".join(f" ({n:,}: {got} of {of} alerts matched)"
                          for n, (got, of) in sorted(short.items()))  # fmt: skip
         out.append((f"alert p99 at every size, {when}", shown, "≤ 1,000 ms each",

@@ -103,10 +103,8 @@ class AlertEngine:
         self.last_seq = seq
         out = self.advance_ordered(seq, ts_ms)
         touched: set[Entity] = set()
-        partitions = self.state.partitions
         for topic, partition, leader in leaders:
-            known = partitions.get((topic, partition))
-            if known is not None and (leader is None or leader == known.leader):
+            if self.state.leader_stays((topic, partition), leader):
                 # Most such records: the leader stays, and nothing the cluster shard keeps
                 # moves (a write would only mark the partition's bucket to be written again).
                 continue
@@ -150,10 +148,9 @@ class AlertEngine:
         it (most of a busy cluster's records)."""
         if event["type"] not in ISR_CHANGES:
             return False
-        known = self.state.partitions.get((event["topic"], event["partition"]))
         leader = event.get("leader_after")
         leader = event.get("leader") if leader is None else leader
-        return known is not None and (leader is None or leader == known.leader)
+        return self.state.leader_stays((event["topic"], event["partition"]), leader)
 
     def next_due(self) -> int:
         """The earliest event time at which a timer or a window may come due (or later: a

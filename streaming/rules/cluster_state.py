@@ -104,6 +104,12 @@ class ClusterState:
             self.topics.setdefault(key[0], set()).add(key[1])
         return touched
 
+    def leader_stays(self, key: PartitionKey, leader: int | None) -> bool:
+        """Whether the partition at `key` is known and `leader` (None: an event that names
+        none) leaves its leader as it is."""
+        known = self.partitions.get(key)
+        return known is not None and (leader is None or leader == known.leader)
+
     def drop_topic(self, topic: str) -> set[Entity]:
         touched: set[Entity] = {("topic", topic)}
         for partition in self.topics.pop(topic, set()):
