@@ -14,13 +14,21 @@ holds, and a worker that has imported pandas, pyarrow, pyspark and zkcdc holds ~
 ~50-80 ms of CPU after each task, two tasks a micro-batch, on a machine of two cores (py-spy
 of a warm alert job at 40 partitions, B9: two thirds of its workers' samples). What a worker
 has loaded by its first task lives as long as the worker, so it is frozen out of the
-collector's reach (`gc.freeze`); what the tasks make afterwards is collected as before."""
+collector's reach (`gc.freeze`); what the tasks make afterwards is collected as before.
+
+PySpark 4.2 hands transformWithStateInPandas its input row by row: each Arrow batch becomes a
+pandas frame, which it walks with `itertuples` to build a new frame of each grouping key's
+rows. The shards get most of a micro-batch's rows (each record once per shard, most as ticks),
+so the worker's later tasks cut each frame into its keys' runs with slices instead
+(`take_input_by_key`); each key gets the same rows and columns."""
 
 from __future__ import annotations
 
 import gc
 import sys
 import zipimport
+from collections.abc import Iterator
+from itertools import groupby
 from typing import Any
 
 
@@ -49,4 +57,68 @@ def freeze_what_is_loaded() -> None:
 def ready_for_next_tasks() -> None:
     """What a task of the alert job does for the worker's later tasks (above)."""
     keep_zip_directories()
+    take_input_by_key()
     freeze_what_is_loaded()
+
+
+def _keyed_frames(serializer: Any, stream: Any) -> Iterator[tuple[Any, ...]]:
+    """PySpark 4.2's `TransformWithStateInPandasSerializer.load_stream`, less its row-by-row
+    middle: each Arrow batch is made a pandas frame as there, but then cut into runs of one
+    grouping key with slices, where PySpark walks it with `itertuples` and builds a new frame
+    of each key's rows. Spark sends each key's rows
+    together, as PySpark's own assumes; the frames a key gets hold the same rows and columns."""
+    import pandas as pd  # type: ignore[import-untyped]
+    from pyspark.sql.conversion import ArrowBatchTransformer
+    from pyspark.sql.pandas.serializers import ArrowStreamPandasSerializer
+    from pyspark.sql.streaming.stateful_processor_util import (
+        TransformWithStateInPandasFuncMode as Mode,
+    )
+
+    arrow = super(ArrowStreamPandasSerializer, serializer).load_stream(stream)
+
+    def runs() -> Iterator[tuple[tuple[Any, ...], Any]]:
+        for batch in arrow:
+            if batch.num_rows == 0:
+                continue
+            frame = pd.concat(
+                ArrowBatchTransformer.to_pandas(
+                    batch,
+                    timezone=serializer._timezone,
+                    schema=serializer._input_type,
+                    struct_in_pandas=serializer._struct_in_pandas,
+                    ndarray_as_list=serializer._ndarray_as_list,
+                    prefer_int_ext_dtype=serializer._prefer_int_ext_dtype,
+                    df_for_struct=serializer._df_for_struct,
+                ),
+                axis=1,
+            )
+            # The keys as Python values, as itertuples gives them (the state server takes them).
+            columns = [frame.iloc[:, o].tolist() for o in serializer.key_offsets]
+            keys = list(zip(*columns, strict=True))
+            start = 0
+            for end in range(1, len(keys) + 1):
+                if end == len(keys) or keys[end] != keys[start]:
+                    yield keys[start], frame.iloc[start:end]
+                    start = end
+
+    for key, frames in groupby(runs(), key=lambda run: run[0]):
+        yield (Mode.PROCESS_DATA, key, frames)
+    yield (Mode.PROCESS_TIMER, None, None)
+    yield (Mode.COMPLETE, None, None)
+
+
+# The PySpark whose input path `_keyed_frames` stands in for: another keeps its own.
+_KEYED_FRAMES_PYSPARK = "4.2.0"
+
+
+def take_input_by_key() -> None:
+    """The worker's transformWithStateInPandas input cut by key in slices (`_keyed_frames`)."""
+    import pyspark
+    from pyspark.sql.pandas.serializers import TransformWithStateInPandasSerializer as Serializer
+
+    if pyspark.__version__ == _KEYED_FRAMES_PYSPARK and Serializer.load_stream is not _load_stream:
+        Serializer.load_stream = _load_stream  # type: ignore[method-assign]
+
+
+def _load_stream(self: Any, stream: Any) -> Iterator[tuple[Any, ...]]:
+    return _keyed_frames(self, stream)
