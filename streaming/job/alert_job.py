@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from zkcdc.ground.gc_pause import gc_paused
+from zkcdc.streaming.job.change_source import RECORD_COLUMNS
 from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine
 from zkcdc.streaming.rules import engine_record
@@ -160,10 +161,15 @@ def alerts_stream(
 ) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    return records.groupBy("cluster").applyInPandasWithState(
-        stateful_alerts(settings, partitions, with_state),
-        OUTPUT_SCHEMA,
-        STATE_SCHEMA,
-        "append",
-        GroupStateTimeout.NoTimeout,
+    # The routing's typed events (change_source.ROUTING_EVENTS) are of no use to one group.
+    return (
+        records.select(*RECORD_COLUMNS)
+        .groupBy("cluster")
+        .applyInPandasWithState(
+            stateful_alerts(settings, partitions, with_state),
+            OUTPUT_SCHEMA,
+            STATE_SCHEMA,
+            "append",
+            GroupStateTimeout.NoTimeout,
+        )
     )

@@ -1,6 +1,7 @@
 """The change records as a streaming DataFrame: from the changes topic (Kafka source, Avro
 single-object or Confluent framing) or from event-log folders (Avro file source). Same columns
-either way: cluster, seq, op, path, ts_ms, events (JSON text of the typed events).
+either way: cluster, seq, op, path, ts_ms, events (JSON text of the typed events), and the few
+fields of the events that the shards' routing reads, typed (`ROUTING_EVENTS`).
 
 pyspark is imported where a DataFrame is built, not at the top: every `zkcdc` command loads
 this module, and pyspark's import alone is ~0.5 s."""
@@ -76,6 +77,7 @@ def spark_kafka_options(kafka: KafkaConnection) -> dict[str, str]:
 def _columns(decoded: Any, partition: Any) -> list[Any]:
     from pyspark.sql import functions as F
 
+    events = decoded["events"]
     return [
         decoded["cluster"].alias("cluster"),
         decoded["seq"].alias("seq"),
@@ -83,7 +85,12 @@ def _columns(decoded: Any, partition: Any) -> list[Any]:
         decoded["op"].alias("op"),
         decoded["path"].alias("path"),
         decoded["ts_ms"].alias("ts_ms"),
-        F.to_json(decoded["events"]).alias("events"),
+        F.to_json(events).alias("events"),
+        # Each a field of every event (an array of it), not a higher-order function over the
+        # events: one would keep Spark from compiling the projection (shard_stage.routed).
+        F.arrays_zip(*[events[name].alias(name) for name in ROUTING_FIELDS])
+        .cast(ROUTING_EVENTS_TYPE)
+        .alias(ROUTING_EVENTS),
     ]
 
 
@@ -95,7 +102,7 @@ def read_changes(spark: Any, source: KafkaInput | LogInput) -> tuple[Any, Any | 
         return _log_records(spark, source), None
     decoded = _decoded(spark, source)
     ok = F.col("reason").isNull()
-    records = decoded.where(ok).select(*RECORD_COLUMNS)
+    records = decoded.where(ok).select(*SOURCE_COLUMNS)
     dead = decoded.where(~ok).select("topic", "partition", "offset", "value", "reason")
     return records, dead
 
@@ -122,10 +129,11 @@ def changes_with_dead_letters(spark: Any, source: KafkaInput | LogInput) -> Any:
         "path": F.concat_ws("/", "topic", "partition", "offset"),
         "ts_ms": F.lit(0).cast("long"),
         "events": letter,
+        ROUTING_EVENTS: F.lit(None).cast(ROUTING_EVENTS_TYPE),
     }
     ok = F.col("reason").isNull()
     return decoded.select(
-        *[F.when(ok, F.col(c)).otherwise(dead[c]).alias(c) for c in RECORD_COLUMNS]
+        *[F.when(ok, F.col(c)).otherwise(dead[c]).alias(c) for c in SOURCE_COLUMNS]
     )
 
 
@@ -133,6 +141,17 @@ def changes_with_dead_letters(spark: Any, source: KafkaInput | LogInput) -> Any:
 # the job's order waits on (streaming/rules/seq_order.py).
 RECORD_COLUMNS = ("cluster", "seq", "partition", "op", "path", "ts_ms", "events")
 DEAD_LETTER_OP = "DEAD"
+# Beside them, the fields of each event that the shards' routing reads (shard_stage.routed),
+# typed as the decoded record has them: the routing needs no parse of the events' JSON, which
+# Spark runs interpreted (`from_json`: a fifth of the CPU of the stage that reads, decodes and
+# routes B3's records). Null where a record comes as JSON alone (a schema registry's values,
+# decoded in Python; a dead letter): the routing parses those.
+ROUTING_EVENTS = "routing_events"
+ROUTING_FIELDS = ("type", "topic", "partition", "leader", "leader_after")
+ROUTING_EVENTS_TYPE = (
+    "array<struct<type:string,topic:string,partition:int,leader:int,leader_after:int>>"
+)
+SOURCE_COLUMNS = (*RECORD_COLUMNS, ROUTING_EVENTS)
 
 
 def read_change_structs(spark: Any, source: KafkaInput | LogInput) -> Any:
@@ -279,6 +298,7 @@ def _decoded_in_python(raw: Any, registry_url: str) -> Any:
     return decoded.select(
         "topic", "offset", "value",
         *[F.col(c if c == "partition" else f"r.{c}").alias(c) for c in RECORD_COLUMNS],
+        F.lit(None).cast(ROUTING_EVENTS_TYPE).alias(ROUTING_EVENTS),
         F.col("r.error").alias("reason"),
     )  # fmt: skip
 

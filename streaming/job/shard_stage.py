@@ -25,6 +25,7 @@ from zkcdc.streaming.job.alert_job import (
     output_rows,
 )
 from zkcdc.streaming.job.bucketed_map import BucketedMap, Buckets
+from zkcdc.streaming.job.change_source import ROUTING_EVENTS, ROUTING_EVENTS_TYPE
 from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine, read_partitions, read_topics
 from zkcdc.streaming.rules import engine_record
@@ -50,7 +51,6 @@ def place_text(order: Order) -> str:
     return "\x00".join(parts)
 
 
-_EVENTS = "array<struct<type:string,topic:string,partition:int,leader:int,leader_after:int>>"
 _SLOT_TRIES = 16  # each costs a hash a row; 2 tasks: 1 in 65,536 rows falls back to its shard
 
 
@@ -71,10 +71,13 @@ def routed(records: Any, partition_shards: int) -> Any:
 
     columns = ("cluster", "seq", "partition", "ts_ms", "op", "path", "events")
     # Three projections, which Spark keeps apart (each column below is used more than once in
-    # the next): the path matched once, in compiled code; the events parsed once, in Spark's
-    # interpreter (`from_json` is not compiled); the rest compiled again.
+    # the next): the path matched once, in compiled code; the events' fields taken once, from
+    # the source's typed events (change_source.ROUTING_EVENTS) or, where it has none, parsed
+    # from their JSON in Spark's interpreter (`from_json` is not compiled); the rest compiled.
+    typed = ROUTING_EVENTS in records.columns  # the source's typed events, where it has them
     matched = records.select(
         *columns,
+        *([ROUTING_EVENTS] if typed else []),
         F.regexp_extract("path", _STATE_PATH, 1).alias("_topic"),
         F.regexp_extract("path", _STATE_PATH, 2).alias("_number"),
     )
@@ -83,12 +86,10 @@ def routed(records: Any, partition_shards: int) -> Any:
     # (events naming one of the types a move is made of).
     named = [F.col("events").contains(kind.value) for kind in sorted(ISR_CHANGES)]
     candidate = (topic != "") & functools.reduce(operator.or_, named)
-    read = matched.select(
-        *columns,
-        "_topic",
-        "_number",
-        F.when(candidate, F.from_json("events", _EVENTS)).alias("_parsed"),
-    )
+    parse = F.from_json("events", ROUTING_EVENTS_TYPE)
+    if typed:
+        parse = F.coalesce(F.col(ROUTING_EVENTS), parse)
+    read = matched.select(*columns, "_topic", "_number", F.when(candidate, parse).alias("_parsed"))
     parsed = F.col("_parsed")
     partition = F.col("_number").cast("int").cast("string")
     part = F.pmod(
