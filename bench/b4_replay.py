@@ -89,11 +89,12 @@ def spark_floor(mode: str, log: Path) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from zkcdc.streaming.job.change_source import LogInput, read_changes
+    from zkcdc.streaming.job.change_source import RECORD_COLUMNS, LogInput, read_changes
     from zkcdc.streaming.job.spark_session import session
 
     spark = session("local[*]", f"zkcdc-b4-floor-{mode}")
     records, _ = read_changes(spark, LogInput(log))
+    records = records.select(*RECORD_COLUMNS)  # what one group's rules are given (alert_job.py)
     if mode == "decode":
         rows = records.select(F.length("events").alias("n"))
     else:
