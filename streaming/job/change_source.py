@@ -147,9 +147,14 @@ DEAD_LETTER_OP = "DEAD"
 # routes B3's records). Null where a record comes as JSON alone (a schema registry's values,
 # decoded in Python; a dead letter): the routing parses those.
 ROUTING_EVENTS = "routing_events"
-ROUTING_FIELDS = ("type", "topic", "partition", "leader", "leader_after")
+_ROUTING_TYPES = {
+    "type": "string", "topic": "string", "partition": "int", "leader": "int",
+    "leader_after": "int",
+}  # fmt: skip
+ROUTING_FIELDS = tuple(_ROUTING_TYPES)
+# One list of names and types: the cast below names the zipped fields by position.
 ROUTING_EVENTS_TYPE = (
-    "array<struct<type:string,topic:string,partition:int,leader:int,leader_after:int>>"
+    f"array<struct<{','.join(f'{name}:{kind}' for name, kind in _ROUTING_TYPES.items())}>>"
 )
 SOURCE_COLUMNS = (*RECORD_COLUMNS, ROUTING_EVENTS)
 
