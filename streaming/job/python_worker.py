@@ -65,8 +65,9 @@ def _keyed_frames(serializer: Any, stream: Any) -> Iterator[tuple[Any, ...]]:
     """PySpark 4.2's `TransformWithStateInPandasSerializer.load_stream`, less its row-by-row
     middle: each Arrow batch is made a pandas frame as there, but then cut into runs of one
     grouping key with slices, where PySpark walks it with `itertuples` and builds a new frame
-    of each key's rows. Spark sends each key's rows
-    together, as PySpark's own assumes; the frames a key gets hold the same rows and columns."""
+    of each key's rows. Spark sends each key's rows together, as PySpark's own assumes; the
+    frames a key gets hold the same rows and columns. Its signature is load_stream's: it is
+    put in that method's place (`take_input_by_key`)."""
     import pandas as pd  # type: ignore[import-untyped]
     from pyspark.sql.conversion import ArrowBatchTransformer
     from pyspark.sql.pandas.serializers import ArrowStreamPandasSerializer
@@ -94,12 +95,11 @@ def _keyed_frames(serializer: Any, stream: Any) -> Iterator[tuple[Any, ...]]:
             )
             # The keys as Python values, as itertuples gives them (the state server takes them).
             columns = [frame.iloc[:, o].tolist() for o in serializer.key_offsets]
-            keys = list(zip(*columns, strict=True))
             start = 0
-            for end in range(1, len(keys) + 1):
-                if end == len(keys) or keys[end] != keys[start]:
-                    yield keys[start], frame.iloc[start:end]
-                    start = end
+            for key, run in groupby(zip(*columns, strict=True)):
+                end = start + sum(1 for _ in run)
+                yield key, frame.iloc[start:end]
+                start = end
 
     for key, frames in groupby(runs(), key=lambda run: run[0]):
         yield (Mode.PROCESS_DATA, key, frames)
@@ -116,9 +116,5 @@ def take_input_by_key() -> None:
     import pyspark
     from pyspark.sql.pandas.serializers import TransformWithStateInPandasSerializer as Serializer
 
-    if pyspark.__version__ == _KEYED_FRAMES_PYSPARK and Serializer.load_stream is not _load_stream:
-        Serializer.load_stream = _load_stream  # type: ignore[method-assign]
-
-
-def _load_stream(self: Any, stream: Any) -> Iterator[tuple[Any, ...]]:
-    return _keyed_frames(self, stream)
+    if pyspark.__version__ == _KEYED_FRAMES_PYSPARK and Serializer.load_stream is not _keyed_frames:
+        Serializer.load_stream = _keyed_frames  # type: ignore[method-assign]

@@ -186,4 +186,4 @@ def test_the_input_path_is_replaced_only_on_the_pyspark_it_was_written_for(
     assert Serializer.load_stream is own
     monkeypatch.setattr(pyspark, "__version__", python_worker._KEYED_FRAMES_PYSPARK)
     python_worker.take_input_by_key()
-    assert Serializer.load_stream is python_worker._load_stream
+    assert Serializer.load_stream is python_worker._keyed_frames
