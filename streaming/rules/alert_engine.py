@@ -15,7 +15,7 @@ from zkcdc.ground.change_types import Op
 from zkcdc.streaming.rules import alert_rules
 from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.alert_tracker import AlertTracker
-from zkcdc.streaming.rules.cluster_state import ClusterState, Entity
+from zkcdc.streaming.rules.cluster_state import ClusterState, Entity, leader_after
 from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, Scope
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.state_records import StateUpsert, upserts
@@ -148,9 +148,8 @@ class AlertEngine:
         it (most of a busy cluster's records)."""
         if event["type"] not in ISR_CHANGES:
             return False
-        leader = event.get("leader_after")
-        leader = event.get("leader") if leader is None else leader
-        return self.state.leader_stays((event["topic"], event["partition"]), leader)
+        key = (event["topic"], event["partition"])
+        return self.state.leader_stays(key, leader_after(event))
 
     def next_due(self) -> int:
         """The earliest event time at which a timer or a window may come due (or later: a

@@ -172,12 +172,18 @@ def _state_created(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
     )
 
 
+def leader_after(event: dict[str, Any]) -> int | None:
+    """The leader a partition-state event leaves: its leader after, else its leader (None: it
+    names none). What the cluster shard skips on (AlertEngine._isr_only) must be what a state
+    change would keep."""
+    leader = event.get("leader_after")
+    return event.get("leader") if leader is None else leader
+
+
 def _state_changed(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
     get = event.get
     changes: dict[str, Any] = {"isr": tuple(get("isr_after") or get("isr") or ())}
-    leader = get("leader_after")
-    if leader is None:
-        leader = get("leader")
+    leader = leader_after(event)
     if leader is not None:
         changes["leader"] = leader
     if (leader_epoch := get("leader_epoch_after")) is not None:
