@@ -74,10 +74,9 @@ def routed(records: Any, partition_shards: int) -> Any:
     # the next): the path matched once, in compiled code; the events' fields taken once, from
     # the source's typed events (change_source.ROUTING_EVENTS) or, where it has none, parsed
     # from their JSON in Spark's interpreter (`from_json` is not compiled); the rest compiled.
-    typed = ROUTING_EVENTS in records.columns  # the source's typed events, where it has them
     matched = records.select(
         *columns,
-        *([ROUTING_EVENTS] if typed else []),
+        ROUTING_EVENTS,
         F.regexp_extract("path", _STATE_PATH, 1).alias("_topic"),
         F.regexp_extract("path", _STATE_PATH, 2).alias("_number"),
     )
@@ -86,9 +85,8 @@ def routed(records: Any, partition_shards: int) -> Any:
     # (events naming one of the types a move is made of).
     named = [F.col("events").contains(kind.value) for kind in sorted(ISR_CHANGES)]
     candidate = (topic != "") & functools.reduce(operator.or_, named)
-    parse = F.from_json("events", ROUTING_EVENTS_TYPE)
-    if typed:
-        parse = F.coalesce(F.col(ROUTING_EVENTS), parse)
+    # Null typed events: a source of JSON alone (change_source.ROUTING_EVENTS).
+    parse = F.coalesce(F.col(ROUTING_EVENTS), F.from_json("events", ROUTING_EVENTS_TYPE))
     read = matched.select(*columns, "_topic", "_number", F.when(candidate, parse).alias("_parsed"))
     parsed = F.col("_parsed")
     partition = F.col("_number").cast("int").cast("string")
