@@ -137,12 +137,15 @@ class AlertmanagerNotifier:
                 self._due = now + wait
             return wait
         with self._lock:
-            for alert_id, sent in resolved.items():
-                if self._resolved.get(alert_id) is sent:
-                    del self._resolved[alert_id]
+            taken = [a for a, sent in resolved.items() if self._resolved.get(a) is sent]
+            for alert_id in taken:
+                del self._resolved[alert_id]
             self._due = now + self.resend_s
             self._health.succeeded(sent=len(batch))
-            self._save()
+            # A resend of the same firing alerts changes nothing to keep; saving (an fsync)
+            # on every one would hold the next resend up behind a busy disk.
+            if taken:
+                self._save()
         return self.resend_s
 
     def run(self, stop: threading.Event) -> None:

@@ -98,3 +98,20 @@ def test_an_unreadable_state_file_starts_empty(clock, tmp_path: Path):
     state = tmp_path / "alertmanager.json"
     state.write_text("{not json")
     assert make(clock, FakeAlertmanager(), state).pending == 0
+
+
+def test_the_state_file_is_written_when_what_is_due_changes_not_on_every_resend(
+    clock, tmp_path: Path
+):
+    am = FakeAlertmanager()
+    state = tmp_path / "alertmanager.json"
+    notifier = make(clock, am, state)
+    notifier.update([alert("a"), alert("b", "RESOLVED", ended=2_000)])
+    notifier.send_due()  # b taken: what is due changed
+    assert make(clock, am, state).pending == 1, "the taken resolved alert is no longer due"
+    state.write_text('{"firing": {}, "resolved": {}}')  # marks the file: a rewrite replaces it
+    for _ in range(3):
+        clock[0] += 10
+        notifier.send_due()
+    assert len(am.posts) == 4
+    assert state.read_text() == '{"firing": {}, "resolved": {}}', "a plain resend rewrote it"
