@@ -494,15 +494,16 @@ def _group_of(item: pytest.Item) -> None:
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return
-    # The widest fixture names the group: a package's stack before a module's.
-    groups = sorted(
-        (definition.scope != "package", f"{definition.baseid or 'root'}::{name}")
-        for name, definitions in info.name2fixturedefs.items()
-        for definition in definitions[-1:]
-        if definition.scope in ("module", "package")
+    group = worker_groups.shared_fixture_group(
+        item.nodeid.split("::")[0],
+        (
+            (definition.scope, definition.baseid)
+            for definitions in info.name2fixturedefs.values()
+            for definition in definitions[-1:]
+        ),
     )
-    if groups:
-        item.add_marker(pytest.mark.xdist_group(groups[0][1]))
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -10,10 +10,28 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 ENV = "ZKCDC_TEST_GROUPS_FILE"
+
+
+def shared_fixture_group(module: str, fixtures: Iterable[tuple[str, str]]) -> str | None:
+    """The group of a test in `module` (its node id's file part) that uses the module- or
+    package-scoped fixtures `fixtures`, each (scope, the node id of where it is defined); None
+    when it uses none. A package's fixture is one instance for every module of its package, so
+    it names the group (a package's stack before a module's). Module fixtures name the test's
+    module, whichever of them the test uses: one fixture is often built on another (an alert
+    job over the staged scenarios), and a test using only the inner one must still run where the
+    outer one's instance is, or both are made again on a second worker."""
+    fixtures = list(fixtures)
+    packages = sorted(where or "root" for scope, where in fixtures if scope == "package")
+    if packages:
+        return f"{packages[0]}::package"
+    if any(scope == "module" for scope, _ in fixtures):
+        return f"{module}::module"
+    return None
 
 
 def publish(groups: dict[str, str]) -> None:

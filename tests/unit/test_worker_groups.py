@@ -71,3 +71,20 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker_and_others_spread(tmp_
     free = {words[0] for words in ran if "test_free[" in words[-1]}
     assert len(grouped) == 1, run.stdout
     assert len(free) >= 2, run.stdout
+
+
+def test_a_module_groups_every_test_using_any_of_its_fixtures_and_a_package_fixture_comes_first():
+    module = "tests/integration/test_x.py"
+    # An outer fixture built on an inner one, and a test using only the inner one: one group.
+    outer = worker_groups.shared_fixture_group(module, [("module", module), ("module", module)])
+    inner = worker_groups.shared_fixture_group(module, [("module", module)])
+    assert outer == inner == f"{module}::module"
+    # A module fixture from a conftest is still one instance per module: grouped by the module.
+    assert worker_groups.shared_fixture_group(module, [("module", "tests")]) == inner
+    # A package's stack is one instance for the package: its modules join one group.
+    both = [("module", module), ("package", "tests/integration"), ("function", module)]
+    assert worker_groups.shared_fixture_group(module, both) == "tests/integration::package"
+    assert worker_groups.shared_fixture_group(module, [("package", "")]) == "root::package"
+    assert (
+        worker_groups.shared_fixture_group(module, [("function", module), ("session", "")]) is None
+    )
