@@ -23,8 +23,8 @@ def shared_fixture_group(module: str, fixtures: Iterable[tuple[str, str]]) -> st
     when it uses none. A package's fixture is one instance for every module of its package, so
     it names the group (a package's stack before a module's). Module fixtures name the test's
     module, whichever of them the test uses: one fixture is often built on another (an alert
-    job over the staged scenarios), and a test using only the inner one must still run where the
-    outer one's instance is, or both are made again on a second worker."""
+    job over the staged scenarios), and the tests of the inner one and those of the outer one
+    must share the inner one's instance, or it is made again on a second worker."""
     fixtures = list(fixtures)
     packages = sorted(where or "root" for scope, where in fixtures if scope == "package")
     if packages:
