@@ -18,6 +18,7 @@ from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
+from zkcdc.streaming.job.bucketed_map import Buckets
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
@@ -27,6 +28,7 @@ from zkcdc.streaming.job.change_source import (
 from zkcdc.streaming.job.checkpoint_layout import recorded_buckets, settle_layout
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS, compilers_niced, jvm_pid
 from zkcdc.streaming.job.driver_jar import local_file_system
+from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
@@ -133,6 +135,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         ),
         scratch=options.checkpoint / "batch-out",
         dead_letters=dead_letters,
+        keeps_final_state=options.state_out is not None,
     )
     own = spark is None
     if own:
@@ -140,11 +143,28 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
             options.master, "zkcdc-alerts", shuffle_partitions=max(1, shards),
             driver_memory=options.driver_memory,
         )  # fmt: skip
-    else:  # the stateful stage's tasks; the session's own setting back after the job
-        shared_partitions = spark.conf.get("spark.sql.shuffle.partitions")
-        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, shards)))
     log.info("spark started", master=options.master, shards=shards,
              local_files=local_file_system(spark))  # fmt: skip
+    with ending_with_the_driver(spark, options.driver_memory, "the alert job"):
+        _serve(options, spark, own, shards, buckets, stop, delivery, metrics, server)
+
+
+def _serve(
+    options: AlertJobOptions,
+    spark: Any,
+    own: bool,
+    shards: int,
+    buckets: Buckets,
+    stop: threading.Event,
+    delivery: BatchDelivery,
+    metrics: JobMetrics,
+    server: Any,
+) -> None:
+    """The job's queries on a started session, until stopped; then everything let go."""
+    sinks, state_sink, dead_letters = delivery.sinks, delivery.state_sink, delivery.dead_letters
+    if not own:  # the stateful stage's tasks; the session's own setting back after the job
+        shared_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(1, shards)))
     queries: list[tuple[Any, BatchCall]] = []  # a query, and its foreachBatch call
     try:
         with_state = state_sink is not None or options.state_out is not None
@@ -194,11 +214,13 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         if options.state_out is not None:
             write_state(options.state_out, delivery.final_state)
     finally:
-        for query, call in queries:
+        # A driver that ended answers nothing: what is asked of it below is skipped.
+        running = driver_running(spark)
+        for query, call in queries if running else ():
             # The micro-batch under way is let finish (its alerts delivered, then committed) for
             # a while; past that, Spark's stop interrupts it, and it is read again next start.
             call.stop(query, STOP_WAIT_S)
-        if own and queries:
+        if own and queries and running:
             # The query's stop cancels only its own job group, and a job can outlive it (Spark
             # logs "Failed to cancel job group"): left running, its tasks write into what
             # Spark's stop deletes. Nothing of it is committed; it is read again next start.
@@ -209,13 +231,13 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
             state_sink.close()
         if dead_letters is not None:
             dead_letters.close()
-        if not tasks_ended(spark, TASKS_END_WAIT_S):
+        if running and not tasks_ended(spark, TASKS_END_WAIT_S):
             log.warning("tasks still running as Spark stops", waited_s=TASKS_END_WAIT_S)
-        if own:
+        if own and running:
             with contextlib.suppress(Exception):  # the JVM may be going already
                 quiet_state_store_maintenance(spark)
             spark.stop()
-        else:
+        elif running:
             spark.conf.set("spark.sql.shuffle.partitions", shared_partitions)
         metrics.started(False)
         if server is not None:

@@ -38,6 +38,9 @@ class BatchDelivery:
     scratch: Path  # where Spark writes them
     dead_letters: DeadLetterTopic | None = None  # None: a source that has none (event logs)
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    # The state as it stands, for `--state-out` alone: a live job kept every entity's last
+    # upsert here for nothing, a million at a million partitions.
+    keeps_final_state: bool = False
     final_state: dict[str, str | None] = field(default_factory=dict)
 
     def __call__(self, batch: LeanBatch, batch_id: int) -> None:
@@ -64,7 +67,8 @@ class BatchDelivery:
             self.state_sink.deliver(upserts)
         self._dead_letters([(k, j) for kind, k, j, *_ in rows if kind == "dead"])
         self._placed([(k, j) for kind, k, j, *_ in rows if kind == "order"])
-        self.final_state.update(upserts)
+        if self.keeps_final_state:
+            self.final_state.update(upserts)
         self.ledger.mark(batch_id)
         self.metrics.delivered(a.status for a in alerts)
 
@@ -108,7 +112,8 @@ class BatchDelivery:
         append_alerts(folder, out, skip)
         self._dead_letters(list(keyed_lines(folder, "dead")))
         self._placed(list(keyed_lines(folder, "order")))
-        self.final_state.update(keyed_lines(folder, "state"))
+        if self.keeps_final_state:
+            self.final_state.update(keyed_lines(folder, "state"))
         self.ledger.mark(batch_id)
         self.metrics.delivered(())
         shutil.rmtree(folder, ignore_errors=True)

@@ -17,6 +17,7 @@ from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.class_archive import driver_options, ready_archive
 from zkcdc.streaming.job.driver_jar import driver_jar, driver_jar_conf
+from zkcdc.streaming.job.driver_jvm import EXIT_ON_OUT_OF_MEMORY
 from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
 
@@ -114,8 +115,10 @@ def session(
     if master.startswith("spark://"):
         builder = builder.config("spark.submit.pyFiles", str(package_zip()))
     ours = {**driver_classes, **(LAKE_CONF if lake else {})}
-    if archive is not None:
-        ours["spark.driver.extraJavaOptions"] = driver_options(archive)
+    # A driver out of heap exits rather than live on without the threads that ran out
+    # (driver_jvm.py): the job then says so in one line instead of waiting forever.
+    java_options = [EXIT_ON_OUT_OF_MEMORY, *([driver_options(archive)] if archive else [])]
+    ours["spark.driver.extraJavaOptions"] = " ".join(java_options)
     conf = conf or {}
     settings = {**ours, **conf}
     for key, sep in (("spark.driver.extraClassPath", os.pathsep),
@@ -145,7 +148,17 @@ def _started(builder: Any, master: str) -> Any:
         raise StreamingError(f"Spark did not start on {master}: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")
     quiet_state_server(spark)
+    _quiet_accumulator_server(spark)
     return spark
+
+
+def _quiet_accumulator_server(spark: Any) -> None:
+    """PySpark's server of accumulator updates prints a traceback when the driver's connection
+    to it drops: the driver ending under a job, which the job says in one line
+    (driver_jvm.py)."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, client_address: None
 
 
 # transformWithStateInPandas's state server (in the JVM that runs the task) logs a WARN for

@@ -24,6 +24,7 @@ from zkcdc.streaming.job.change_source import (
     read_change_structs,
     spark_kafka_options,
 )
+from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake.lake_tables import (
     LakeError,
@@ -74,6 +75,12 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
     own = spark is None
     if own:
         spark = lake_session(options.master, options.driver_memory)
+    with ending_with_the_driver(spark, options.driver_memory, "the history job"):
+        _serve(options, spark, own, stop)
+
+
+def _serve(options: HistoryJobOptions, spark: Any, own: bool, stop: threading.Event) -> None:
+    """The job's queries on a started session, until stopped; then they and it let go."""
     queries: list[Any] = []
     try:
         checkpoint = options.checkpoint.resolve()
@@ -120,16 +127,12 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
         for query in queries:
             if (error := query.exception()) is not None:
                 raise StreamingError(f"the history job failed: {first_line(error)}")
-    except ConnectionError as exc:  # Spark's JVM went (out of memory, killed)
-        raise StreamingError(
-            f"Spark ended under the history job ({exc}): its log says why; a larger "
-            "--driver-memory if it ran out of memory"
-        ) from exc
     finally:
-        for query in queries:
+        running = driver_running(spark)  # a driver that ended answers nothing
+        for query in queries if running else ():
             with contextlib.suppress(Exception):
                 query.stop()
-        if own:
+        if own and running:
             with contextlib.suppress(Exception):
                 spark.stop()
 

@@ -1,14 +1,17 @@
 """A supervisor's SIGTERM to `zkcdc stream alerts` in the middle of a backlog, in either layout:
 the job exits 0 within 30 s, quietly (no Java stack trace in its output). An idle job's stop is
 held to the same in the alert tests that end with one (`AlertJob.stop_quietly`: one group in
-test_alert_job.py's stopped follower, two shards in its killed-and-restarted job)."""
+test_alert_job.py's stopped follower, two shards in its killed-and-restarted job). A job whose
+Spark driver is killed under it exits 1 at once, in one line."""
 
 from __future__ import annotations
 
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 from alerts_harness import committed, job_read_to
 from conftest import wait_until
@@ -71,3 +74,40 @@ def test_a_sigterm_while_warming_up_stops_the_job_within_30_s_and_leaves_no_warm
     assert not (checkpoint / "warm-up").exists(), "the warm-up's checkpoint left behind"
     assert committed(checkpoint) == [], "the job's own query ran"
     assert "warmed up" in job.log_file.read_text()
+
+
+def test_a_driver_killed_under_the_job_ends_it_in_one_line_and_leaves_nothing_running(
+    cluster, zk_chroot, start_capture, changes_topic, start_alert_job
+):
+    """The driver JVM killed under a live job, as the kernel's OOM killer kills it: the job
+    exits non-zero within 30 s with one line that says so and how to go on, no traceback, and
+    no process of it left. The driver runs with ExitOnOutOfMemoryError, so a heap run out ends
+    it the same way (streaming/job/driver_jvm.py) instead of leaving a job that waits on it
+    forever."""
+    connect = cluster.zookeeper_hosts + zk_chroot.chroot
+    build_cluster(connect)
+    daemon = start_capture(connect, "--cluster", "jvm", publish_to=changes_topic)
+    daemon.wait_logged("in sync")
+    changes_topic.wait_for(lambda r: r["op"] == "READ", "the snapshot")
+    job, _ = start_alert_job(changes_topic)
+    job.wait_started()
+    family = psutil.Process(job.process.pid).children(recursive=True)
+    driver = next(p for p in family if p.name() == "java")
+    assert "-XX:+ExitOnOutOfMemoryError" in driver.cmdline()
+    driver.kill()
+    try:
+        code = job.process.wait(30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"running 30 s after its driver was killed:\n{job.tail()}") from None
+    log = job.log_file.read_text(errors="replace")
+    assert code == 1, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    said = [line for line in log.splitlines() if "zkcdc: error:" in line]
+    assert len(said) == 1, log[-3000:]
+    assert said[0].endswith(
+        "zkcdc: error: the Spark driver's JVM was killed (SIGKILL, as the kernel does when the "
+        "machine runs out of memory) under the alert job; start the alert job again: it resumes "
+        "from its checkpoint"
+    ), said
+    left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [p.cmdline() for p in left]

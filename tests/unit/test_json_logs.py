@@ -147,3 +147,29 @@ def test_a_command_writes_json_lines_on_stderr_and_starts_without_structlog_or_r
     ]
     assert events[0]["znodes"] == 3
     assert done.stdout.strip() == "[]"  # none of them loaded to write a log line
+
+
+def test_py4js_own_report_of_a_failed_call_is_dropped_and_the_rest_of_the_root_loggers_kept():
+    """py4j logs a failed call to the root logger and raises it to the caller too (a Spark
+    driver gone: one record from each thread that asked); the caller's one line is kept."""
+    import py4j.java_gateway
+
+    def record(name: str, pathname: str) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.ERROR, pathname, 1, "Exception while sending "
+                                 "command.", None, None)  # fmt: skip
+
+    out = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        logs.configure()
+        handler = root.handlers[0]
+        assert isinstance(handler, logging.StreamHandler)
+        handler.setStream(out)
+        assert not handler.filter(record("root", py4j.java_gateway.__file__))
+        assert handler.filter(record("root", __file__))
+        assert handler.filter(record("py4j.java_gateway", py4j.java_gateway.__file__))
+        assert logging.getLogger("py4j").getEffectiveLevel() == logging.CRITICAL
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])

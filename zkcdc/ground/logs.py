@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -113,9 +114,16 @@ class RepeatLimit(logging.Filter):
         return True
 
 
+def _not_py4j_on_root(record: logging.LogRecord) -> bool:
+    """py4j (Spark's bridge) logs a failed call to the root logger, traceback and all, and
+    raises it to the caller as well: the caller's report is the one kept."""
+    return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
+
+
 def configure(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
+    handler.addFilter(_not_py4j_on_root)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -123,10 +131,12 @@ def configure(level: str = "INFO") -> None:
     # kazoo warns on every dropped connection; zkcdc logs its own session state changes.
     logging.getLogger("kazoo").setLevel("ERROR")
     # The schema registry client's HTTP library logs every request at INFO.
-    # So do py4j's (Spark's bridge) for each command and connection, up to the exit, where
-    # its "Closing down" lines came after a command's one-line error.
-    for name in ("httpx", "httpx2", "httpcore", "httpcore2", "py4j"):
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
         logging.getLogger(name).setLevel("WARNING")
+    # py4j (Spark's bridge) logs each command and connection at INFO, up to the exit, where
+    # its "Closing down" lines came after a command's one-line error; and each exception of a
+    # foreachBatch function, which Spark fails the query with, so the job reports it.
+    logging.getLogger("py4j").setLevel("CRITICAL")
 
 
 def quiet(name: str) -> logging.Logger:

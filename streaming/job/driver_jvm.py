@@ -1,0 +1,75 @@
+"""The Spark driver's JVM as a job's Python sees it: a child process that can end under the job.
+
+A driver out of heap used to keep its process: the thread that ran out died, the py4j thread
+serving the job's calls among them, and the job waited for an answer forever, alive to its
+supervisor and raising nothing (a fresh job on a 1,000,000-partition cluster at the default
+heap). The driver now exits on its first OutOfMemoryError (`EXIT_ON_OUT_OF_MEMORY`), and a job
+whose driver has ended (that way, killed, crashed) stops with one line that says how and what
+to do, instead of a py4j traceback from each of its threads. Its checkpoint holds what it
+committed: started again, it resumes there, nothing lost or doubled."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+from zkcdc.streaming.errors import StreamingError
+
+EXIT_ON_OUT_OF_MEMORY = "-XX:+ExitOnOutOfMemoryError"
+OUT_OF_MEMORY_STATUS = 3  # HotSpot's exit status under ExitOnOutOfMemoryError
+
+
+class DriverEnded(StreamingError):
+    """The Spark driver's JVM ended under a job."""
+
+
+def exit_status(spark: Any) -> int | None:
+    """The driver JVM's exit status once it has ended (negative: the signal that ended it);
+    None while it runs, or where this process did not start it (spark-submit started this
+    one: its end is this process's)."""
+    gateway = getattr(getattr(spark, "sparkContext", None), "_gateway", None)
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return None
+    status = process.poll()
+    return None if status is None else int(status)
+
+
+def ended_message(status: int, driver_memory: str, job: str) -> str:
+    """What a job says in one line when its driver ended with `status`."""
+    again = f"start {job} again: it resumes from its checkpoint"
+    if status == OUT_OF_MEMORY_STATUS:
+        return (
+            f"the Spark driver ran out of its heap (--driver-memory {driver_memory}) and exited "
+            f"under {job}; {again}, with a larger --driver-memory"
+        )
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        how = f"was killed ({name}"
+        # The kernel's OOM killer sends SIGKILL: a machine short of memory looks like this too.
+        how += ", as the kernel does when the machine runs out of memory)" if -status == 9 else ")"
+        return f"the Spark driver's JVM {how} under {job}; {again}"
+    return f"the Spark driver's JVM exited with status {status} under {job}; {again}"
+
+
+@contextlib.contextmanager
+def ending_with_the_driver(spark: Any, driver_memory: str, job: str) -> Iterator[None]:
+    """Whatever fails in the block once the driver has ended is that end, said in one line."""
+    try:
+        yield
+    except Exception as exc:
+        status = exit_status(spark)
+        if status is None or isinstance(exc, DriverEnded):
+            raise
+        raise DriverEnded(ended_message(status, driver_memory, job)) from exc
+
+
+def driver_running(spark: Any) -> bool:
+    """Whether calls into the driver can still be answered (cleanup skips them otherwise: each
+    would fail, and py4j would log a traceback for it)."""
+    return exit_status(spark) is None

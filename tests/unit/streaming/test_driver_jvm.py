@@ -1,0 +1,62 @@
+"""What a job says when its Spark driver's JVM ends under it (streaming/job/driver_jvm.py):
+one line by how it ended, and only once it has ended."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from zkcdc.streaming.job.driver_jvm import (
+    OUT_OF_MEMORY_STATUS,
+    DriverEnded,
+    ended_message,
+    ending_with_the_driver,
+    exit_status,
+)
+
+
+def _spark_with(process: object) -> object:
+    return SimpleNamespace(sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=process)))
+
+
+def test_each_way_a_driver_ends_is_one_line_that_says_how_to_go_on():
+    heap = ended_message(OUT_OF_MEMORY_STATUS, "512m", "the alert job")
+    assert heap == (
+        "the Spark driver ran out of its heap (--driver-memory 512m) and exited under the alert "
+        "job; start the alert job again: it resumes from its checkpoint, with a larger "
+        "--driver-memory"
+    )
+    assert "SIGKILL, as the kernel does" in ended_message(-9, "1g", "the history job")
+    assert "(SIGSEGV)" in ended_message(-11, "1g", "the history job")
+    assert "(signal 99)" in ended_message(-99, "1g", "the history job")
+    assert "exited with status 134" in ended_message(134, "1g", "the history job")
+    for status in (OUT_OF_MEMORY_STATUS, -9, -11, 1):
+        assert "\n" not in ended_message(status, "1g", "the alert job")
+
+
+def test_a_failure_becomes_the_drivers_end_only_once_the_driver_has_ended():
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        spark = _spark_with(alive)
+        assert exit_status(spark) is None
+        with pytest.raises(ConnectionError), ending_with_the_driver(spark, "1g", "the job"):
+            raise ConnectionError("a failure of its own")
+        alive.kill()
+        alive.wait()
+        assert exit_status(spark) == -9
+        with pytest.raises(DriverEnded) as ended, ending_with_the_driver(spark, "1g", "the job"):
+            raise ConnectionError("Answer from Java side is empty")
+        assert str(ended.value).startswith("the Spark driver's JVM was killed (SIGKILL")
+        assert isinstance(ended.value.__cause__, ConnectionError)
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_driver_this_process_did_not_start_is_not_watched():
+    """spark-submit's driver started this process: its end is this process's."""
+    assert exit_status(_spark_with(None)) is None
+    assert exit_status(SimpleNamespace()) is None
