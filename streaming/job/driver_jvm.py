@@ -11,6 +11,7 @@ committed: started again, it resumes there, nothing lost or doubled."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -73,3 +74,22 @@ def driver_running(spark: Any) -> bool:
     """Whether calls into the driver can still be answered (cleanup skips them otherwise: each
     would fail, and py4j would log a traceback for it)."""
     return exit_status(spark) is None
+
+
+class WhileTheDriverRuns(logging.Filter):
+    """Keeps py4j's record of a failed callback into this process (a foreachBatch function,
+    with its traceback) while the driver runs and answered: a callback that failed because
+    the driver stopped answering (a py4j error that carries no Java exception: its process
+    may not have exited yet) is the driver's end, which the job says in one line."""
+
+    def __init__(self, spark: Any) -> None:
+        super().__init__()
+        self._spark = spark
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from py4j.protocol import Py4JError, Py4JJavaError
+
+        failure = record.exc_info[1] if record.exc_info else None
+        if isinstance(failure, Py4JError) and not isinstance(failure, Py4JJavaError):
+            return False
+        return driver_running(self._spark)

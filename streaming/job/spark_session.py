@@ -4,6 +4,7 @@ imported when a session starts: every `zkcdc` command loads this module.)"""
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import sys
@@ -17,7 +18,7 @@ from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.class_archive import driver_options, ready_archive
 from zkcdc.streaming.job.driver_jar import driver_jar, driver_jar_conf
-from zkcdc.streaming.job.driver_jvm import EXIT_ON_OUT_OF_MEMORY
+from zkcdc.streaming.job.driver_jvm import EXIT_ON_OUT_OF_MEMORY, WhileTheDriverRuns
 from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
 
@@ -149,6 +150,9 @@ def _started(builder: Any, master: str) -> Any:
     spark.sparkContext.setLogLevel("WARN")
     quiet_state_server(spark)
     _quiet_accumulator_server(spark)
+    callbacks = logging.getLogger("py4j.clientserver")
+    if not any(isinstance(f, WhileTheDriverRuns) for f in callbacks.filters):  # one a process
+        callbacks.addFilter(WhileTheDriverRuns(spark))
     return spark
 
 

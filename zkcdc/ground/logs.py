@@ -131,12 +131,10 @@ def configure(level: str = "INFO") -> None:
     # kazoo warns on every dropped connection; zkcdc logs its own session state changes.
     logging.getLogger("kazoo").setLevel("ERROR")
     # The schema registry client's HTTP library logs every request at INFO.
-    for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
+    # So do py4j's (Spark's bridge) for each command and connection, up to the exit, where
+    # its "Closing down" lines came after a command's one-line error.
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2", "py4j"):
         logging.getLogger(name).setLevel("WARNING")
-    # py4j (Spark's bridge) logs each command and connection at INFO, up to the exit, where
-    # its "Closing down" lines came after a command's one-line error; and each exception of a
-    # foreachBatch function, which Spark fails the query with, so the job reports it.
-    logging.getLogger("py4j").setLevel("CRITICAL")
 
 
 def quiet(name: str) -> logging.Logger:

@@ -3,19 +3,28 @@ one line by how it ended, and only once it has ended."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import pytest
+from py4j.protocol import Py4JError, Py4JJavaError
 
 from zkcdc.streaming.job.driver_jvm import (
     OUT_OF_MEMORY_STATUS,
     DriverEnded,
+    WhileTheDriverRuns,
     ended_message,
     ending_with_the_driver,
     exit_status,
 )
+
+
+def _failing(record: logging.LogRecord, failure: Exception) -> logging.LogRecord:
+    record = logging.makeLogRecord(record.__dict__)
+    record.exc_info = (type(failure), failure, None)
+    return record
 
 
 def _spark_with(process: object) -> object:
@@ -54,6 +63,26 @@ def test_a_failure_becomes_the_drivers_end_only_once_the_driver_has_ended():
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_py4js_reports_of_failed_callbacks_are_kept_only_while_the_driver_runs():
+    callback = logging.LogRecord("py4j.clientserver", logging.ERROR, __file__, 1,
+                                 "There was an exception while executing the Python Proxy", None,
+                                 None)  # fmt: skip
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        kept = WhileTheDriverRuns(_spark_with(driver))
+        assert kept.filter(callback)
+        java = Py4JJavaError("An error occurred while calling o1.collectToPython",
+                             SimpleNamespace(_target_id="o2"))  # fmt: skip
+        unanswered = Py4JError("An error occurred while calling o1.collectToPython")
+        assert kept.filter(_failing(callback, java))
+        # The driver not answering: its end, whether or not its process is gone yet.
+        assert not kept.filter(_failing(callback, unanswered))
+    finally:
+        driver.kill()
+        driver.wait()
+    assert not kept.filter(callback)
 
 
 def test_a_driver_this_process_did_not_start_is_not_watched():
