@@ -1,6 +1,8 @@
 """A job's Spark driver on a local master maps the class archive recorded for its class path
 (the tests' set-up records it: conftest `_fill_caches`), with the lake's jars too, and says
-nothing of it on the job's output."""
+nothing of it on the job's output. The same probe checks what the session keeps from growing
+in a long-lived driver (spark_session.py): Avro read by its plain reader, whose caches do not
+keep every schema instance Spark parses, and few finished executions kept for a UI."""
 
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ try:
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     maps = open(f"/proc/{pid}/maps").read()
     archive = local_driver()[1]
-    print(json.dumps({"archive": str(archive), "mapped": str(archive) in maps}))
+    fast = spark._jvm.org.apache.avro.generic.GenericData.get().isFastReaderEnabled()
+    kept = spark.conf.get("spark.sql.ui.retainedExecutions")
+    print(json.dumps({"archive": str(archive), "mapped": str(archive) in maps,
+                      "avro_fast_reader": fast, "executions_kept": kept}))
 finally:
     spark.stop()
 """
@@ -40,4 +45,5 @@ def test_a_local_driver_maps_the_recorded_class_archive_quietly(kind: str) -> No
     found = json.loads(line)
     assert found["archive"] != "None", "no archive recorded: " + run.stderr[-2000:]
     assert found["mapped"], found
+    assert found["avro_fast_reader"] is False and found["executions_kept"] == "20", found
     assert "cds" not in run.stdout + run.stderr and "recording" not in run.stderr
