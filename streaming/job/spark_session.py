@@ -134,7 +134,9 @@ def session(
     # A driver out of heap exits rather than live on without the threads that ran out
     # (driver_jvm.py): the job then says so in one line instead of waiting forever.
     java_options = [
-        EXIT_ON_OUT_OF_MEMORY, AVRO_PLAIN_READER, *([driver_options(archive)] if archive else [])
+        EXIT_ON_OUT_OF_MEMORY,
+        AVRO_PLAIN_READER,
+        *([driver_options(archive)] if archive else []),
     ]
     ours["spark.driver.extraJavaOptions"] = " ".join(java_options)
     if not local:  # a cluster's executors decode too; their Java options stay the cluster's
