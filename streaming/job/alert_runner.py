@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,7 +216,7 @@ def _serve(
             write_state(options.state_out, delivery.final_state)
     finally:
         # A driver that ended answers nothing: what is asked of it below is skipped.
-        running = driver_running(spark)
+        running = driver_running(spark, sys.exc_info()[1])
         for query, call in queries if running else ():
             # The micro-batch under way is let finish (its alerts delivered, then committed) for
             # a while; past that, Spark's stop interrupts it, and it is read again next start.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,16 +27,39 @@ class DriverEnded(StreamingError):
     """The Spark driver's JVM ended under a job."""
 
 
-def exit_status(spark: Any) -> int | None:
-    """The driver JVM's exit status once it has ended (negative: the signal that ended it);
-    None while it runs, or where this process did not start it (spark-submit started this
-    one: its end is this process's)."""
+# How long a failure that is the driver not answering waits for its process to end: a killed
+# JVM's connections close before its process has ended (a large heap takes a while to let go).
+ENDING_WAIT_S = 10.0
+
+
+def exit_status(spark: Any, wait_s: float = 0.0) -> int | None:
+    """The driver JVM's exit status once it has ended (negative: the signal that ended it),
+    waiting up to `wait_s` for it; None while it runs, or where this process did not start it
+    (spark-submit started this one: its end is this process's)."""
     gateway = getattr(getattr(spark, "sparkContext", None), "_gateway", None)
     process = getattr(gateway, "proc", None)
     if process is None:
         return None
-    status = process.poll()
+    try:
+        status = process.wait(wait_s) if wait_s > 0 else process.poll()
+    except subprocess.TimeoutExpired:
+        return None
     return None if status is None else int(status)
+
+
+def unanswered(failure: BaseException | None) -> bool:
+    """Whether `failure`, or what it was raised from, is the driver not answering: a refused
+    or dropped connection, or a py4j error that carries no Java exception."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    seen = 0
+    while failure is not None and seen < 20:
+        if isinstance(failure, ConnectionError) or (
+            isinstance(failure, Py4JError) and not isinstance(failure, Py4JJavaError)
+        ):
+            return True
+        failure, seen = failure.__cause__ or failure.__context__, seen + 1
+    return False
 
 
 def ended_message(status: int, driver_memory: str, job: str) -> str:
@@ -64,16 +88,19 @@ def ending_with_the_driver(spark: Any, driver_memory: str, job: str) -> Iterator
     try:
         yield
     except Exception as exc:
-        status = exit_status(spark)
-        if status is None or isinstance(exc, DriverEnded):
+        if isinstance(exc, DriverEnded):
+            raise
+        status = exit_status(spark, ENDING_WAIT_S if unanswered(exc) else 0.0)
+        if status is None:
             raise
         raise DriverEnded(ended_message(status, driver_memory, job)) from exc
 
 
-def driver_running(spark: Any) -> bool:
+def driver_running(spark: Any, failure: BaseException | None = None) -> bool:
     """Whether calls into the driver can still be answered (cleanup skips them otherwise: each
-    would fail, and py4j would log a traceback for it)."""
-    return exit_status(spark) is None
+    would fail, and py4j would log a traceback for it). `failure`: what is being raised, if
+    anything; when it is the driver not answering, its end is waited for."""
+    return exit_status(spark, ENDING_WAIT_S if unanswered(failure) else 0.0) is None
 
 
 class WhileTheDriverRuns(logging.Filter):
@@ -87,9 +114,5 @@ class WhileTheDriverRuns(logging.Filter):
         self._spark = spark
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from py4j.protocol import Py4JError, Py4JJavaError
-
         failure = record.exc_info[1] if record.exc_info else None
-        if isinstance(failure, Py4JError) and not isinstance(failure, Py4JJavaError):
-            return False
-        return driver_running(self._spark)
+        return not unanswered(failure) and driver_running(self._spark)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ def _serve(options: HistoryJobOptions, spark: Any, own: bool, stop: threading.Ev
             if (error := query.exception()) is not None:
                 raise StreamingError(f"the history job failed: {first_line(error)}")
     finally:
-        running = driver_running(spark)  # a driver that ended answers nothing
+        running = driver_running(spark, sys.exc_info()[1])  # an ended driver answers nothing
         for query in queries if running else ():
             with contextlib.suppress(Exception):
                 query.stop()

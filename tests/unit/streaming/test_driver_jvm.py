@@ -51,8 +51,8 @@ def test_a_failure_becomes_the_drivers_end_only_once_the_driver_has_ended():
     try:
         spark = _spark_with(alive)
         assert exit_status(spark) is None
-        with pytest.raises(ConnectionError), ending_with_the_driver(spark, "1g", "the job"):
-            raise ConnectionError("a failure of its own")
+        with pytest.raises(ValueError), ending_with_the_driver(spark, "1g", "the job"):
+            raise ValueError("a failure of its own")
         alive.kill()
         alive.wait()
         assert exit_status(spark) == -9
@@ -83,6 +83,21 @@ def test_py4js_reports_of_failed_callbacks_are_kept_only_while_the_driver_runs()
         driver.kill()
         driver.wait()
     assert not kept.filter(callback)
+
+
+def test_a_connection_refused_waits_for_a_driver_whose_connections_closed_before_its_end():
+    """A killed JVM's sockets close before its process has ended: the refusal that follows is
+    still its end, said as such once the process is gone."""
+    ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    try:
+        spark = _spark_with(ending)
+        assert exit_status(spark) is None
+        with pytest.raises(DriverEnded) as ended, ending_with_the_driver(spark, "1g", "the job"):
+            raise ConnectionRefusedError(111, "Connection refused")
+        assert "exited with status 0 under the job" in str(ended.value)
+    finally:
+        ending.kill()
+        ending.wait()
 
 
 def test_a_driver_this_process_did_not_start_is_not_watched():
