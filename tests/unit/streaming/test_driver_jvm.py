@@ -27,6 +27,13 @@ def _failing(record: logging.LogRecord, failure: Exception) -> logging.LogRecord
     return record
 
 
+def _child() -> subprocess.Popen[bytes]:
+    """A stand-in driver: a process that runs until its stdin closes or it is killed."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+
+
 def _spark_with(process: object) -> object:
     return SimpleNamespace(sparkContext=SimpleNamespace(_gateway=SimpleNamespace(proc=process)))
 
@@ -47,7 +54,7 @@ def test_each_way_a_driver_ends_is_one_line_that_says_how_to_go_on():
 
 
 def test_a_failure_becomes_the_drivers_end_only_once_the_driver_has_ended():
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    alive = _child()
     try:
         spark = _spark_with(alive)
         assert exit_status(spark) is None
@@ -69,7 +76,7 @@ def test_py4js_reports_of_failed_callbacks_are_kept_only_while_the_driver_runs()
     callback = logging.LogRecord("py4j.clientserver", logging.ERROR, __file__, 1,
                                  "There was an exception while executing the Python Proxy", None,
                                  None)  # fmt: skip
-    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    driver = _child()
     try:
         kept = WhileTheDriverRuns(_spark_with(driver))
         assert kept.filter(callback)
@@ -88,11 +95,13 @@ def test_py4js_reports_of_failed_callbacks_are_kept_only_while_the_driver_runs()
 def test_a_connection_refused_waits_for_a_driver_whose_connections_closed_before_its_end():
     """A killed JVM's sockets close before its process has ended: the refusal that follows is
     still its end, said as such once the process is gone."""
-    ending = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    ending = _child()
     try:
         spark = _spark_with(ending)
         assert exit_status(spark) is None
         with pytest.raises(DriverEnded) as ended, ending_with_the_driver(spark, "1g", "the job"):
+            assert ending.stdin is not None
+            ending.stdin.close()  # it ends now, but has not ended yet when the refusal comes
             raise ConnectionRefusedError(111, "Connection refused")
         assert "exited with status 0 under the job" in str(ended.value)
     finally:
