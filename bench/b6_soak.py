@@ -43,6 +43,7 @@ from harness import ZKCDC, figure, fmt, parser, plot_link, reproduce, save, stop
 
 from zkcdc.ground import waiting
 from zkcdc.ground.unreadable_messages import UnreadableMessages
+from zkcdc.stack.probes import free_port
 
 NAME = "b6_soak"
 CLUSTER = "soak"
@@ -74,14 +75,6 @@ def tmpfs(where: Path, size: str) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Capture:

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.child_processes import stop
 from zkcdc.ground.topic_creation import create_topics, passes
 from zkcdc.ground.user_dirs import default_cache_dir
+from zkcdc.stack import probes
 from zkcdc.stack.schema_registry import SchemaRegistry, registry_jar, start_registry
 
 BACKEND_KEY = pytest.StashKey[ClusterBackend]()
@@ -423,9 +423,7 @@ def start_alert_job(
 @pytest.fixture(scope="session")
 def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
     """A real Prometheus Alertmanager (Debian's package) on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = probes.free_port()
     manager = Alertmanager(alertmanager_binary(), tmp_path_factory.mktemp("alertmanager"), port)
     yield manager
     manager.stop()

@@ -13,18 +13,17 @@ import socket
 from typing import Any
 
 from zkcdc.ground.waiting import WaitFailed
+from zkcdc.stack.probes import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+__all__ = ["answers", "free_port", "wait_for_page"]
 
 
 def answers(port: int) -> bool:
+    """Whether a server listens on the loopback port. A connection to its own port (a client
+    whose kernel-given port is the one polled) is no server."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            return bool(conn.getsockname() != conn.getpeername())
     except OSError:
         return False
 

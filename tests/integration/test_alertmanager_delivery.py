@@ -7,7 +7,6 @@ alert."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from alertmanager_server import Alertmanager, alertmanager_binary
 from conftest import wait_until
 
+from zkcdc.stack import probes
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
 from zkcdc.streaming.sinks.sink import AlertText
 
@@ -64,9 +64,7 @@ def _answered(manager: Alertmanager) -> set[str]:
 def test_alerts_stay_active_while_they_hold_resolve_when_they_end_and_survive_an_outage(
     tmp_path: Path,
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = probes.free_port()
     binary = alertmanager_binary()
     timeout = f"{RESOLVE_TIMEOUT_S}s"
     manager = Alertmanager(binary, tmp_path / "am", port, resolve_timeout=timeout)

@@ -18,6 +18,7 @@ import pytest
 from zkcdc.capture.delivery.event_log import EventLogWriter
 from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import Tracker, TrackerState
+from zkcdc.stack import probes
 
 pytestmark = pytest.mark.integration
 
@@ -49,9 +50,7 @@ def _assert_one_clear_line(result: Any, *expected: str) -> None:
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return probes.free_port()
 
 
 @pytest.fixture

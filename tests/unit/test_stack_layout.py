@@ -145,3 +145,36 @@ def test_java_options_of_the_settings_reach_every_java_process_of_the_stack(
         assert command[at + 1] == "-Dx=1" and at < command.index("-cp")
     monkeypatch.delenv("ZKCDC_STACK_JAVA_OPTIONS")
     assert StackSettings().java_options == ()  # none by default
+
+
+def test_a_free_port_is_below_the_kernels_ephemeral_range_and_never_handed_out_twice():
+    from zkcdc.stack import probes
+
+    ports = [probes.free_port() for _ in range(50)]
+    _low, top = probes.port_range()
+    assert all(port < top for port in ports)
+    assert top <= probes._ephemeral_ports_start()
+    assert len(set(ports)) == len(ports)
+
+
+def test_a_connection_to_its_own_port_is_not_a_server_answering(monkeypatch: pytest.MonkeyPatch):
+    import socket
+
+    import ui_harness
+
+    from zkcdc.stack import probes
+
+    port = probes.free_port()
+    # What a poll of a port nothing listens on can get when the kernel gives the client that
+    # same port: TCP's simultaneous open joins the socket to itself.
+    own = socket.socket()
+    own.bind(("127.0.0.1", port))
+    own.connect(("127.0.0.1", port))
+    assert own.getsockname() == own.getpeername()
+    monkeypatch.setattr(socket, "create_connection", lambda *_args, **_kw: own)
+    assert not ui_harness.answers(port)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.undo()
+        assert ui_harness.answers(server.getsockname()[1])

@@ -77,6 +77,13 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     raise StackError(f"no block of {count} free ports found on {host}")
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A free port below the kernel's ephemeral range. A port the kernel hands out (a bind to
+    port 0) may also become a connection's own: a client that polls it before its server
+    listens can then connect to itself, and take that for the server answering."""
+    return free_port_block(1, host)
+
+
 def four_letter_word(
     host: str, port: int, word: str, timeout_s: float = 2.0, ca: Path | None = None
 ) -> str | None:

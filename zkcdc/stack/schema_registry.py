@@ -10,7 +10,6 @@ that extension whose build-time half is there."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -24,6 +23,7 @@ from zkcdc.ground import child_processes, waiting
 from zkcdc.ground.fill_lock import filling
 from zkcdc.ground.maven_jars import JarFetchError
 from zkcdc.stack.errors import StackError
+from zkcdc.stack.probes import free_port
 
 APICURIO = "2.3.1.Final"
 QUARKUS = "2.7.6.Final"
@@ -137,12 +137,6 @@ def _mvn(runner: Runner, args: list[str], work: Path) -> None:
         errors = [line for line in result.stdout.splitlines() if "[ERROR]" in line]
         first = errors[0].replace("[ERROR]", "").strip() if errors else "no [ERROR] line"
         raise JarFetchError(f"building Apicurio Registry failed: {first} (full log: {log})")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def registry_answers(url: str) -> bool:
