@@ -392,13 +392,24 @@ class Faults:
         self._record(f"all brokers down {self.hold_s:.0f} s", start, brokers=[1, 2, 3])
 
     def kill_alert_driver(self) -> None:
-        start = time.time()
+        """The job's Spark driver JVM killed (as the kernel's OOM killer kills it): the job
+        must end by itself in one line, and is started again on its checkpoint."""
         assert self.job.process is not None
-        self.job.process.kill()
-        self.job.process.wait()
-        time.sleep(5)
+        said_before = self.job.log.read_text(errors="replace").count("zkcdc: error:")
+        driver = next(p for p in psutil.Process(self.job.process.pid).children(recursive=True)
+                      if p.name() == "java")  # fmt: skip
+        start = time.time()
+        driver.kill()
+        try:
+            code: int | None = self.job.process.wait(60)
+        except subprocess.TimeoutExpired:  # counted below as a job that did not end
+            code = None
+            self.job.process.kill()
+            self.job.process.wait()
+        said = [line for line in self.job.log.read_text(errors="replace").splitlines()
+                if "zkcdc: error:" in line][said_before:]  # fmt: skip
         self.job.start()
-        self._record("alert job driver kill -9", start)
+        self._record("alert job driver kill -9", start, job_exit=code, job_said=said)
 
     def fill_event_log_disk(self) -> None:
         victim, start = active(self.captures), time.time()
@@ -645,7 +656,22 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         ("expected alerts FIRING+RESOLVED once", "yes" if exact else "no", "yes", exact),
         ("capture RSS growth", fmt(growth, " MB", 1), "flat (< 50 MB)",
          growth is not None and growth < 50),
+        *([("alert job ended by itself in one line when its driver was killed",
+            driver_end(kill), "exit 1, one line", kill.get("job_exit") == 1
+            and len(kill.get("job_said", [])) == 1)]
+          if (kill := driver_kill(result)) is not None else []),  # measured since
     ]  # fmt: skip
+
+
+def driver_kill(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The driver-kill fault of a run that recorded how the job ended (None for older runs)."""
+    return next((f for f in result["faults"] if "job_exit" in f), None)
+
+
+def driver_end(kill: dict[str, Any]) -> str:
+    code = kill.get("job_exit")
+    ended = "did not end in 60 s" if code is None else f"exit {code}"
+    return f"{ended}, {len(kill.get('job_said', []))} line(s)"
 
 
 def render(result: dict[str, Any]) -> str:
@@ -655,6 +681,10 @@ def render(result: dict[str, Any]) -> str:
                "yes" if e["in_alertmanager"] else "no", "yes" if e["active_at_end"] else "no"]
               for e in result["expected_alerts"]]  # fmt: skip
     flat = result.get("rss_flat") or {}
+    ended = []
+    if (kill := driver_kill(result)) is not None:
+        said = " ".join(f"`{line.split('zkcdc: error: ', 1)[-1]}`" for line in kill["job_said"])
+        ended.append(f"The alert job with its driver JVM killed: {driver_end(kill)}: {said}")
     return "\n\n".join(
         [
             f"{result['minutes']:.0f} minutes, storm {result['rate']:.0f} writes/s: "
@@ -680,6 +710,7 @@ def render(result: dict[str, Any]) -> str:
             f"Capture RSS (longest run, capture {flat.get('capture')} run {flat.get('start')}, "
             f"{flat.get('minutes')} min): {flat.get('early_mb')} MB early, {flat.get('late_mb')} MB "
             f"late, max {flat.get('max_mb')} MB.",
+            *ended,
             plot_link(result, NAME, "B6 capture RSS through the faults"),
             reproduce(result),
         ]
