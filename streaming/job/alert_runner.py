@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_drive
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
+from zkcdc.streaming.job.query_failures import KafkaOutage, failure_line, kafka_out_of_reach
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
 from zkcdc.streaming.job.spark_session import quiet_state_store_maintenance, session
@@ -249,12 +249,33 @@ def _serve(
 
 
 def keep_running(
-    writer: Any, queries: list[tuple[Any, BatchCall]], available_now: bool, stop: threading.Event
+    writer: Any,
+    queries: list[tuple[Any, BatchCall]],
+    available_now: bool,
+    stop: threading.Event,
+    outage: KafkaOutage | None = None,
 ) -> None:
-    """Watches the query; starts it again where only a Python worker's start failed it."""
+    """Watches the query; starts it again where Kafka out of reach failed it (after a wait
+    that grows while the outage lasts: a daemon rides it out, as capture does), or only a
+    Python worker's start."""
     restarts = 0
+    outage = outage or KafkaOutage()
     while (failed := watch(queries, available_now, stop)) is not None:
         query, call = failed
+        if not stop.is_set() and kafka_out_of_reach(str(query.exception()), call.error):
+            wait_s = outage.failed()
+            log.warning(
+                "Kafka out of reach: the streaming query starts again from its checkpoint",
+                reason=failure_line(query.name or query.id, str(query.exception()), call.error),
+                in_s=round(wait_s, 1), failures=outage.failures,
+            )  # fmt: skip
+            if stop.wait(wait_s):  # stopped meanwhile: no query runs, nothing is left to say
+                queries.clear()
+                call.close()
+                return
+            call.error = None
+            queries[0] = (writer.start(), call)
+            continue
         if (
             stop.is_set() or restarts == WORKER_START_RESTARTS
             or not worker_start_failed(query, call)
@@ -374,22 +395,3 @@ def commit_steps(progress: dict[str, Any]) -> dict[str, int]:
 
 def raise_query_error(query: Any, call: BatchCall) -> None:
     raise StreamingError(failure_line(query.name or query.id, str(query.exception()), call.error))
-
-
-_OWN_ERROR = re.compile(r"^zkcdc\.[\w.]+: (.+)$", re.MULTILINE)
-
-
-def failure_line(query: str, spark_message: str, delivery_error: BaseException | None) -> str:
-    """One line for a failed query. Where the delivery raised, its own message: Spark's says
-    only that "an exception was raised by the Python Proxy", the traceback on later lines."""
-    if delivery_error is not None:
-        message = str(delivery_error).strip() or type(delivery_error).__name__
-    else:
-        message = spark_message.strip()
-    # An error of zkcdc's own raised on a Python worker (saved state it cannot read) is the
-    # last line of the traceback Spark's message carries: that line is the reason.
-    ours = [m[1] for m in _OWN_ERROR.finditer(message)]
-    if ours:
-        return f"streaming query {query} failed: {ours[-1]}"
-    first = message.splitlines()[0] if message else "no reason given"
-    return f"streaming query {query} failed: {first[:300]}"

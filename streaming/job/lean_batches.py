@@ -95,10 +95,22 @@ class BatchCall:
         self.idle = threading.Event()
         self.idle.set()
         # py4j logs a Python function's exception with its traceback, Java's inside: on a stop
-        # asked for, that is no error. Taken off by close(): another job in the same process
-        # (replay's, the class archive's training) must see py4j's lines again.
-        self._quiet_on_stop = lambda record: not self.stopping.is_set()
+        # asked for, that is no error, and Kafka out of reach the job says in a warning of its
+        # own as it starts the query again. Taken off by close(): another job in the same
+        # process (replay's, the class archive's training) must see py4j's lines again.
+        self._quiet_on_stop = self._not_said_by_the_job
         logging.getLogger("py4j.clientserver").addFilter(self._quiet_on_stop)
+
+    def _not_said_by_the_job(self, record: logging.LogRecord) -> bool:
+        if self.stopping.is_set():
+            return False
+        raised = record.exc_info[1] if record.exc_info else None
+        if raised is None or raised is not self.error:
+            return True
+        # Here, not at the top: every `zkcdc` command loads this module, few run a query.
+        from zkcdc.streaming.job.query_failures import kafka_out_of_reach
+
+        return not kafka_out_of_reach("", raised)
 
     def call(self, jdf: Any, batch_id: int) -> None:
         self.idle.clear()

@@ -12,19 +12,61 @@ from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.sinks.sink import AlertKey, AlertText
 
 
-def produce_all(producer: Any, topic: str, records: list[tuple[str, str | None]]) -> None:
-    """Each (key, value or None = tombstone) in order, then waits until all are delivered."""
+class KafkaOutOfReach(StreamingError):
+    """Kafka did not take or give records in time: its brokers down, unreachable or too slow
+    to answer. The job's query starts again once they may be back (query_failures.py)."""
+
+
+FLUSH_S = 60.0  # how long a batch's records may take to be acknowledged, all of them
+
+
+def produce_all(
+    producer: Any, topic: str, records: list[tuple[str, str | None]], flush_s: float = FLUSH_S
+) -> None:
+    """Each (key, value or None = tombstone) in order, then waits until all are acknowledged.
+    Any not acknowledged (Kafka out of reach, or a record refused) fails the whole call, and
+    none of them is left queued: the batch's re-run sends what the topic does not hold, and a
+    copy still queued from this call would then be sent beside it."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    refused: list[Any] = []
+
+    def report(error: Any, _message: Any) -> None:
+        if error is not None:
+            refused.append(error)
+
     for key, value in records:
         while True:
             try:
                 producer.produce(
-                    topic, key=key.encode(), value=None if value is None else value.encode()
+                    topic,
+                    key=key.encode(),
+                    value=None if value is None else value.encode(),
+                    on_delivery=report,
                 )
                 break
             except BufferError:  # the local queue is full (a replay's burst): let it drain
                 producer.poll(0.1)
-    if producer.flush(60) > 0:
-        raise StreamingError(f"records not delivered to {topic} within 60 s")
+            except KafkaException as exc:  # refused at once (a record over the size limit)
+                _purge(producer)
+                raise StreamingError(
+                    f"a record not taken for {topic}: {exc.args[0].str()}"
+                ) from exc
+    if producer.flush(flush_s) > 0:
+        _purge(producer)
+        raise KafkaOutOfReach(f"records not delivered to {topic} within {flush_s:g} s")
+    if refused:
+        first = refused[0]
+        said = f"{len(refused)} record(s) not delivered to {topic}: {first.str()}"
+        if first.retriable() or first.code() == KafkaError._MSG_TIMED_OUT:
+            raise KafkaOutOfReach(said)
+        raise StreamingError(said)
+
+
+def _purge(producer: Any) -> None:
+    """The producer's queued and in-flight records dropped (their reports served)."""
+    producer.purge()
+    producer.flush(0)
 
 
 def ensure_topics(
@@ -71,7 +113,7 @@ class KafkaTopicSink:
         except NoSuchTopic:
             pass
         except KafkaConnectionError as exc:
-            raise StreamingError(str(exc)) from exc
+            raise KafkaOutOfReach(str(exc)) from exc
         return found
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,19 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     cluster, kafka_zk, new_topic, start_capture, changes_topic, start_alert_job
 ):
+    """One live job through a stopped follower (under_replicated FIRING, then RESOLVED), a
+    stopped controller (controller_failover), then every broker down for longer than its Kafka
+    client waits (the job stays up and alerts on the outage once Kafka is back)."""
     topic = new_topic(partitions=2, replication_factor=3)
     wait_until(lambda: all(len((partition_state(kafka_zk, topic, p) or {}).get("isr", [])) == 3
                            for p in (0, 1)), what="full ISRs")  # fmt: skip
     daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, "--cluster", "real",
                            publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
-    job, alerts = start_alert_job(changes_topic, "--rule", "under_replicated_for_ms=1000")
+    # Kafka's Java client in the job waits 5 s for a broker, not its default 60 s (below).
+    job, alerts = start_alert_job(changes_topic, "--rule", "under_replicated_for_ms=1000",
+                                  "--kafka-config", "java.default.api.timeout.ms=5000",
+                                  "--kafka-config", "java.request.timeout.ms=3000")  # fmt: skip
     with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
         producer.send(changes_topic.topic, b"\xc3\x01" + b"\x11" * 8 + b"garbage")
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
@@ -100,6 +107,25 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     finally:
         cluster.start_broker(controller)
         wait_until(lambda: controller in registered_brokers(kafka_zk), what="controller back")
+
+    # Every broker down for longer than the job's Kafka client waits: the job rides the outage
+    # out, its query started again from its checkpoint until Kafka answers, as a daemon must;
+    # then it alerts on what happened meanwhile.
+    outage_ms = int(time.time() * 1000)
+    for broker in cluster.broker_ids:
+        cluster.stop_broker(broker, signal.SIGKILL)
+    try:
+        job.wait_until(lambda: "Kafka out of reach: the streaming query starts again" in
+                       job.log_file.read_text(errors="replace") or None,
+                       "the job to wait out Kafka's outage", 180, 0.5)  # fmt: skip
+    finally:
+        for broker in cluster.broker_ids:
+            cluster.start_broker(broker)
+    wait_until(lambda: registered_brokers(kafka_zk) == set(cluster.broker_ids),
+               what="every broker back")  # fmt: skip
+    alerts.wait_for(lambda a: a["status"] == "FIRING" and a["started_ms"] >= outage_ms,
+                    "an alert of the outage", 180, job)  # fmt: skip
+    assert job.process.poll() is None and "zkcdc: error" not in job.log_file.read_text(), job.tail()
     job.stop_quietly()  # one group, idle between micro-batches
     firing_ids = [a["alert_id"] for a in alerts.alerts if a["status"] == "FIRING"]
     assert len(firing_ids) == len(set(firing_ids)), "an alert FIRING twice"

@@ -5,7 +5,7 @@ lines), else the first line of Spark's."""
 from __future__ import annotations
 
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.alert_runner import failure_line
+from zkcdc.streaming.job.query_failures import failure_line
 
 PROXY = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call"

@@ -1,0 +1,96 @@
+"""Why the alert job's streaming query failed, from what Spark and the job's delivery said: one
+line for the user, and whether the failure was Kafka out of reach, which a later start of the
+query from its checkpoint cures (`KafkaOutage` says when), where anything else ends the job."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+
+from zkcdc.ground.backoff import Backoff
+from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach
+
+# Kafka's Java client's errors that say a broker could not be reached or answered in time, as
+# Spark's Kafka source raises them (in a task, or on the driver asking for offsets) while the
+# brokers are down: the source gives up after the client's `default.api.timeout.ms` (60 s).
+_KAFKA_OUT_OF_REACH = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|NetworkException"
+    r"|DisconnectException|BrokerNotAvailableException|LeaderNotAvailableException"
+    r"|NotLeaderOrFollowerException|NotEnoughReplicasException)\b"
+)
+
+_OWN_ERROR = re.compile(r"^zkcdc\.[\w.]+: (.+)$", re.MULTILINE)
+# A Java exception's class and the colon before its message, inside a longer line: Spark's
+# "Job aborted due to stage failure: ... most recent failure: ...: org.x.SomeException: why".
+_JAVA_EXCEPTION = re.compile(r"(?:^|: )((?:[a-z_][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error))): ")
+_PY4J_CALL = "An error occurred while calling"
+
+
+def kafka_out_of_reach(spark_message: str, delivery_error: BaseException | None) -> bool:
+    """Whether the query failed because Kafka was out of reach: its source's Kafka client
+    (Spark's message, or the delivery's failed Spark job) or the delivery's own producer."""
+    if isinstance(delivery_error, KafkaOutOfReach):
+        return True
+    said = spark_message if delivery_error is None else str(delivery_error)
+    return bool(_KAFKA_OUT_OF_REACH.search(said))
+
+
+def failure_line(query: str, spark_message: str, delivery_error: BaseException | None) -> str:
+    """One line for a failed query. Where the delivery raised, its own message: Spark's says
+    only that "an exception was raised by the Python Proxy", the traceback on later lines."""
+    if delivery_error is not None:
+        message = str(delivery_error).strip() or type(delivery_error).__name__
+    else:
+        message = spark_message.strip()
+    # An error of zkcdc's own raised on a Python worker (saved state it cannot read) is the
+    # last line of the traceback Spark's message carries: that line is the reason.
+    ours = [m[1] for m in _OWN_ERROR.finditer(message)]
+    if ours:
+        return f"streaming query {query} failed: {ours[-1]}"
+    first = _java_reason(message) if message else "no reason given"
+    return f"streaming query {query} failed: {first[:300]}"
+
+
+def _java_reason(message: str) -> str:
+    """The first line of `message`; for py4j's "An error occurred while calling o7.collect"
+    (a Spark job the delivery ran failed), the innermost Java exception of the line after it,
+    by its short name: "TimeoutException: Timeout of 60000ms expired before ..."."""
+    lines = message.splitlines()
+    if not lines[0].startswith(_PY4J_CALL) or len(lines) < 2:
+        return lines[0]
+    cause = lines[1].lstrip(": ")
+    found = list(_JAVA_EXCEPTION.finditer(cause))
+    if not found:
+        return cause or lines[0]
+    return f"{found[-1][2]}: {cause[found[-1].end() :]}"
+
+
+class KafkaOutage:
+    """How long the job waits before it starts its query again while Kafka is out of reach:
+    full jitter, doubling from `first_s` to `most_s` across the failures of one outage. A
+    failure `quiet_s` or more after the last one begins a new outage."""
+
+    def __init__(
+        self,
+        first_s: float = 1.0,
+        most_s: float = 30.0,
+        quiet_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] | None = None,  # None: random
+    ) -> None:
+        self._backoff = Backoff(first_s, most_s, jitter or random.random)
+        self._quiet_s, self._clock = quiet_s, clock
+        self._last: float | None = None
+        self.failures = 0  # of this outage
+
+    def failed(self) -> float:
+        """The wait before the next start, after one more failure."""
+        now = self._clock()
+        if self._last is not None and now - self._last >= self._quiet_s:
+            self._backoff.succeeded()
+            self.failures = 0
+        self._last = now
+        self.failures += 1
+        return self._backoff.failed()
