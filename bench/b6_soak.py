@@ -9,7 +9,9 @@ freed.
 
 Measured on the changes topic (what consumers get): writes made, versions seen, reported
 skipped and unaccounted (goal 0), duplicate records by path + version (goal 0), duplicate seqs
-and seq gaps (goal 0), capture daemons that exited by themselves (goal 0); each expected alert (broker_down of every broker episode) FIRING and RESOLVED exactly once on
+and seq gaps (goal 0), capture daemons and the alert job exiting by themselves (goal 0; the
+job's driver killed must end the job in one line); each expected alert (broker_down of every
+broker episode) FIRING and RESOLVED exactly once on
 the alerts topic, and active in Alertmanager while it held, resolved at the end; capture RSS
 over time (flat); recovery time after each fault (from the fault to the first record on Kafka
 of a write made after it).
@@ -305,6 +307,7 @@ class Faults:
         # A daemon that exited by itself during the fault (one a fault kills is started again
         # by it before this) is counted against it, and started again.
         extra.setdefault("exits", self._exits())
+        extra.setdefault("job_exits", self._job_exits())
         self.done.append({"fault": name, "start": start, "restored": time.time(), **extra})
         print(f"b6: {name} done", flush=True)
 
@@ -374,6 +377,14 @@ class Faults:
             c.exits += 1
             c.start()
         return len(gone)
+
+    def _job_exits(self) -> int:
+        """The alert job exited by itself (as a supervisor would, it is started again)."""
+        assert self.job.process is not None
+        if self.job.process.poll() is None:
+            return 0
+        self.job.start()
+        return 1
 
     def kill_broker(self, broker: int) -> None:
         start = time.time()
@@ -611,6 +622,7 @@ def analyse(
         "missing_final": missing_final, "duplicate_records": duplicate_versions,
         "duplicate_seqs": duplicate_seqs, "seq_gaps": gaps,
         "daemon_exits": sum(f.get("exits", 0) for f in faults),
+        "job_exits": sum(f.get("job_exits", 0) for f in faults),
         "alert_duplicates": sum(n - 1 for n in counts.values() if n > 1),
         "expected_alerts": expected, "faults": faults, "rss": rss, "rss_flat": flat,
         "began": began, "ended": ended,
@@ -653,6 +665,8 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         ("seq gaps", fmt(result["seq_gaps"]), "0", result["seq_gaps"] == 0),
         *([("capture daemons exiting by themselves", fmt(result["daemon_exits"]), "0",
             result["daemon_exits"] == 0)] if "daemon_exits" in result else []),  # counted since
+        *([("alert job exiting by itself (its driver's kill aside)", fmt(result["job_exits"]),
+            "0", result["job_exits"] == 0)] if "job_exits" in result else []),  # counted since
         ("expected alerts FIRING+RESOLVED once", "yes" if exact else "no", "yes", exact),
         ("capture RSS growth", fmt(growth, " MB", 1), "flat (< 50 MB)",
          growth is not None and growth < 50),
