@@ -685,7 +685,8 @@ def driver_kill(result: dict[str, Any]) -> dict[str, Any] | None:
 def driver_end(kill: dict[str, Any]) -> str:
     code = kill.get("job_exit")
     ended = "did not end in 60 s" if code is None else f"exit {code}"
-    return f"{ended}, {len(kill.get('job_said', []))} line(s)"
+    lines = len(kill.get("job_said", []))
+    return f"{ended}, {'one line' if lines == 1 else f'{lines} lines'}"
 
 
 def render(result: dict[str, Any]) -> str:

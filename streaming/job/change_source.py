@@ -70,8 +70,15 @@ def source_partitions(source: KafkaInput | LogInput, timeout_s: float = 15.0) ->
 
 
 def spark_kafka_options(kafka: KafkaConnection) -> dict[str, str]:
-    """The connection as Spark's Kafka source and sink take it: Java client names, `kafka.`."""
-    return {f"kafka.{name}": value for name, value in kafka.java().items()}
+    """The connection as Spark's Kafka source and sink take it: Java client names, `kafka.`.
+    A `default.api.timeout.ms` given (`--kafka-config java.default.api.timeout.ms=...`) also
+    bounds the executors' reads (`kafkaConsumer.pollTimeoutMs`, else Spark's network timeout,
+    120 s): one setting says how long the job's reads wait for an unanswering broker."""
+    java = kafka.java()
+    options = {f"kafka.{name}": value for name, value in java.items()}
+    if (timeout := java.get("default.api.timeout.ms")) is not None:
+        options["kafkaConsumer.pollTimeoutMs"] = timeout
+    return options
 
 
 def _columns(decoded: Any, partition: Any) -> list[Any]:

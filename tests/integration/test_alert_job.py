@@ -44,10 +44,11 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     daemon = start_capture(cluster.zookeeper_hosts + cluster.chroot, "--cluster", "real",
                            publish_to=changes_topic)  # fmt: skip
     daemon.wait_logged("in sync")
-    # Kafka's Java client in the job waits 5 s for a broker, not its default 60 s (below).
+    # Kafka's clients in the job wait 5 s for a broker, not their defaults' minutes (below).
     job, alerts = start_alert_job(changes_topic, "--rule", "under_replicated_for_ms=1000",
                                   "--kafka-config", "java.default.api.timeout.ms=5000",
-                                  "--kafka-config", "java.request.timeout.ms=3000")  # fmt: skip
+                                  "--kafka-config", "java.request.timeout.ms=3000",
+                                  "--kafka-config", "message.timeout.ms=5000")  # fmt: skip
     with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
         producer.send(changes_topic.topic, b"\xc3\x01" + b"\x11" * 8 + b"garbage")
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
