@@ -98,8 +98,7 @@ class BatchCall:
         # asked for, that is no error, and Kafka out of reach the job says in a warning of its
         # own as it starts the query again. Taken off by close(): another job in the same
         # process (replay's, the class archive's training) must see py4j's lines again.
-        self._quiet_on_stop = self._not_said_by_the_job
-        logging.getLogger("py4j.clientserver").addFilter(self._quiet_on_stop)
+        logging.getLogger("py4j.clientserver").addFilter(self._not_said_by_the_job)
 
     def _not_said_by_the_job(self, record: logging.LogRecord) -> bool:
         if self.stopping.is_set():
@@ -126,7 +125,7 @@ class BatchCall:
 
     def close(self) -> None:
         """The query is stopped: py4j's log as it was."""
-        logging.getLogger("py4j.clientserver").removeFilter(self._quiet_on_stop)
+        logging.getLogger("py4j.clientserver").removeFilter(self._not_said_by_the_job)
 
     def stop(self, query: Any, let_finish_s: float) -> None:
         """Stops `query`, this call's: the micro-batch under way is let finish for

@@ -78,9 +78,9 @@ class KafkaOutage:
         most_s: float = 30.0,
         quiet_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
-        jitter: Callable[[], float] | None = None,  # None: random
+        jitter: Callable[[], float] = random.random,
     ) -> None:
-        self._backoff = Backoff(first_s, most_s, jitter or random.random)
+        self._backoff = Backoff(first_s, most_s, jitter)
         self._quiet_s, self._clock = quiet_s, clock
         self._last: float | None = None
         self.failures = 0  # of this outage
