@@ -6,14 +6,14 @@ the place, the reason and the raw value in base64. The alert query's micro-batch
 from __future__ import annotations
 
 from zkcdc.ground.kafka_connection import KafkaConnection
-from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all
+from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all, sink_producer
 
 
 class DeadLetterTopic:
     def __init__(self, kafka: KafkaConnection, topic: str) -> None:
         ensure_topics(kafka, [topic])
         self.topic = topic
-        self._producer = kafka.producer({"enable.idempotence": True, "acks": "all"})
+        self._producer = sink_producer(kafka)
 
     def deliver(self, letters: list[tuple[str, str | None]]) -> None:
         """Each (key, letter JSON); at least once: a re-run micro-batch sends its again."""

@@ -9,7 +9,7 @@ from zkcdc.ground.connect_timeout import connect_timeout_s
 from zkcdc.ground.kafka_connection import KafkaConnection, KafkaConnectionError, NoSuchTopic
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all
+from zkcdc.streaming.sinks.kafka_topic import ensure_topics, produce_all, sink_producer
 from zkcdc.streaming.state.state_values import state_entry
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
@@ -19,14 +19,7 @@ class StateTopicSink:
     def __init__(self, kafka: KafkaConnection, topic: str) -> None:
         ensure_topics(kafka, [topic], COMPACTED)
         self.topic = topic
-        self._producer = kafka.producer(
-            {
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 20,
-                "compression.type": "lz4",
-            }
-        )
+        self._producer = sink_producer(kafka, {"linger.ms": 20, "compression.type": "lz4"})
 
     def deliver(self, upserts: list[tuple[str, str | None]]) -> None:
         """Each (key, JSON value or None = tombstone), in order: a later one for the same key

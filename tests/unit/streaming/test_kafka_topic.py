@@ -1,19 +1,23 @@
 """The job's producing to its topics when Kafka does not acknowledge: the call fails, so the
 batch is re-run, and nothing of it is left queued to be sent beside the re-run's records.
-librdkafka's own producer, against a port nothing listens on."""
+The job's own producer (librdkafka's), against a port nothing listens on."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
 
+from zkcdc.ground import kafka_connection
 from zkcdc.stack.probes import free_port
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach, produce_all
+from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach, produce_all, sink_producer
 
 
 def producer(**config: object) -> Producer:
-    return Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "log_level": 0, **config})
+    """The job's sink producer (delivery reports of failed records only), to a closed port."""
+    kafka = kafka_connection.load(f"127.0.0.1:{free_port()}", None, {})
+    assert kafka is not None
+    return sink_producer(kafka, {"log_level": 0, **config})
 
 
 def test_records_not_acknowledged_in_time_fail_the_call_and_none_stays_queued() -> None:
