@@ -266,7 +266,7 @@ def keep_running(
             wait_s = outage.failed()
             log.warning(
                 "Kafka out of reach: the streaming query starts again from its checkpoint",
-                reason=failure_line(query.name or query.id, str(query.exception()), call.error),
+                reason=query_failure_line(query, call),
                 in_s=round(wait_s, 1), failures=outage.failures,
             )  # fmt: skip
             if stop.wait(wait_s):  # stopped meanwhile: no query runs, nothing is left to say
@@ -393,5 +393,10 @@ def commit_steps(progress: dict[str, Any]) -> dict[str, int]:
     return steps
 
 
+def query_failure_line(query: Any, call: BatchCall) -> str:
+    """The one line that says why `query` (with `call`, its foreachBatch) failed."""
+    return failure_line(query.name or query.id, str(query.exception()), call.error)
+
+
 def raise_query_error(query: Any, call: BatchCall) -> None:
-    raise StreamingError(failure_line(query.name or query.id, str(query.exception()), call.error))
+    raise StreamingError(query_failure_line(query, call))
