@@ -11,10 +11,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
 from alerts_harness import committed, job_read_to
 from conftest import wait_until
+from driver_harness import JobProcesses, the_one_error_line
 from simulate_harness import build_cluster
 from ui_harness import free_port
 
@@ -91,8 +91,8 @@ def test_a_driver_killed_under_the_job_ends_it_in_one_line_and_leaves_nothing_ru
     changes_topic.wait_for(lambda r: r["op"] == "READ", "the snapshot")
     job, _ = start_alert_job(changes_topic)
     job.wait_started()
-    family = psutil.Process(job.process.pid).children(recursive=True)
-    driver = next(p for p in family if p.name() == "java")
+    family = JobProcesses(job.process.pid)
+    driver = family.driver()
     assert "-XX:+ExitOnOutOfMemoryError" in driver.cmdline()
     driver.kill()
     try:
@@ -101,13 +101,10 @@ def test_a_driver_killed_under_the_job_ends_it_in_one_line_and_leaves_nothing_ru
         raise AssertionError(f"running 30 s after its driver was killed:\n{job.tail()}") from None
     log = job.log_file.read_text(errors="replace")
     assert code == 1, log[-3000:]
-    assert "Traceback" not in log, log[-3000:]
-    said = [line for line in log.splitlines() if "zkcdc: error:" in line]
-    assert len(said) == 1, log[-3000:]
-    assert said[0].endswith(
+    said = the_one_error_line(log)
+    assert said.endswith(
         "zkcdc: error: the Spark driver's JVM was killed (SIGKILL, as the kernel does when the "
         "machine runs out of memory) under the alert job; start the alert job again: it resumes "
         "from its checkpoint"
     ), said
-    left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not left, [p.cmdline() for p in left]
+    assert not (left := family.left_running()), left

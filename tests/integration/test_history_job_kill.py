@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from conftest import wait_until
+from driver_harness import JobProcesses, the_one_error_line
 from history_harness import fixture_records, topic_of_the_kept_log, zkcdc
 
 pytestmark = pytest.mark.integration
@@ -45,21 +45,18 @@ def test_a_driver_killed_mid_run_ends_the_job_in_one_line_and_the_restart_loses_
             wait_until(lambda: len(list(commits.glob("*.json"))) >= 3 or job.poll() is not None,
                        timeout_s=300, what="two micro-batches in the lake")  # fmt: skip
             assert job.poll() is None, killed_log.read_text()[-3000:]
-            family = psutil.Process(job.pid).children(recursive=True)
-            driver = next(p for p in family if p.name() == "java")
-            driver.kill()
+            family = JobProcesses(job.pid)
+            family.driver().kill()
             code = job.wait(30)
         finally:
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
     said = killed_log.read_text(errors="replace")
     assert code == 1, said[-3000:]
-    assert "Traceback" not in said, said[-3000:]
-    errors = [line for line in said.splitlines() if "zkcdc: error:" in line]
-    assert len(errors) == 1 and "the history job" in errors[0], said[-3000:]
-    assert errors[0].endswith("it resumes from its checkpoint"), errors
-    left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not left, [p.cmdline() for p in left]
+    error = the_one_error_line(said)
+    assert "the history job" in error, said[-3000:]
+    assert error.endswith("it resumes from its checkpoint"), error
+    assert not (left := family.left_running()), left
     done_before = len(list(commits.glob("*.json")))
     assert done_before < 1 + len(fixture_records()) // BATCH, "the job was not cut short"
     again = subprocess.run([*command, "--available-now"], capture_output=True, text=True,
