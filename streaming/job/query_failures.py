@@ -19,6 +19,9 @@ _KAFKA_OUT_OF_REACH = re.compile(
     r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|NetworkException"
     r"|DisconnectException|BrokerNotAvailableException|LeaderNotAvailableException"
     r"|NotLeaderOrFollowerException|NotEnoughReplicasException)\b"
+    # Spark's own, when a task's poll got no record in `kafkaConsumer.pollTimeoutMs` (the
+    # brokers back, a partition's leader not yet).
+    r"|java\.util\.concurrent\.TimeoutException(?=: Cannot fetch record for offset)"
 )
 
 _OWN_ERROR = re.compile(r"^zkcdc\.[\w.]+: (.+)$", re.MULTILINE)
@@ -37,6 +40,17 @@ def kafka_out_of_reach(spark_message: str, delivery_error: BaseException | None)
     return bool(_KAFKA_OUT_OF_REACH.search(said))
 
 
+def kafka_reason(message: str) -> str | None:
+    """Kafka's Java client error in a failed query's message, by its short name and on one
+    line ("TimeoutException: Timeout of 60000ms expired before ..."), wherever Spark's message
+    holds it (a Python foreachBatch's failure wraps it in a traceback); None if none is."""
+    found = _KAFKA_OUT_OF_REACH.search(message)
+    if found is None:
+        return None
+    line = message[found.end() :].split("\n", 1)[0]
+    return f"{found[0].rsplit('.', 1)[1]}{line}"[:300]
+
+
 def failure_line(query: str, spark_message: str, delivery_error: BaseException | None) -> str:
     """One line for a failed query. Where the delivery raised, its own message: Spark's says
     only that "an exception was raised by the Python Proxy", the traceback on later lines."""
@@ -44,13 +58,17 @@ def failure_line(query: str, spark_message: str, delivery_error: BaseException |
         message = str(delivery_error).strip() or type(delivery_error).__name__
     else:
         message = spark_message.strip()
+    return f"streaming query {query} failed: {reason_line(message)}"
+
+
+def reason_line(message: str) -> str:
+    """The one line of a failure's message that says why."""
     # An error of zkcdc's own raised on a Python worker (saved state it cannot read) is the
     # last line of the traceback Spark's message carries: that line is the reason.
     ours = [m[1] for m in _OWN_ERROR.finditer(message)]
     if ours:
-        return f"streaming query {query} failed: {ours[-1]}"
-    first = _java_reason(message) if message else "no reason given"
-    return f"streaming query {query} failed: {first[:300]}"
+        return ours[-1]
+    return (_java_reason(message) if message else "no reason given")[:300]
 
 
 def _java_reason(message: str) -> str:

@@ -170,6 +170,7 @@ def _started(builder: Any, master: str) -> Any:
         raise StreamingError(f"Spark did not start on {master}: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")
     quiet_state_server(spark)
+    quiet_query_failures(spark)
     _quiet_accumulator_server(spark)
     callbacks = logging.getLogger("py4j.clientserver")
     if not any(isinstance(f, WhileTheDriverRuns) for f in callbacks.filters):  # one a process
@@ -212,7 +213,35 @@ def quiet_state_store_maintenance(spark: Any) -> None:
     _log_errors_only(spark, STATE_STORE_LOGGER)
 
 
-def _log_errors_only(spark: Any, logger: str) -> None:
+# A streaming query that fails: Spark logs an ERROR with its whole Java stack (~70 lines), and
+# Delta one (~200 lines) for each try of a lake's MERGE that failed, where the job says it
+# itself, in one line: a warning when Kafka out of reach made it start the query again
+# (query_failures.py), its error line when the failure ends it. (Spark 4.2 keeps the query's
+# class in `runtime`, 4.0 beside it.)
+QUERY_LOGGERS = (
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.sql.delta.commands.MergeIntoCommand",
+)
+# While a broker is down, Kafka's Java clients (the Kafka source's, on the driver and a local
+# master's tasks) log a WARN at every try to reach it, hundreds a minute, and the source's
+# offset reader a WARN with a Java stack at each of its tries: the job says the outage once a
+# restart.
+KAFKA_OUTAGE_LOGGERS = (
+    "org.apache.kafka.clients.NetworkClient",
+    "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin",
+    "org.apache.spark.sql.kafka010.KafkaOffsetReaderConsumer",
+)
+
+
+def quiet_query_failures(spark: Any) -> None:
+    for logger in QUERY_LOGGERS:
+        _log_errors_only(spark, logger, "OFF")
+    for logger in KAFKA_OUTAGE_LOGGERS:
+        _log_errors_only(spark, logger)
+
+
+def _log_errors_only(spark: Any, logger: str, level: str = "ERROR") -> None:
     jvm = spark.sparkContext._jvm
     log4j = jvm.org.apache.logging.log4j
-    log4j.core.config.Configurator.setLevel(logger, log4j.Level.ERROR)
+    log4j.core.config.Configurator.setLevel(logger, getattr(log4j.Level, level))

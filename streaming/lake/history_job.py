@@ -26,6 +26,13 @@ from zkcdc.streaming.job.change_source import (
     spark_kafka_options,
 )
 from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
+from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
+from zkcdc.streaming.job.query_failures import (
+    KafkaOutage,
+    kafka_out_of_reach,
+    kafka_reason,
+    reason_line,
+)
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake.lake_tables import (
     LakeError,
@@ -43,6 +50,8 @@ from zkcdc.streaming.lake.znode_versions import merge_versions
 
 log = logs.get("zkcdc.history")
 
+# How long a stop waits for the micro-batch under way (as the alert job's stop does).
+STOP_WAIT_S = 15.0
 # A live history job looks for new records this often: the lake is read by people, later, so
 # seconds of delay cost nothing, and fewer, larger commits make fewer files.
 TRIGGER_S = 10
@@ -82,7 +91,7 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
 
 def _serve(options: HistoryJobOptions, spark: Any, own: bool, stop: threading.Event) -> None:
     """The job's queries on a started session, until stopped; then they and it let go."""
-    queries: list[Any] = []
+    queries: list[_Query] = []
     try:
         checkpoint = options.checkpoint.resolve()
 
@@ -96,21 +105,23 @@ def _serve(options: HistoryJobOptions, spark: Any, own: bool, stop: threading.Ev
                 then = partial(merge_versions, znodes)
             writer = TableWriter(table, uri, query_app_id(folder), rows_of,
                                  isinstance(options.source, KafkaInput), then)  # fmt: skip
-            stream = (
-                frame.writeStream.foreachBatch(writer)
-                .option("checkpointLocation", folder)
-                .queryName(f"zkcdc-history-{table.value}")
+            # zkcdc's own foreachBatch (lean_batches.py), as the alert job's: the writer's error
+            # kept as raised, and a stop that interrupts a micro-batch said to nobody.
+            stream, call = foreach_batch(frame, lambda batch, n: writer(batch.frame(), n))
+            stream = stream.option("checkpointLocation", folder).queryName(
+                f"zkcdc-history-{table.value}"
             )
             stream = (
                 stream.trigger(availableNow=True)
                 if options.available_now
                 else stream.trigger(processingTime=f"{options.trigger_s} seconds")
             )
-            queries.append(stream.start())
+            queries.append(_Query(stream, call, stream.start()))
 
         start(Table.CHANGES, read_change_structs(spark, options.source), changes_rows)
         # The alert job makes the alerts topic: until it is there, its query waits to start.
         alerts_waiting = options.alerts_topic is not None
+        outage = KafkaOutage()
         while True:
             if alerts_waiting and _topic_exists(options.source, options.alerts_topic):
                 assert isinstance(options.source, KafkaInput) and options.alerts_topic
@@ -120,22 +131,63 @@ def _serve(options: HistoryJobOptions, spark: Any, own: bool, stop: threading.Ev
             elif alerts_waiting and options.available_now:
                 log.warning("no alerts topic: the alerts are not kept", topic=options.alerts_topic)
                 alerts_waiting = False
-            if stop.is_set() or not any(q.isActive for q in queries):
-                break
-            if any(q.exception() is not None for q in queries):
+            failed = [q for q in queries if q.query.exception() is not None]
+            if failed:
+                if not _rides_out(failed, outage, stop):
+                    return  # stopped while waiting for Kafka: nothing runs, nothing to say
+                continue
+            if stop.is_set() or not any(q.query.isActive for q in queries):
                 break
             stop.wait(0.5 if not alerts_waiting else min(options.trigger_s, 5.0))
-        for query in queries:
-            if (error := query.exception()) is not None:
-                raise StreamingError(f"the history job failed: {first_line(error)}")
     finally:
         running = driver_running(spark, sys.exc_info()[1])  # an ended driver answers nothing
         for query in queries if running else ():
-            with contextlib.suppress(Exception):
-                query.stop()
+            # The micro-batch under way is let finish for a while; past that, Spark's stop
+            # interrupts it, and it is written at the next start (Delta's idempotent writes).
+            query.call.stop(query.query, STOP_WAIT_S)
         if own and running:
             with contextlib.suppress(Exception):
+                # A job can outlive its query's stop (Spark's "Failed to cancel job group").
+                spark.sparkContext.cancelAllJobs()
                 spark.stop()
+
+
+@dataclass
+class _Query:
+    """A running query of the job: its writer (which starts it again from its checkpoint),
+    its foreachBatch call (what the table's writer raised) and the query."""
+
+    writer: Any
+    call: BatchCall
+    query: Any
+
+    def failure(self) -> str:
+        """Why it failed, in full: the table writer's own error where it raised (Spark's
+        message then says only that the Python Proxy raised), else Spark's."""
+        error = self.call.error
+        return str(error if error is not None else self.query.exception())
+
+
+def _rides_out(failed: list[_Query], outage: KafkaOutage, stop: threading.Event) -> bool:
+    """The failed queries started again where Kafka out of reach failed them all (after the
+    outage's wait: a daemon rides an outage out, as capture and the alert job do); False when
+    a stop came during the wait. Any other failure ends the job in one line."""
+    errors = [q.failure() for q in failed]
+    others = [error for error in errors if not kafka_out_of_reach(error, None)]
+    if stop.is_set() or others:
+        raise StreamingError(f"the history job failed: {reason_line((others or errors)[0])}")
+    wait_s = outage.failed()
+    log.warning(
+        "Kafka out of reach: the history job's queries start again from their checkpoints",
+        query=failed[0].query.name, reason=kafka_reason(errors[0]),
+        in_s=round(wait_s, 1), failures=outage.failures,
+    )  # fmt: skip
+    if stop.wait(wait_s):
+        return False
+    for q in failed:
+        q.call.error = None
+        q.query = q.writer.start()
+    return True
 
 
 def _topic_exists(source: KafkaInput | LogInput, topic: str | None) -> bool:

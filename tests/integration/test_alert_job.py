@@ -23,6 +23,7 @@ from kafka_tree import controller_id, partition_state, registered_brokers
 from simulate_harness import build_cluster, simulate
 
 from zkcdc.ground.change_types import EventType
+from zkcdc.ground.child_processes import stop as stop_process
 from zkcdc.stack.probes import free_port_block
 from zkcdc.stack.spark_standalone import SparkStandalone
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS
@@ -33,11 +34,12 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 @pytest.mark.stops_brokers
 def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
-    cluster, kafka_zk, new_topic, start_capture, changes_topic, start_alert_job
+    cluster, kafka_zk, new_topic, start_capture, changes_topic, start_alert_job, tmp_path, request
 ):
     """One live job through a stopped follower (under_replicated FIRING, then RESOLVED), a
     stopped controller (controller_failover), then every broker down for longer than its Kafka
-    client waits (the job stays up and alerts on the outage once Kafka is back)."""
+    client waits (the job stays up and alerts on the outage once Kafka is back). A live
+    history job beside it rides the same outage out and keeps what came after it."""
     topic = new_topic(partitions=2, replication_factor=3)
     wait_until(lambda: all(len((partition_state(kafka_zk, topic, p) or {}).get("isr", [])) == 3
                            for p in (0, 1)), what="full ISRs")  # fmt: skip
@@ -46,9 +48,9 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     daemon.wait_logged("in sync")
     # Kafka's clients in the job wait 5 s for a broker, not their defaults' minutes (below).
     job, alerts = start_alert_job(changes_topic, "--rule", "under_replicated_for_ms=1000",
-                                  "--kafka-config", "java.default.api.timeout.ms=5000",
-                                  "--kafka-config", "java.request.timeout.ms=3000",
-                                  "--kafka-config", "message.timeout.ms=5000")  # fmt: skip
+                                  *KAFKA_WAITS, "--kafka-config", "message.timeout.ms=5000")  # fmt: skip
+    history = HistoryJob(cluster.bootstrap_servers, changes_topic.topic, alerts.topic, tmp_path)
+    request.addfinalizer(history.kill)
     with ChangesProducer(cluster.bootstrap_servers) as producer:  # not a change record
         producer.send(changes_topic.topic, b"\xc3\x01" + b"\x11" * 8 + b"garbage")
     dead = DeadLetters(cluster.bootstrap_servers, f"{changes_topic.topic}.deadletter")
@@ -112,6 +114,9 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     # Every broker down for longer than the job's Kafka client waits: the job rides the outage
     # out, its query started again from its checkpoint until Kafka answers, as a daemon must;
     # then it alerts on what happened meanwhile.
+    wait_until(lambda: history.commits() > 1 or history.ended(), 300, 0.5,
+               what="the history job's first micro-batch")  # fmt: skip
+    assert not history.ended(), history.said()
     outage_ms = int(time.time() * 1000)
     for broker in cluster.broker_ids:
         cluster.stop_broker(broker, signal.SIGKILL)
@@ -119,6 +124,9 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
         job.wait_until(lambda: "Kafka out of reach: the streaming query starts again" in
                        job.log_file.read_text(errors="replace") or None,
                        "the job to wait out Kafka's outage", 180, 0.5)  # fmt: skip
+        wait_until(lambda: HistoryJob.RIDES_OUT in history.said() or history.ended(), 180, 0.5,
+                   what="the history job to wait out Kafka's outage")  # fmt: skip
+        assert not history.ended(), history.said()
     finally:
         for broker in cluster.broker_ids:
             cluster.start_broker(broker)
@@ -127,9 +135,68 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     alerts.wait_for(lambda a: a["status"] == "FIRING" and a["started_ms"] >= outage_ms,
                     "an alert of the outage", 180, job)  # fmt: skip
     assert job.process.poll() is None and "zkcdc: error" not in job.log_file.read_text(), job.tail()
+    # Each restart said in one warning, not beside Spark's ERROR with its Java stack.
+    assert "terminated with error" not in job.log_file.read_text(errors="replace"), job.tail()
     job.stop_quietly()  # one group, idle between micro-batches
     firing_ids = [a["alert_id"] for a in alerts.alerts if a["status"] == "FIRING"]
     assert len(firing_ids) == len(set(firing_ids)), "an alert FIRING twice"
+    # The history job kept the changes made once Kafka was back, and stops as asked.
+    wait_until(lambda: history.newest_ts_ms() >= outage_ms or history.ended(), 180, 1.0,
+               what="the lake to hold changes of after the outage")  # fmt: skip
+    assert history.stop() == 0, history.said()
+    said = history.said()
+    assert "Traceback" not in said and "zkcdc: error" not in said, said[-3000:]
+    assert "terminated with error" not in said, said[-3000:]
+    # Nor the Kafka source's offset tries or Delta's MERGE tries, each with a Java stack.
+    assert "Error in attempt" not in said and "Fatal error in MERGE" not in said, said[-3000:]
+
+
+KAFKA_WAITS = ("--kafka-config", "java.default.api.timeout.ms=5000",
+               "--kafka-config", "java.request.timeout.ms=3000")  # fmt: skip
+
+
+class HistoryJob:
+    """`zkcdc stream history` into a lake of the test's own, its Kafka clients waiting 5 s for
+    a broker (as the alert job's in the test above)."""
+
+    RIDES_OUT = "Kafka out of reach: the history job's queries start again"
+
+    def __init__(self, bootstrap: str, topic: str, alerts_topic: str, work: Path) -> None:
+        self.lake, self.log = work / "lake", work / "history.log"
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "zkcdc", "stream", "history", "--lake", str(self.lake),
+                 "--bootstrap-servers", bootstrap, "--topic", topic, "--alerts-topic",
+                 alerts_topic, "--checkpoint", str(work / "history-checkpoint"), *KAFKA_WAITS],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def said(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def ended(self) -> bool:
+        return self.process.poll() is not None
+
+    def commits(self) -> int:
+        return len(list((self.lake / "changes" / "_delta_log").glob("*.json")))
+
+    def newest_ts_ms(self) -> int:
+        """The newest change time in `changes`, from the statistics Delta keeps of each file."""
+        newest = -1
+        for commit in (self.lake / "changes" / "_delta_log").glob("*.json"):
+            for line in commit.read_text().splitlines():
+                stats = json.loads(line).get("add", {}).get("stats")
+                if stats:
+                    newest = max(newest, json.loads(stats)["maxValues"].get("ts_ms", -1))
+        return newest
+
+    def stop(self) -> int:
+        return stop_process(self.process, 60)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 def captured_simulation(

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.query_failures import KafkaOutage, failure_line, kafka_out_of_reach
+from zkcdc.streaming.job.query_failures import (
+    KafkaOutage,
+    failure_line,
+    kafka_out_of_reach,
+    kafka_reason,
+)
 from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach
 
 # What py4j raises in the delivery when the micro-batch's Spark job failed: its message is
@@ -35,9 +40,21 @@ class JavaCallFailed(Exception):
         return COLLECT_FAILED
 
 
+# A task's poll that got no record within the source's poll timeout (the brokers back, a
+# partition's leader not yet), as Spark 4.2's Kafka source said it.
+POLL_EMPTY = (
+    "Job aborted due to stage failure: Task 0 in stage 18.0 failed 1 times, most recent "
+    "failure: Lost task 0.0 in stage 18.0 (TID 32) (192.0.2.2 executor driver): "
+    "java.util.concurrent.TimeoutException: Cannot fetch record for offset 57 in 5000 "
+    "milliseconds\n\tat org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer.x"
+)
+
+
 def test_kafka_out_of_reach_is_told_from_the_source_the_delivery_and_its_sinks() -> None:
     assert kafka_out_of_reach("An exception was raised by the Python Proxy", JavaCallFailed())
     assert kafka_out_of_reach(OFFSETS_FAILED, None)
+    assert kafka_out_of_reach(POLL_EMPTY, None)
+    assert not kafka_out_of_reach("java.util.concurrent.TimeoutException: Futures timed out", None)
     undelivered = KafkaOutOfReach("records not delivered to zkcdc.alerts within 60 s")
     assert kafka_out_of_reach("An exception was raised by the Python Proxy", undelivered)
 
@@ -70,6 +87,23 @@ def test_a_failed_spark_job_of_the_delivery_is_named_by_its_innermost_java_excep
     assert failure_line("q1", "An error occurred while calling o7.x", None) == (
         "streaming query q1 failed: An error occurred while calling o7.x"
     )
+
+
+def test_kafkas_reason_is_its_client_error_on_one_line_wherever_spark_holds_it() -> None:
+    """The history job's foreachBatch fails in Python: Spark's message is then a traceback
+    holding py4j's text, Kafka's error deep inside it."""
+    assert kafka_reason(OFFSETS_FAILED) == (
+        "TimeoutException: Timeout expired while fetching topic metadata"
+    )
+    in_traceback = f"An exception was raised by the Python Proxy. Traceback:\n{COLLECT_FAILED}"
+    assert kafka_reason(in_traceback) == (
+        "TimeoutException: Timeout of 60000ms expired before the position for partition "
+        "zkcdc.changes.b6-4 could be determined"
+    )
+    assert kafka_reason(POLL_EMPTY) == (
+        "TimeoutException: Cannot fetch record for offset 57 in 5000 milliseconds"
+    )
+    assert kafka_reason("[STATE_STORE_CORRUPTED] a reason") is None
 
 
 def test_the_wait_doubles_within_an_outage_up_to_its_cap_and_starts_again_after_a_quiet_while():
