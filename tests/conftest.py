@@ -117,11 +117,13 @@ TEST_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 # query: most of a small job's CPU), executors C1-only too. Given as the driver's system
 # properties, which Spark takes as its defaults (a job's own settings still win over them), not
 # as a spark-defaults.conf: a conf folder on the driver's class path would keep it from
-# mapping its class archive (class_archive.py).
+# mapping its class archive (class_archive.py). The executors' as the options Spark puts before
+# a job's own (`defaultJavaOptions`): deploy/spark's file sets `extraJavaOptions`, which would
+# replace them, and its two executors then compiled with C2 (~25 CPU-s of the standalone test).
 TEST_SPARK_DEFAULTS = (
     "-Dspark.sql.codegen.wholeStage=false",
     "-Dspark.sql.codegen.factoryMode=NO_CODEGEN",
-    f"-Dspark.executor.extraJavaOptions={TEST_JAVA_OPTIONS[0]}",
+    f"-Dspark.executor.defaultJavaOptions={TEST_JAVA_OPTIONS[0]}",
 )
 os.environ.setdefault("ZKCDC_STACK_JAVA_OPTIONS", json.dumps(list(TEST_JAVA_OPTIONS)))
 # Capture's heartbeat every 5 s, not 1 (a setting users have; a test that times heartbeats sets
