@@ -189,7 +189,7 @@ class HistoryJob:
             for line in commit.read_text().splitlines():
                 stats = json.loads(line).get("add", {}).get("stats")
                 if stats:
-                    newest = max(newest, json.loads(stats)["maxValues"].get("ts_ms", -1))
+                    newest = max(newest, json.loads(stats).get("maxValues", {}).get("ts_ms", -1))
         return newest
 
     def stop(self) -> int:
