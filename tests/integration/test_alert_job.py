@@ -137,8 +137,10 @@ def test_a_stopped_follower_fires_under_replicated_and_its_return_resolves_it(
     alerts.wait_for(lambda a: a["status"] == "FIRING" and a["started_ms"] >= outage_ms,
                     "an alert of the outage", 180, job)  # fmt: skip
     assert job.process.poll() is None and "zkcdc: error" not in job.log_file.read_text(), job.tail()
-    # Each restart said in one warning, not beside Spark's ERROR with its Java stack.
-    assert "terminated with error" not in job.log_file.read_text(errors="replace"), job.tail()
+    # Each restart said in one warning, not beside Spark's ERROR with its Java stack; and no
+    # WARN for each micro-batch longer than the 100 ms trigger (the job logs their times).
+    logged = job.log_file.read_text(errors="replace")
+    assert "terminated with error" not in logged and "falling behind" not in logged, job.tail()
     job.stop_quietly()  # one group, idle between micro-batches
     firing_ids = [a["alert_id"] for a in alerts.alerts if a["status"] == "FIRING"]
     assert len(firing_ids) == len(set(firing_ids)), "an alert FIRING twice"
