@@ -30,7 +30,7 @@ from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS, compilers_n
 from zkcdc.streaming.job.driver_jar import local_file_system
 from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
 from zkcdc.streaming.job.job_metrics import JobMetrics
-from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
+from zkcdc.streaming.job.lean_batches import STOP_WAIT_S, BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
 from zkcdc.streaming.job.query_failures import KafkaOutage, failure_line, kafka_out_of_reach
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
@@ -56,10 +56,6 @@ log = logs.get("zkcdc.stream")
 # micro-batch under way: at 500 ms B9's p50 at 40 partitions was ~190 ms longer (1,000 against
 # 813 ms, warm) than at 100 ms. An idle look is one offsets request to Kafka (~10 ms).
 TRIGGER_MS = 100
-
-# How long a stop waits for the micro-batch under way to finish before Spark interrupts it:
-# a supervisor's SIGTERM is answered (exit 0) within 30 s, Spark's own stop included.
-STOP_WAIT_S = 15.0
 
 # Spark gives a Python worker that it starts itself (not through its daemon) 10 s to connect
 # back, a figure fixed in its code (PythonWorkerFactory.createSimpleWorker). With --shards,

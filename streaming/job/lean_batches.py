@@ -69,6 +69,12 @@ INTERRUPTED = (
 _INTERRUPTIONS = ("java.lang.InterruptedException", "java.nio.channels.ClosedByInterruptException")
 
 
+# How long a job's stop waits for the micro-batch under way to finish before Spark interrupts
+# it (`BatchCall.stop`): a supervisor's SIGTERM is answered (exit 0) within 30 s, Spark's own
+# stop included.
+STOP_WAIT_S = 15.0
+
+
 class StopInterrupted(Exception):
     """The micro-batch under way when the job was asked to stop, abandoned: its records are
     read again at the next start (nothing of it was committed)."""

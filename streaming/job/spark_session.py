@@ -205,12 +205,12 @@ STATE_STORE_LOGGER = "org.apache.spark.sql.execution.streaming.state.StateStore"
 def quiet_state_server(spark: Any) -> None:
     """The state server's log at ERROR in this JVM (a local master's tasks run in it; a
     cluster's executors keep their own log4j settings)."""
-    _log_errors_only(spark, STATE_SERVER_LOGGER)
+    _log_at(spark, STATE_SERVER_LOGGER, "ERROR")
 
 
 def quiet_state_store_maintenance(spark: Any) -> None:
     """Before Spark's stop: the state stores' maintenance logs only errors from here on."""
-    _log_errors_only(spark, STATE_STORE_LOGGER)
+    _log_at(spark, STATE_STORE_LOGGER, "ERROR")
 
 
 # A streaming query that fails: Spark logs an ERROR with its whole Java stack (~70 lines), and
@@ -246,12 +246,13 @@ TRIGGER_LOGGERS = (
 
 def quiet_query_failures(spark: Any) -> None:
     for logger in QUERY_LOGGERS:
-        _log_errors_only(spark, logger, "OFF")
+        _log_at(spark, logger, "OFF")
     for logger in (*KAFKA_OUTAGE_LOGGERS, *TRIGGER_LOGGERS):
-        _log_errors_only(spark, logger)
+        _log_at(spark, logger, "ERROR")
 
 
-def _log_errors_only(spark: Any, logger: str, level: str = "ERROR") -> None:
+def _log_at(spark: Any, logger: str, level: str) -> None:
+    """`logger` in the driver's JVM at log4j's `level` (ERROR, OFF...) from here on."""
     jvm = spark.sparkContext._jvm
     log4j = jvm.org.apache.logging.log4j
     log4j.core.config.Configurator.setLevel(logger, getattr(log4j.Level, level))

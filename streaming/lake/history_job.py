@@ -26,7 +26,7 @@ from zkcdc.streaming.job.change_source import (
     spark_kafka_options,
 )
 from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
-from zkcdc.streaming.job.lean_batches import BatchCall, foreach_batch
+from zkcdc.streaming.job.lean_batches import STOP_WAIT_S, BatchCall, foreach_batch
 from zkcdc.streaming.job.query_failures import (
     KafkaOutage,
     kafka_out_of_reach,
@@ -50,8 +50,6 @@ from zkcdc.streaming.lake.znode_versions import merge_versions
 
 log = logs.get("zkcdc.history")
 
-# How long a stop waits for the micro-batch under way (as the alert job's stop does).
-STOP_WAIT_S = 15.0
 # A live history job looks for new records this often: the lake is read by people, later, so
 # seconds of delay cost nothing, and fewer, larger commits make fewer files.
 TRIGGER_S = 10
