@@ -8,6 +8,7 @@ import contextlib
 import json
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.bucketed_map import Buckets
+from zkcdc.streaming.job.catch_up import CatchUp, CatchUpBegun, CaughtUp, records_behind
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
@@ -38,10 +40,11 @@ from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
 from zkcdc.streaming.job.spark_session import quiet_state_store_maintenance, session
 from zkcdc.streaming.job.warm_up import (
     WARM_UP_BATCHES,
+    backlog,
     warm_up,
     warm_up_checkpoint,
     warm_up_source,
-    warm_up_wanted,
+    worth_warming_up,
 )
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.sinks.alert_sinks import AlertSinks, SinkOptions
@@ -176,17 +179,20 @@ def _serve(
                 )
             return alerts_stream(records, options.rules, partitions, with_state)
 
+        # How far the job starts behind its topic's end: its catch-up (catch_up.py) and whether
+        # a warm-up is worth its time.
+        kafka = options.source if isinstance(options.source, KafkaInput) else None
+        behind = None if kafka is None else backlog(kafka, options.checkpoint / "alerts")
         # Not in a session shared with other work (a backfill's): the warm-up's stop cancels
         # every job of the session.
         if (
-            own and options.warm_up_batches and isinstance(options.source, KafkaInput)
-            and not options.available_now
-            and warm_up_wanted(options.source, options.checkpoint)
+            own and options.warm_up_batches and kafka is not None and not options.available_now
+            and worth_warming_up(behind, options.checkpoint)
         ):  # fmt: skip
             metrics.warming_up(True)
             try:
                 warm_up(
-                    spark, alerts_over(warm_up_source(options.source)),
+                    spark, alerts_over(warm_up_source(kafka)),
                     warm_up_checkpoint(options.checkpoint), stop, options.warm_up_batches,
                 )  # fmt: skip
             finally:
@@ -205,9 +211,11 @@ def _serve(
         )
         niced = jvm_pid(spark) if own and not options.available_now else None
         with compilers_niced(niced, options.compiler_niceness):
+            reports = BatchReports(metrics)
+            reports.said(reports.catch_up.behind(behind))
             queries.append((writer.start(), call))
             metrics.started(True)
-            keep_running(writer, queries, options.available_now, stop)
+            keep_running(writer, queries, options.available_now, stop, reports=reports)
         if options.state_out is not None:
             write_state(options.state_out, delivery.final_state)
     finally:
@@ -250,13 +258,15 @@ def keep_running(
     available_now: bool,
     stop: threading.Event,
     outage: KafkaOutage | None = None,
+    reports: BatchReports | None = None,
 ) -> None:
     """Watches the query; starts it again where Kafka out of reach failed it (after a wait
     that grows while the outage lasts: a daemon rides it out, as capture does), or only a
     Python worker's start."""
     restarts = 0
     outage = outage or KafkaOutage()
-    while (failed := watch(queries, available_now, stop)) is not None:
+    reports = reports or BatchReports()
+    while (failed := watch(queries, available_now, stop, reports)) is not None:
         query, call = failed
         if not stop.is_set() and kafka_out_of_reach(str(query.exception()), call.error):
             wait_s = outage.failed()
@@ -287,7 +297,10 @@ def keep_running(
 
 
 def watch(
-    queries: list[tuple[Any, BatchCall]], available_now: bool, stop: threading.Event
+    queries: list[tuple[Any, BatchCall]],
+    available_now: bool,
+    stop: threading.Event,
+    reports: BatchReports,
 ) -> tuple[Any, BatchCall] | None:
     """Until stopped, a query failed (returned) or a bounded run's end: progress logged."""
     reported = -1
@@ -295,9 +308,9 @@ def watch(
     while not stop.is_set() and not (available_now and not first.isActive):
         if (failed := failed_query(queries)) is not None:
             return failed
-        reported = report_progress(first, reported)
+        reported = reports.since(first, reported)
         stop.wait(0.5)
-    report_progress(first, reported)
+    reports.since(first, reported)
     return failed_query(queries)
 
 
@@ -356,26 +369,63 @@ def progress_since(query: Any, reported: int) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-def report_progress(query: Any, reported: int) -> int:
-    """Logs each micro-batch that read records (one JSON line on stderr): how many, how long."""
-    for progress in progress_since(query, reported):
-        batch = reported = progress["batchId"]
-        if progress["numInputRows"]:
+class BatchReports:
+    """What the job says of each micro-batch from its progress report: a line for one that read
+    records (how many, how long, how far behind its topic's end the job still is), the
+    records-behind gauge, and the beginning and end of a catch-up (catch_up.py)."""
+
+    def __init__(self, metrics: JobMetrics | None = None, catch_up: CatchUp | None = None) -> None:
+        self.metrics = metrics
+        self.catch_up = catch_up or CatchUp(time.monotonic)
+
+    def since(self, query: Any, reported: int) -> int:
+        """Each micro-batch after `reported`; the last one said."""
+        for progress in progress_since(query, reported):
+            batch = reported = progress["batchId"]
+            behind = records_behind(progress)
+            if behind is not None and self.metrics is not None:
+                self.metrics.records_behind.set(behind)
+            if progress["numInputRows"]:
+                log.info(
+                    "micro-batch",
+                    batch=batch,
+                    records=progress["numInputRows"],
+                    duration_ms=progress["durationMs"].get("triggerExecution"),
+                    records_per_s=round(progress.get("processedRowsPerSecond") or 0),
+                    **self._behind(behind),
+                    # Where a slow micro-batch spent its time (Spark's own phases, ms).
+                    phases={
+                        k: v for k, v in progress["durationMs"].items() if k != "triggerExecution"
+                    },
+                    state_commit_ms=sum(
+                        op.get("commitTimeMs", 0) for op in progress.get("stateOperators", [])
+                    ),
+                    # RocksDB's share of that commit, by step (flush, checkpoint, fileSync, ...).
+                    state_commit_steps=commit_steps(progress),
+                )
+            self.said(self.catch_up.behind(behind, progress["numInputRows"]))
+        return reported
+
+    def _behind(self, behind: int | None) -> dict[str, Any]:
+        """How far behind, where the source says (Kafka), and while catching up the time left."""
+        if behind is None:
+            return {}
+        eta_s = self.catch_up.eta_s(behind)
+        return {"records_behind": behind} | ({} if eta_s is None else {"catch_up_eta_s": eta_s})
+
+    def said(self, change: CatchUpBegun | CaughtUp | None) -> None:
+        """A catch-up begun or ended, in a line of its own."""
+        if isinstance(change, CatchUpBegun):
             log.info(
-                "micro-batch",
-                batch=batch,
-                records=progress["numInputRows"],
-                duration_ms=progress["durationMs"].get("triggerExecution"),
-                records_per_s=round(progress.get("processedRowsPerSecond") or 0),
-                # Where a slow micro-batch spent its time (Spark's own phases, ms).
-                phases={k: v for k, v in progress["durationMs"].items() if k != "triggerExecution"},
-                state_commit_ms=sum(
-                    op.get("commitTimeMs", 0) for op in progress.get("stateOperators", [])
-                ),
-                # RocksDB's share of that commit, by step (flush, checkpoint, fileSync, ...).
-                state_commit_steps=commit_steps(progress),
+                "catching up: alerts come late until the job has read to its topic's end",
+                records_behind=change.records_behind,
             )
-    return reported
+        elif isinstance(change, CaughtUp):
+            log.info(
+                "caught up: alerts are live",
+                records=change.records, seconds=change.seconds,
+                records_per_s=change.records_per_s,
+            )  # fmt: skip
 
 
 def commit_steps(progress: dict[str, Any]) -> dict[str, int]:

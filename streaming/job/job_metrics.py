@@ -26,6 +26,12 @@ class JobMetrics:
             registry=r,
         )
         self.running = Gauge("zkcdc_alerts_running", "1 while the Spark query runs", registry=r)
+        self.records_behind = Gauge(
+            "zkcdc_alerts_records_behind",
+            "Change records between where the last micro-batch stopped reading and the end "
+            "the changes topic had then (streaming/job/catch_up.py)",
+            registry=r,
+        )
         # The order the records are placed in (streaming/rules/seq_order.py), per cluster.
         self.order = Counter(
             "zkcdc_alerts_order_records",

@@ -59,13 +59,10 @@ SKIP_AT_BACKLOG = 1_000_000
 EARLIEST, LATEST = -2, -1  # as Spark's startingOffsets JSON names them
 
 
-def warm_up_wanted(
-    source: KafkaInput, checkpoint: Path, skip_at: int = SKIP_AT_BACKLOG, timeout_s: float = 10.0
-) -> bool:
-    """Whether a warm-up is worth its time for the job of `checkpoint`: not when the job starts
-    `skip_at` records or more behind its topic's end (a warm-up killed halfway before is
-    removed then); when Kafka cannot say, it is run."""
-    behind = backlog(source, checkpoint / "alerts", timeout_s)
+def worth_warming_up(behind: int | None, checkpoint: Path, skip_at: int = SKIP_AT_BACKLOG) -> bool:
+    """Whether a warm-up is worth its time for the job of `checkpoint`, `behind` records
+    behind its topic's end (`backlog`): not at `skip_at` or more (a warm-up killed halfway
+    before is removed then); when Kafka cannot say (None), it is run."""
     if behind is not None and behind >= skip_at:
         log.info("no warm-up: the catch-up runs the same code", records_behind=behind)
         shutil.rmtree(warm_up_checkpoint(checkpoint), ignore_errors=True)

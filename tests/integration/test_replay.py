@@ -36,14 +36,18 @@ def zkcdc(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str
 
 
 def job_over_topic(
-    bootstrap: str, topic: str, work: Path, *flags: str, timeout_s: float = 600
-) -> Alerts:
+    bootstrap: str, topic: str, work: Path, *flags: str, timeout_s: float = 600,
+    lines: list[dict[str, Any]] | None = None,
+) -> Alerts:  # fmt: skip
+    """The alerts of a bounded job over the topic; `lines`: given, the job's log lines."""
     out = work / f"{topic}.jsonl"
     job = zkcdc("stream", "alerts", "--bootstrap-servers", bootstrap, "--topic", topic,
                 "--no-publish", "--alerts-out", str(out), "--available-now",
                 "--checkpoint", str(work / f"{topic}-checkpoint"), *RULES, *flags,
                 timeout_s=timeout_s)  # fmt: skip
     assert job.returncode == 0, job.stderr[-3000:]
+    if lines is not None:
+        lines += [json.loads(line) for line in job.stderr.splitlines() if line.startswith("{")]
     return alerts_of(out)
 
 
@@ -188,11 +192,29 @@ def test_a_backlog_read_in_tiny_micro_batches_gives_the_replays_alerts(
     (streaming/rules/seq_order.py), so the alerts are the replay's of the event log, line for
     line (as multisets). Every batching down to one record a partition, with restarts between
     batches, is also the pure property of tests/unit/streaming/test_seq_order.py; here Spark's
-    own source does the reading."""
+    own source does the reading.
+
+    Each micro-batch's line says how far behind the topic's end it left the job, in offsets
+    (capture's commit markers among them): at most what the batch before it said less the
+    batch's own records, down to none (streaming/job/catch_up.py)."""
+    lines: list[dict[str, Any]] = []
     alerts = job_over_topic(
         incident["bootstrap"], incident["topic"], tmp_path, "--max-records-per-batch", str(batch),
-        timeout_s=1400 if batch == 1 else 600,
+        timeout_s=1400 if batch == 1 else 600, lines=lines,
     )  # fmt: skip
+    ends = ChangesTopic(incident["bootstrap"], incident["topic"])
+    try:
+        held = sum(ends.ends().values())
+    finally:
+        ends.close()
+    batches = [
+        (b["records"], b["records_behind"]) for b in lines if b.get("event") == "micro-batch"
+    ]
+    assert len(batches) > 1 and batches[-1][1] == 0, batches
+    behind = held
+    for records, said in batches:
+        assert 0 <= said <= behind - records, batches
+        behind = said
     expected = alerts_of(replayed / "alerts.jsonl")
     assert {a[0].split(":")[1] for a in expected} >= {"broker_down", "controller_failover"}
     assert alerts == expected, (

@@ -1,5 +1,5 @@
 """Whether a live job warms up follows how far behind its topic's end it starts
-(streaming/job/warm_up.warm_up_wanted): counted on a real topic from the source's starting
+(streaming/job/warm_up.worth_warming_up): counted on a real topic from the source's starting
 offsets, or from a checkpoint's offsets log; when Kafka cannot say, the job warms up. No Spark:
 the job's own run with a warm-up is test_replay.py's."""
 
@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.streaming.job.change_source import KafkaInput
-from zkcdc.streaming.job.warm_up import backlog, warm_up_checkpoint, warm_up_wanted
+from zkcdc.streaming.job.warm_up import backlog, warm_up_checkpoint, worth_warming_up
 
 pytestmark = pytest.mark.integration
 
@@ -64,10 +64,11 @@ def test_a_job_far_behind_skips_the_warm_up_and_its_leftover(
 ) -> None:
     topic = _topic_of(cluster, new_topic, [6, 6])
     source = KafkaInput(KafkaConnection(bootstrap_servers=cluster.bootstrap_servers), topic)
-    assert warm_up_wanted(source, tmp_path / "near", skip_at=13)
+    behind = backlog(source, tmp_path / "near" / "alerts")
+    assert worth_warming_up(behind, tmp_path / "near", skip_at=13)
     leftover = warm_up_checkpoint(tmp_path / "far")
     (leftover / "offsets").mkdir(parents=True)  # a warm-up killed halfway
-    assert not warm_up_wanted(source, tmp_path / "far", skip_at=12)
+    assert not worth_warming_up(behind, tmp_path / "far", skip_at=12)
     assert not leftover.exists()
 
 
@@ -77,4 +78,4 @@ def test_when_kafka_cannot_say_the_job_warms_up(tmp_path: Path) -> None:
     nobody = KafkaConnection(bootstrap_servers=f"127.0.0.1:{free_port_block(1)}")
     source = KafkaInput(nobody, "zkcdc.changes")
     assert backlog(source, tmp_path / "alerts", timeout_s=1.0) is None
-    assert warm_up_wanted(source, tmp_path, skip_at=0, timeout_s=1.0)
+    assert worth_warming_up(None, tmp_path, skip_at=0)

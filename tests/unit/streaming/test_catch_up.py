@@ -1,0 +1,167 @@
+"""How far behind its topic's end the alert job is, from Spark's progress reports, and the
+catch-up said once when it begins and once when it ends (streaming/job/catch_up.py). The real
+case, a job started on a backlog: tests/integration/test_alert_job.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from zkcdc.streaming.job.alert_runner import BatchReports
+from zkcdc.streaming.job.catch_up import (
+    CATCH_UP_RECORDS,
+    CAUGHT_UP_RECORDS,
+    CatchUp,
+    CatchUpBegun,
+    CaughtUp,
+    records_behind,
+)
+from zkcdc.streaming.job.job_metrics import JobMetrics
+
+
+def kafka_source(end: dict[str, int], latest: dict[str, int], as_text: bool = False) -> Any:
+    """A Kafka source's part of a progress report, as Spark writes it."""
+    source = {
+        "description": "KafkaV2[Subscribe[zkcdc.changes]]",
+        "endOffset": {"zkcdc.changes": end},
+        "latestOffset": {"zkcdc.changes": latest},
+    }
+    if as_text:
+        source = {k: v if k == "description" else json.dumps(v) for k, v in source.items()}
+    return source
+
+
+def test_records_behind_sums_each_partitions_distance_to_its_newest_offset() -> None:
+    progress = {"sources": [kafka_source({"0": 10, "1": 200}, {"0": 110, "1": 205})]}
+    assert records_behind(progress) == 105
+    text = {"sources": [kafka_source({"0": 10}, {"0": 30}, as_text=True)]}
+    assert records_behind(text) == 20
+
+
+def test_a_partition_the_micro_batch_did_not_reach_counts_from_nothing_read() -> None:
+    # A partition new to the batch's end offsets, and one read past what Spark last saw.
+    progress = {"sources": [kafka_source({"0": 50}, {"0": 40, "1": 7})]}
+    assert records_behind(progress) == 0
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        [],
+        [{"description": "FileStreamSource[file:/log]", "endOffset": {"logOffset": 3},
+          "latestOffset": None}],
+        [{"endOffset": "not json", "latestOffset": "{}"}],
+        [{"endOffset": {"t": [1, 2]}, "latestOffset": {"t": {"0": 5}}}],
+    ],
+)  # fmt: skip
+def test_a_source_that_names_no_kafka_offsets_says_nothing(sources: list[Any]) -> None:
+    assert records_behind({"sources": sources}) is None
+    assert records_behind({}) is None
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=12))  # fmt: skip
+def test_no_report_shape_makes_it_fail(value: Any) -> None:
+    """Spark writes what it writes: whatever a source holds, a number or None comes back."""
+    for progress in ({"sources": [{"endOffset": value, "latestOffset": value}]},
+                     {"sources": [{"endOffset": {"t": {"0": 1}}, "latestOffset": value}]}):  # fmt: skip
+        found = records_behind(progress)
+        assert found is None or found >= 0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_catch_up_is_said_when_it_begins_and_when_it_ends_with_what_it_read() -> None:
+    clock = Clock()
+    catch_up = CatchUp(clock)
+    assert catch_up.behind(CATCH_UP_RECORDS - 1, 5) is None  # a busy job, not a catch-up
+    assert catch_up.behind(None) is None
+    assert catch_up.behind(2_000_000) == CatchUpBegun(2_000_000)
+    assert catch_up.catching_up
+    assert catch_up.eta_s(2_000_000) is None  # no pace yet
+    clock.now += 30
+    assert catch_up.eta_s(1_000_000) == 30.0  # half the gap closed in 30 s
+    assert catch_up.behind(1_000_000, 1_000_000) is None
+    assert catch_up.behind(None, 0) is None  # not known: nothing said, nothing ends
+    clock.now += 30
+    assert catch_up.behind(CAUGHT_UP_RECORDS, 990_000) is None  # still a backlog
+    ended = catch_up.behind(CAUGHT_UP_RECORDS - 1, 10_500)
+    assert ended == CaughtUp(2_000_500, 60.0)
+    assert ended.records_per_s == 33_342
+    assert not catch_up.catching_up
+    assert catch_up.eta_s(5_000) is None
+    assert catch_up.behind(50_000, 50_000) is None  # live: below the start, nothing said
+    assert catch_up.behind(CATCH_UP_RECORDS, 1) == CatchUpBegun(CATCH_UP_RECORDS)  # again
+
+
+class JavaProgress:
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+
+    def json(self) -> str:
+        return json.dumps(self.report)
+
+
+class Query:
+    """A query's Java side, as far as its progress goes."""
+
+    def __init__(self) -> None:
+        self.reports: list[JavaProgress] = []
+        self._jsq = self
+
+    def lastProgress(self) -> JavaProgress | None:  # Spark's name
+        return self.reports[-1] if self.reports else None
+
+    def recentProgress(self) -> list[JavaProgress]:  # Spark's name
+        return self.reports[-100:]
+
+    def ran(self, batch: int, records: int, behind: int) -> None:
+        self.reports.append(JavaProgress({
+            "batchId": batch, "numInputRows": records, "durationMs": {"triggerExecution": 900},
+            "sources": [kafka_source({"0": 0}, {"0": behind})],
+        }))  # fmt: skip
+
+
+def test_the_job_logs_how_far_behind_each_micro_batch_leaves_it_and_its_catch_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock, metrics, query = Clock(), JobMetrics(), Query()
+    reports = BatchReports(metrics, CatchUp(clock))
+    reports.said(reports.catch_up.behind(300_000))  # at the start, from Kafka's watermarks
+    caplog.set_level(logging.INFO, logger="zkcdc.stream")
+    query.ran(0, 100_000, 200_000)
+    query.ran(1, 100_000, 100_000)
+    reported = reports.since(query, -1)
+    assert reported == 1
+    assert metrics.registry.get_sample_value("zkcdc_alerts_records_behind") == 100_000
+    clock.now += 12.5
+    query.ran(2, 100_000, 0)
+    assert reports.since(query, reported) == 2
+    assert metrics.registry.get_sample_value("zkcdc_alerts_records_behind") == 0
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(":")[0] for line in lines if not line.startswith("micro-batch")] == [
+        "caught up"
+    ]
+    behind = [(fields(r)["records_behind"], fields(r).get("catch_up_eta_s"))
+              for r in caplog.records if r.getMessage() == "micro-batch"]  # fmt: skip
+    caught = next(fields(r) for r in caplog.records if r.getMessage().startswith("caught up"))
+    # No time had passed for the first two: no pace to tell the time left by.
+    assert behind == [(200_000, None), (100_000, None), (0, 0.0)]
+    assert (caught["records"], caught["seconds"]) == (300_000, 12.5)
+
+
+def fields(record: logging.LogRecord) -> dict[str, Any]:
+    """An event's fields, as zkcdc's log lines carry them (zkcdc.ground.logs)."""
+    return record.zkcdc_fields  # type: ignore[attr-defined,no-any-return]
