@@ -44,11 +44,14 @@ class AlertJob:
         self.args = args
         self.log_file = log_file
         self._log = log_file.open("ab")
+        # A process group of its own, as a supervisor or a terminal starts a command: a signal
+        # to the group (stop_quietly) reaches the job and what it started, not the tests.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "zkcdc", "stream", "alerts", *args],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
         )
 
     def option(self, name: str) -> str:
@@ -85,11 +88,15 @@ class AlertJob:
         self._log.close()
         return code
 
-    def stop_quietly(self, within_s: float = 30) -> None:
+    def stop_quietly(self, within_s: float = 30, group: bool = False) -> None:
         """A supervisor's SIGTERM: the job exits 0 within `within_s`, and nothing it writes
-        after the signal is a Java stack trace."""
+        after the signal is a Java stack trace. `group`: sent to the job's whole process group,
+        as a terminal's hang-up, `timeout` or a supervisor that stops a group sends it."""
         before = self.log_file.stat().st_size
-        self.process.send_signal(signal.SIGTERM)
+        if group:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        else:
+            self.process.send_signal(signal.SIGTERM)
         try:
             code = self.process.wait(within_s)
         except subprocess.TimeoutExpired:

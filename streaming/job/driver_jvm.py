@@ -32,6 +32,30 @@ class DriverEnded(StreamingError):
 ENDING_WAIT_S = 10.0
 
 
+@contextlib.contextmanager
+def driver_in_a_session_of_its_own() -> Iterator[None]:
+    """The driver JVM that PySpark launches in the block starts a session of its own (and the
+    Python workers it forks with it). A signal to the job's process group (a terminal's
+    hang-up, `timeout`, a supervisor that stops a group) then reaches the job alone, which
+    stops Spark as it should: the micro-batch under way finished, the JVM stopped by the job.
+    Sent to the JVM too, SIGTERM ended the driver under the job, which exited 1 ("the Spark
+    driver's JVM exited with status 143"). PySpark sets its own `preexec_fn` and takes no
+    Popen arguments through the session builder, so its launcher's Popen is wrapped here; a
+    JVM left without its job still ends, when the pipe to its stdin closes."""
+    from pyspark import java_gateway
+
+    launch = java_gateway.Popen  # type: ignore[attr-defined]
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        return launch(*args, **{**kwargs, "start_new_session": True})
+
+    java_gateway.Popen = popen  # type: ignore[attr-defined,assignment]
+    try:
+        yield
+    finally:
+        java_gateway.Popen = launch  # type: ignore[attr-defined]
+
+
 def exit_status(spark: Any, wait_s: float = 0.0) -> int | None:
     """The driver JVM's exit status once it has ended (negative: the signal that ended it),
     waiting up to `wait_s` for it; None while it runs, or where this process did not start it

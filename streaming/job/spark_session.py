@@ -18,7 +18,11 @@ from zkcdc.ground.user_dirs import default_cache_dir
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.class_archive import driver_options, ready_archive
 from zkcdc.streaming.job.driver_jar import driver_jar, driver_jar_conf
-from zkcdc.streaming.job.driver_jvm import EXIT_ON_OUT_OF_MEMORY, WhileTheDriverRuns
+from zkcdc.streaming.job.driver_jvm import (
+    EXIT_ON_OUT_OF_MEMORY,
+    WhileTheDriverRuns,
+    driver_in_a_session_of_its_own,
+)
 from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
 
@@ -165,7 +169,8 @@ def local_driver(wait: bool = False) -> tuple[Path | None, Path | None]:
 
 def _started(builder: Any, master: str) -> Any:
     try:
-        spark = builder.getOrCreate()
+        with driver_in_a_session_of_its_own():
+            spark = builder.getOrCreate()
     except Exception as exc:
         raise StreamingError(f"Spark did not start on {master}: {exc}") from exc
     spark.sparkContext.setLogLevel("WARN")

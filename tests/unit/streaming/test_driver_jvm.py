@@ -15,6 +15,7 @@ from zkcdc.streaming.job.driver_jvm import (
     OUT_OF_MEMORY_STATUS,
     DriverEnded,
     WhileTheDriverRuns,
+    driver_in_a_session_of_its_own,
     ended_message,
     ending_with_the_driver,
     exit_status,
@@ -113,3 +114,23 @@ def test_a_driver_this_process_did_not_start_is_not_watched():
     """spark-submit's driver started this process: its end is this process's."""
     assert exit_status(_spark_with(None)) is None
     assert exit_status(SimpleNamespace()) is None
+
+
+def test_the_driver_pyspark_launches_in_the_block_gets_a_session_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A signal to the job's process group then misses the driver (the real case, SIGTERM to
+    a job's group mid-backlog: tests/integration/test_alert_job_stop.py)."""
+    from pyspark import java_gateway
+
+    launched: list[dict[str, object]] = []
+
+    def launcher(command: list[str], **kwargs: object) -> str:
+        launched.append(kwargs)
+        return "process"
+
+    monkeypatch.setattr(java_gateway, "Popen", launcher)
+    with driver_in_a_session_of_its_own():
+        assert java_gateway.Popen(["spark-submit"], stdin=-1) == "process"
+    assert launched == [{"stdin": -1, "start_new_session": True}]
+    assert java_gateway.Popen is launcher  # PySpark's own again after the block
