@@ -26,15 +26,16 @@ CAUGHT_UP_RECORDS = 10_000
 def records_behind(progress: dict[str, Any]) -> int | None:
     """Records between where a micro-batch stopped reading and the newest its sources had
     (Spark's `endOffset` and `latestOffset`, summed over every Kafka partition); None where no
-    source says (an event log). Counted in offsets: capture's transactions' commit markers
-    take one each, a few in a catch-up of thousands of records."""
+    source says (an event log). A partition the micro-batch did not read to yet (one new to
+    the topic) counts from its start. Counted in offsets: capture's transactions' commit
+    markers take one each, a few in a catch-up of thousands of records."""
     total: int | None = None
     for source in progress.get("sources") or ():
         latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
         if latest is None or end is None:
             continue
         total = (total or 0) + sum(
-            max(0, offset - end.get(place, offset)) for place, offset in latest.items()
+            max(0, offset - end.get(place, 0)) for place, offset in latest.items()
         )
     return total
 
