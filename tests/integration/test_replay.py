@@ -196,7 +196,8 @@ def test_a_backlog_read_in_tiny_micro_batches_gives_the_replays_alerts(
 
     Each micro-batch's line says how far behind the topic's end it left the job, in offsets
     (capture's commit markers among them): at most what the batch before it said less the
-    batch's own records, down to none (streaming/job/catch_up.py)."""
+    batch's own records, down to at most a partition's last commit marker each
+    (streaming/job/catch_up.py)."""
     lines: list[dict[str, Any]] = []
     alerts = job_over_topic(
         incident["bootstrap"], incident["topic"], tmp_path, "--max-records-per-batch", str(batch),
@@ -204,13 +205,14 @@ def test_a_backlog_read_in_tiny_micro_batches_gives_the_replays_alerts(
     )  # fmt: skip
     ends = ChangesTopic(incident["bootstrap"], incident["topic"])
     try:
-        held = sum(ends.ends().values())
+        partitions = ends.ends()
     finally:
         ends.close()
+    held = sum(partitions.values())
     batches = [
         (b["records"], b["records_behind"]) for b in lines if b.get("event") == "micro-batch"
     ]
-    assert len(batches) > 1 and batches[-1][1] == 0, batches
+    assert len(batches) > 1 and batches[-1][1] <= len(partitions), batches
     behind = held
     for records, said in batches:
         assert 0 <= said <= behind - records, batches
