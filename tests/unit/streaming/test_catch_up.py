@@ -140,8 +140,8 @@ def test_the_job_logs_how_far_behind_each_micro_batch_leaves_it_and_its_catch_up
 ) -> None:
     clock, metrics, query = Clock(), JobMetrics(), Query()
     reports = BatchReports(metrics, CatchUp(clock))
-    reports.said(reports.catch_up.behind(300_000))  # at the start, from Kafka's watermarks
     caplog.set_level(logging.INFO, logger="zkcdc.stream")
+    reports.said(reports.catch_up.behind(300_000))  # at the start, from Kafka's watermarks
     query.ran(0, 100_000, 200_000)
     query.ran(1, 100_000, 100_000)
     reported = reports.since(query, -1)
@@ -153,7 +153,8 @@ def test_the_job_logs_how_far_behind_each_micro_batch_leaves_it_and_its_catch_up
     assert metrics.registry.get_sample_value("zkcdc_alerts_records_behind") == 0
     lines = [r.getMessage() for r in caplog.records]
     assert [line.split(":")[0] for line in lines if not line.startswith("micro-batch")] == [
-        "caught up"
+        "catching up",
+        "caught up",
     ]
     behind = [(fields(r)["records_behind"], fields(r).get("catch_up_eta_s"))
               for r in caplog.records if r.getMessage() == "micro-batch"]  # fmt: skip
