@@ -18,7 +18,10 @@ from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach
 _KAFKA_OUT_OF_REACH = re.compile(
     r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|NetworkException"
     r"|DisconnectException|BrokerNotAvailableException|LeaderNotAvailableException"
-    r"|NotLeaderOrFollowerException|NotEnoughReplicasException)\b"
+    r"|NotLeaderOrFollowerException|NotEnoughReplicasException"
+    # A broker just started answers it for the partitions it has not loaded yet (Kafka's
+    # client counts it retriable).
+    r"|UnknownTopicOrPartitionException)\b"
     # Spark's own, when a task's poll got no record in `kafkaConsumer.pollTimeoutMs` (the
     # brokers back, a partition's leader not yet).
     r"|java\.util\.concurrent\.TimeoutException(?=: Cannot fetch record for offset)"

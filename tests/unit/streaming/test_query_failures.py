@@ -32,6 +32,13 @@ OFFSETS_FAILED = (
     "metadata"
 )
 
+# A broker back from an outage that has not loaded its partitions yet: the first line of a
+# history job's query's exception, seconds after every broker of the local stack restarted.
+NOT_LOADED_YET = (
+    "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server does not "
+    "host this topic-partition.\n\tat org.apache.spark.sql.kafka010.X"
+)
+
 
 class JavaCallFailed(Exception):
     """py4j's Py4JJavaError as the job sees it: its text is Java's."""
@@ -54,6 +61,7 @@ def test_kafka_out_of_reach_is_told_from_the_source_the_delivery_and_its_sinks()
     assert kafka_out_of_reach("An exception was raised by the Python Proxy", JavaCallFailed())
     assert kafka_out_of_reach(OFFSETS_FAILED, None)
     assert kafka_out_of_reach(POLL_EMPTY, None)
+    assert kafka_out_of_reach(NOT_LOADED_YET, None)
     assert not kafka_out_of_reach("java.util.concurrent.TimeoutException: Futures timed out", None)
     undelivered = KafkaOutOfReach("records not delivered to zkcdc.alerts within 60 s")
     assert kafka_out_of_reach("An exception was raised by the Python Proxy", undelivered)
