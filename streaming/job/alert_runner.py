@@ -212,7 +212,7 @@ def _serve(
         niced = jvm_pid(spark) if own and not options.available_now else None
         with compilers_niced(niced, options.compiler_niceness):
             reports = BatchReports(metrics)
-            reports.said(reports.catch_up.behind(behind))
+            reports.behind(behind)
             queries.append((writer.start(), call))
             metrics.started(True)
             keep_running(writer, queries, options.available_now, stop, reports=reports)
@@ -403,8 +403,15 @@ class BatchReports:
                     # RocksDB's share of that commit, by step (flush, checkpoint, fileSync, ...).
                     state_commit_steps=commit_steps(progress),
                 )
-            self.said(self.catch_up.behind(behind, progress["numInputRows"]))
+            self.behind(behind, progress["numInputRows"])
         return reported
+
+    def behind(self, records_behind: int | None, records_read: int = 0) -> None:
+        """How far behind the job is after reading `records_read` more: a catch-up begun or
+        ended said, and while one lasts, `/healthz` says how far it has to go."""
+        self.said(self.catch_up.behind(records_behind, records_read))
+        if self.metrics is not None and records_behind is not None:
+            self.metrics.catching_up(records_behind if self.catch_up.catching_up else None)
 
     def _behind(self, behind: int | None) -> dict[str, Any]:
         """How far behind, where the source says (Kafka), and while catching up the time left."""

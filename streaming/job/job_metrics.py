@@ -52,6 +52,7 @@ class JobMetrics:
         self._lock = threading.Lock()
         self._started = False
         self._warming_up = False
+        self._catching_up: int | None = None  # records behind, while catching up
 
     def delivered(self, statuses: Iterable[str]) -> None:
         for status, n in Tally(statuses).items():
@@ -82,9 +83,18 @@ class JobMetrics:
         with self._lock:
             self._warming_up = warming
 
+    def catching_up(self, records_behind: int | None) -> None:
+        """The job catches up (catch_up.py), this many records behind; None: its alerts are
+        live. Said by `/healthz`, whose answer stays 200: a job catching up does its work, and
+        a probe that took it for unwell would restart it into a longer catch-up."""
+        with self._lock:
+            self._catching_up = records_behind
+
     def health(self) -> tuple[bool, str]:
         with self._lock:
-            started, warming = self._started, self._warming_up
+            started, warming, behind = self._started, self._warming_up, self._catching_up
+        if started and behind is not None:
+            return True, f"running, catching up: {behind:,} records behind"
         if started:
             return True, "running"
         return False, "warming up" if warming else "starting (Spark)"

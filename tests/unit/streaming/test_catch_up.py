@@ -141,16 +141,20 @@ def test_the_job_logs_how_far_behind_each_micro_batch_leaves_it_and_its_catch_up
     clock, metrics, query = Clock(), JobMetrics(), Query()
     reports = BatchReports(metrics, CatchUp(clock))
     caplog.set_level(logging.INFO, logger="zkcdc.stream")
-    reports.said(reports.catch_up.behind(300_000))  # at the start, from Kafka's watermarks
+    metrics.started(True)
+    reports.behind(300_000)  # at the start, from Kafka's watermarks
+    assert metrics.health() == (True, "running, catching up: 300,000 records behind")
     query.ran(0, 100_000, 200_000)
     query.ran(1, 100_000, 100_000)
     reported = reports.since(query, -1)
     assert reported == 1
     assert metrics.registry.get_sample_value("zkcdc_alerts_records_behind") == 100_000
+    assert metrics.health() == (True, "running, catching up: 100,000 records behind")
     clock.now += 12.5
     query.ran(2, 100_000, 0)
     assert reports.since(query, reported) == 2
     assert metrics.registry.get_sample_value("zkcdc_alerts_records_behind") == 0
+    assert metrics.health() == (True, "running")
     lines = [r.getMessage() for r in caplog.records]
     assert [line.split(":")[0] for line in lines if not line.startswith("micro-batch")] == [
         "catching up",
