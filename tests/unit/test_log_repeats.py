@@ -13,6 +13,7 @@ import uuid
 
 from hypothesis import given
 from hypothesis import strategies as st
+from manual_clock import ManualClock
 
 from zkcdc.ground import logs
 
@@ -28,14 +29,6 @@ def refused(port: int, ms: int = 0, n: int = 0) -> str:
     return REFUSED.format(
         port=port, ms=ms, suppressed=f", {n} identical error(s) suppressed" * bool(n)
     )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def _logger(limit: logs.RepeatLimit) -> tuple[logging.Logger, io.StringIO]:
@@ -55,12 +48,12 @@ def _lines(out: io.StringIO) -> list[dict[str, object]]:
 
 
 def test_repeats_within_the_window_are_held_and_counted_on_the_next_line_after_it() -> None:
-    clock = Clock()
+    clock = ManualClock()
     logger, out = _logger(logs.RepeatLimit(window_s=60, now=clock))
     for i in range(100):  # ~6 a second, each with its own timing and librdkafka's own count
-        clock.t = i / 6
+        clock.now = i / 6
         logger.info(refused(9092, i % 7, i))
-    clock.t = 61.0
+    clock.now = 61.0
     logger.info(refused(9092, 3, 100))
     lines = _lines(out)
     assert len(lines) == 2
@@ -69,7 +62,7 @@ def test_repeats_within_the_window_are_held_and_counted_on_the_next_line_after_i
 
 
 def test_each_broker_and_each_level_is_a_message_of_its_own() -> None:
-    logger, out = _logger(logs.RepeatLimit(window_s=60, now=Clock()))
+    logger, out = _logger(logs.RepeatLimit(window_s=60, now=ManualClock()))
     for _ in range(5):
         for port in (9092, 9093, 9094):
             logger.info(refused(port))
@@ -81,17 +74,17 @@ def test_each_broker_and_each_level_is_a_message_of_its_own() -> None:
 
 
 def test_a_line_after_a_quiet_window_says_nothing_of_repeats() -> None:
-    clock = Clock()
+    clock = ManualClock()
     logger, out = _logger(logs.RepeatLimit(window_s=60, now=clock))
     logger.info("Disconnected")
-    clock.t = 120.0
+    clock.now = 120.0
     logger.info("Disconnected")
     assert [line.get("repeated") for line in _lines(out)] == [None, None]
 
 
 @given(st.lists(st.integers(0, 50), max_size=300))
 def test_the_messages_kept_in_mind_stay_bounded(messages: list[int]) -> None:
-    limit = logs.RepeatLimit(window_s=60, now=Clock(), most=10)
+    limit = logs.RepeatLimit(window_s=60, now=ManualClock(), most=10)
     logger, out = _logger(limit)
     for m in messages:
         logger.info(f"complaint {m:02d}")  # zero-padded: a number the key keeps as it is

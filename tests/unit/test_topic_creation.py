@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
+from manual_clock import ManualClock
 
 from zkcdc.ground.topic_creation import TopicCreationError, create_topics, ensure_topic
 
@@ -44,17 +45,6 @@ class RefusingAdmin:
         return answers
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-
 def _create(outcomes: dict[str, list[int | None]], timeout_s: float = 60, **kw: Any) -> list[Any]:
     asked: list[list[str]] = []
     clients: list[RefusingAdmin] = []
@@ -63,9 +53,9 @@ def _create(outcomes: dict[str, list[int | None]], timeout_s: float = 60, **kw: 
         clients.append(RefusingAdmin(outcomes, asked))
         return clients[-1]
 
-    clock = Clock()
+    clock = ManualClock()
     topics = [NewTopic(name, 1, 3) for name in outcomes]
-    create_topics(new_admin, topics, timeout_s, now=clock.now, sleep=clock.sleep, **kw)
+    create_topics(new_admin, topics, timeout_s, now=clock, sleep=clock.sleep, **kw)
     return [asked, clients]
 
 
@@ -127,8 +117,8 @@ def test_a_broker_gone_between_the_count_and_the_creation_has_the_brokers_counte
     def read_metadata() -> SimpleNamespace:
         return SimpleNamespace(topics={}, brokers=brokers_up.pop(0))
 
-    clock = Clock()
-    ensure_topic(new_admin, read_metadata, "t", 3, 30, now=clock.now, sleep=clock.sleep)
+    clock = ManualClock()
+    ensure_topic(new_admin, read_metadata, "t", 3, 30, now=clock, sleep=clock.sleep)
     assert [c.replicas for c in clients] == [[3], [2]]
 
 
@@ -142,9 +132,9 @@ def test_an_existing_topic_is_left_as_it_is() -> None:
 
 def test_too_few_brokers_for_good_is_one_clear_error_at_the_deadline() -> None:
     outcomes: dict[str, list[int | None]] = {"t": [KafkaError.INVALID_REPLICATION_FACTOR] * 100}
-    clock = Clock()
+    clock = ManualClock()
     with pytest.raises(TopicCreationError, match="cannot create topic t") as caught:
         ensure_topic(lambda: RefusingAdmin(outcomes, []),
                      lambda: SimpleNamespace(topics={}, brokers={1: 0, 2: 0, 3: 0}),
-                     "t", 1, 10, now=clock.now, sleep=clock.sleep)  # fmt: skip
+                     "t", 1, 10, now=clock, sleep=clock.sleep)  # fmt: skip
     assert caught.value.transient  # brokers may come back: --wait asks again

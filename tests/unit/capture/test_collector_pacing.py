@@ -8,16 +8,9 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
+from manual_clock import ManualClock
 
 from zkcdc.capture.collector_pacing import CollectorPacing
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture(autouse=True)
@@ -53,15 +46,15 @@ def test_settle_collects_cycles_and_freezes_the_survivors() -> None:
 
 
 def test_the_paced_full_collection_runs_when_due_and_not_before() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     with CollectorPacing(full_every_s=60.0, now=clock) as pacing:
-        clock.t += 59.0
+        clock.now += 59.0
         pacing.tick()
         assert pacing.full_collections == 0
-        clock.t += 1.0
+        clock.now += 1.0
         pacing.tick()
         assert pacing.full_collections == 1
-        clock.t += 30.0
+        clock.now += 30.0
         pacing.tick()
         assert pacing.full_collections == 1  # the next one 60 s after that one
 

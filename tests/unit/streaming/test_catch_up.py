@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from manual_clock import ManualClock
 
 from zkcdc.streaming.job.alert_runner import BatchReports
 from zkcdc.streaming.job.catch_up import (
@@ -76,16 +77,8 @@ def test_no_report_shape_makes_it_fail(value: Any) -> None:
         assert found is None or found >= 0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_catch_up_is_said_when_it_begins_and_when_it_ends_with_what_it_read() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     catch_up = CatchUp(clock)
     assert catch_up.behind(CATCH_UP_RECORDS - 1, 5) is None  # a busy job, not a catch-up
     assert catch_up.behind(None) is None
@@ -138,7 +131,7 @@ class Query:
 def test_the_job_logs_how_far_behind_each_micro_batch_leaves_it_and_its_catch_up(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock, metrics, query = Clock(), JobMetrics(), Query()
+    clock, metrics, query = ManualClock(1000.0), JobMetrics(), Query()
     reports = BatchReports(metrics, CatchUp(clock))
     caplog.set_level(logging.INFO, logger="zkcdc.stream")
     metrics.started(True)

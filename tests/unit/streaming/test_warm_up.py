@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from manual_clock import ManualClock
+
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.streaming.job.change_source import KafkaInput
 from zkcdc.streaming.job.warm_up import (
@@ -21,16 +23,8 @@ READING = {"message": "Processing new data", "isDataAvailable": True, "isTrigger
 STARTING = {"message": "Initializing sources", "isDataAvailable": False, "isTriggerActive": False}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_query_is_idle_once_it_has_waited_for_records_for_the_whole_span() -> None:
-    clock = Clock()
+    clock = ManualClock()
     watch = IdleWatch(1.5, clock)
     assert not watch.idle(WAITING)
     clock.now = 1.4
@@ -40,7 +34,7 @@ def test_a_query_is_idle_once_it_has_waited_for_records_for_the_whole_span() -> 
 
 
 def test_records_between_two_waits_start_the_span_again() -> None:
-    clock = Clock()
+    clock = ManualClock()
     watch = IdleWatch(1.5, clock)
     watch.idle(WAITING)
     clock.now = 1.0
@@ -54,7 +48,7 @@ def test_records_between_two_waits_start_the_span_again() -> None:
 
 
 def test_a_query_still_starting_is_not_idle_however_long_it_takes() -> None:
-    clock = Clock()
+    clock = ManualClock()
     watch = IdleWatch(1.5, clock)
     for second in range(0, 120, 10):
         clock.now = float(second)

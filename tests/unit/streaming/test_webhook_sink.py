@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from manual_clock import ManualClock
 
 from zkcdc.cli import main
 from zkcdc.streaming.sinks.sink import AlertText
@@ -43,17 +44,9 @@ class Receiver:
         return answer
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_alerts_reach_the_receiver_in_order_each_once() -> None:
     receiver = Receiver()
-    notifier = WebhookNotifier("http://h/x", post=receiver, now=Clock())
+    notifier = WebhookNotifier("http://h/x", post=receiver, now=ManualClock(1000.0))
     notifier.update([_alert(1), _alert(2), _alert(1, "RESOLVED")])
     notifier.send_due()
     assert [(a["alert_id"], a["status"]) for a in receiver.taken] == [
@@ -77,7 +70,7 @@ def test_alerts_reach_the_receiver_in_order_each_once() -> None:
 def test_a_receiver_that_is_down_loses_nothing_and_is_retried_with_growing_backoff(
     failure: int | Exception,
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     receiver = Receiver(failure, failure, failure)
     # The cap of each wait (the wait itself is a random share of it: tests/unit/test_backoff.py)
     notifier = WebhookNotifier("http://h/x", post=receiver, now=clock, jitter=lambda: 1.0)
@@ -86,7 +79,7 @@ def test_a_receiver_that_is_down_loses_nothing_and_is_retried_with_growing_backo
     for _ in range(3):
         waits.append(notifier.send_due())
         assert notifier.send_due() > 0 and receiver.tries == len(waits)  # not before it is due
-        clock.t += waits[-1]
+        clock.now += waits[-1]
     assert waits == [1.0, 2.0, 4.0]
     assert receiver.taken == [] and notifier.pending == 2
     notifier.send_due()
@@ -98,7 +91,7 @@ def test_a_receiver_that_is_down_loses_nothing_and_is_retried_with_growing_backo
 
 def test_an_alert_the_receiver_refuses_for_good_is_dropped_and_the_rest_go_on() -> None:
     receiver = Receiver(400)
-    notifier = WebhookNotifier("http://h/x", post=receiver, now=Clock())
+    notifier = WebhookNotifier("http://h/x", post=receiver, now=ManualClock(1000.0))
     notifier.update([_alert(1), _alert(2)])
     notifier.send_due()
     assert [a["started_ms"] for a in receiver.taken] == [2]
@@ -107,7 +100,7 @@ def test_an_alert_the_receiver_refuses_for_good_is_dropped_and_the_rest_go_on() 
 
 def test_the_outbox_outlives_the_job_and_a_rerun_batch_sends_nothing_twice(tmp_path: Path) -> None:
     state = tmp_path / "webhook.json"
-    clock = Clock()
+    clock = ManualClock(1000.0)
     down = Receiver(OSError("down"))
     first = WebhookNotifier("http://h/x", post=down, now=clock, state_file=state)
     first.update([_alert(1), _alert(2)])
@@ -119,7 +112,7 @@ def test_the_outbox_outlives_the_job_and_a_rerun_batch_sends_nothing_twice(tmp_p
     assert second.pending == 2
     second.send_due()
     # The job died mid-batch and re-runs it: what was sent is held, so not queued again.
-    held = second.held(clock.t - 10)
+    held = second.held(clock.now - 10)
     second.update(
         [a for a in [_alert(1), _alert(2), _alert(3)] if (a.alert_id, a.status) not in held]
     )
@@ -130,7 +123,9 @@ def test_the_outbox_outlives_the_job_and_a_rerun_batch_sends_nothing_twice(tmp_p
 def test_an_unreadable_outbox_is_a_warning_not_a_crash(tmp_path: Path) -> None:
     state = tmp_path / "webhook.json"
     state.write_text("{not json")
-    notifier = WebhookNotifier("http://h/x", post=Receiver(), now=Clock(), state_file=state)
+    notifier = WebhookNotifier(
+        "http://h/x", post=Receiver(), now=ManualClock(1000.0), state_file=state
+    )
     assert notifier.pending == 0
 
 
