@@ -20,7 +20,7 @@ from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.bucketed_map import Buckets
-from zkcdc.streaming.job.catch_up import CatchUp, CatchUpBegun, CaughtUp, records_behind
+from zkcdc.streaming.job.catch_up import CatchUp, CatchUpBegun, CaughtUp, behind_from_progress
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
@@ -382,7 +382,7 @@ class BatchReports:
         """Each micro-batch after `reported`; the last one said."""
         for progress in progress_since(query, reported):
             batch = reported = progress["batchId"]
-            behind = records_behind(progress)
+            behind = behind_from_progress(progress)
             if behind is not None and self.metrics is not None:
                 self.metrics.records_behind.set(behind)
             if progress["numInputRows"]:

@@ -4,9 +4,12 @@ A job started on a new checkpoint against a large cluster reads capture's whole 
 before its alerts are live (about 2,000,000 records at 1,000,000 partitions: minutes), as does
 a job resumed after a long stop or a storm larger than its micro-batches. Its user sees how
 far it has to go (`records_behind` on every micro-batch line, the `zkcdc_alerts_records_behind`
-gauge), a line when a catch-up begins, and one when the job is live again.
+gauge), a line when a catch-up begins, and one when the job is live again. Before its first
+micro-batch, the distance is counted from where its query starts to the topic's watermarks
+(`behind_from_watermarks`); after each, from Spark's progress (`behind_from_progress`).
 
-Pure: the progress reports are Spark's JSON as the job reads them (alert_runner.py)."""
+Pure: the progress reports are Spark's JSON as the job reads them (alert_runner.py), the
+watermarks Kafka's as warm_up.backlog asks them."""
 
 from __future__ import annotations
 
@@ -21,9 +24,10 @@ from typing import Any
 # a catch-up every micro-batch.
 CATCH_UP_RECORDS = 100_000
 CAUGHT_UP_RECORDS = 10_000
+EARLIEST, LATEST = -2, -1  # as Spark's startingOffsets JSON names them
 
 
-def records_behind(progress: dict[str, Any]) -> int | None:
+def behind_from_progress(progress: dict[str, Any]) -> int | None:
     """Records between where a micro-batch stopped reading and the newest its sources had
     (Spark's `endOffset` and `latestOffset`, summed over every Kafka partition); None where no
     source says (an event log). A partition the micro-batch did not read to yet (one new to
@@ -38,6 +42,30 @@ def records_behind(progress: dict[str, Any]) -> int | None:
             max(0, offset - end.get(place, 0)) for place, offset in latest.items()
         )
     return total
+
+
+def behind_from_watermarks(starts: dict[int, int], marks: dict[int, tuple[int, int]]) -> int:
+    """Records behind at a query's start (before its first micro-batch reports): from each
+    partition's start (an offset, EARLIEST or LATEST; a partition not named:
+    EARLIEST) to its end, by its (low, high) watermarks."""
+    total = 0
+    for partition, (low, high) in marks.items():
+        start = starts.get(partition, EARLIEST)
+        start = low if start == EARLIEST else high if start == LATEST else max(start, low)
+        total += max(0, high - start)
+    return total
+
+
+def starting_offsets(option: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """A new query's starts, from the source's startingOffsets ("earliest", "latest", or
+    Spark's JSON of offsets by topic and partition)."""
+    if option in ("earliest", "latest"):
+        return dict.fromkeys(partitions, EARLIEST if option == "earliest" else LATEST)
+    try:
+        named = json.loads(option)[topic]
+        return {p: int(named.get(str(p), EARLIEST)) for p in partitions}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}  # Spark refuses it when the query starts, in its own words
 
 
 def _offsets(value: Any) -> dict[tuple[str, str], int] | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from zkcdc.ground import logs, waiting
 from zkcdc.ground.kafka_connection import KafkaConnectionError
+from zkcdc.streaming.job.catch_up import behind_from_watermarks, starting_offsets
 from zkcdc.streaming.job.change_source import KafkaInput
 from zkcdc.streaming.job.lean_batches import LeanBatch, foreach_batch
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
@@ -56,7 +57,6 @@ WAITING_FOR_DATA = "Waiting for data to arrive"
 # 1,000,000 partitions (B9) the warm-up ran to its limit on the snapshot's first topics, ~50 s
 # before the job's own first micro-batch, and what it compiled the catch-up compiles anyway.
 SKIP_AT_BACKLOG = 1_000_000
-EARLIEST, LATEST = -2, -1  # as Spark's startingOffsets JSON names them
 
 
 def worth_warming_up(behind: int | None, checkpoint: Path, skip_at: int = SKIP_AT_BACKLOG) -> bool:
@@ -82,30 +82,7 @@ def backlog(source: KafkaInput, query_checkpoint: Path, timeout_s: float = 10.0)
     starts = next_offsets(query_checkpoint, source.topic)
     if starts is None:
         starts = starting_offsets(source.starting_offsets, source.topic, list(marks))
-    return records_behind(starts, marks)
-
-
-def records_behind(starts: dict[int, int], marks: dict[int, tuple[int, int]]) -> int:
-    """From each partition's start (an offset, EARLIEST or LATEST; a partition not named:
-    EARLIEST) to its end, by its (low, high) watermarks."""
-    total = 0
-    for partition, (low, high) in marks.items():
-        start = starts.get(partition, EARLIEST)
-        start = low if start == EARLIEST else high if start == LATEST else max(start, low)
-        total += max(0, high - start)
-    return total
-
-
-def starting_offsets(option: str, topic: str, partitions: list[int]) -> dict[int, int]:
-    """A new query's starts, from the source's startingOffsets ("earliest", "latest", or
-    Spark's JSON of offsets by topic and partition)."""
-    if option in ("earliest", "latest"):
-        return dict.fromkeys(partitions, EARLIEST if option == "earliest" else LATEST)
-    try:
-        named = json.loads(option)[topic]
-        return {p: int(named.get(str(p), EARLIEST)) for p in partitions}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return {}  # Spark refuses it when the query starts, in its own words
+    return behind_from_watermarks(starts, marks)
 
 
 def next_offsets(query_checkpoint: Path, topic: str) -> dict[int, int] | None:

@@ -17,10 +17,14 @@ from zkcdc.streaming.job.alert_runner import BatchReports
 from zkcdc.streaming.job.catch_up import (
     CATCH_UP_RECORDS,
     CAUGHT_UP_RECORDS,
+    EARLIEST,
+    LATEST,
     CatchUp,
     CatchUpBegun,
     CaughtUp,
-    records_behind,
+    behind_from_progress,
+    behind_from_watermarks,
+    starting_offsets,
 )
 from zkcdc.streaming.job.job_metrics import JobMetrics
 
@@ -37,18 +41,18 @@ def kafka_source(end: dict[str, int], latest: dict[str, int], as_text: bool = Fa
     return source
 
 
-def test_records_behind_sums_each_partitions_distance_to_its_newest_offset() -> None:
+def test_behind_from_progress_sums_each_partitions_distance_to_its_newest_offset() -> None:
     progress = {"sources": [kafka_source({"0": 10, "1": 200}, {"0": 110, "1": 205})]}
-    assert records_behind(progress) == 105
+    assert behind_from_progress(progress) == 105
     text = {"sources": [kafka_source({"0": 10}, {"0": 30}, as_text=True)]}
-    assert records_behind(text) == 20
+    assert behind_from_progress(text) == 20
 
 
 def test_a_partition_the_micro_batch_did_not_read_yet_counts_from_its_start() -> None:
     # One new to the topic (not in the batch's end offsets), and one read past what Spark
     # last saw of its newest.
     progress = {"sources": [kafka_source({"0": 50}, {"0": 40, "1": 7})]}
-    assert records_behind(progress) == 7
+    assert behind_from_progress(progress) == 7
 
 
 @pytest.mark.parametrize(
@@ -62,8 +66,8 @@ def test_a_partition_the_micro_batch_did_not_read_yet_counts_from_its_start() ->
     ],
 )  # fmt: skip
 def test_a_source_that_names_no_kafka_offsets_says_nothing(sources: list[Any]) -> None:
-    assert records_behind({"sources": sources}) is None
-    assert records_behind({}) is None
+    assert behind_from_progress({"sources": sources}) is None
+    assert behind_from_progress({}) is None
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
@@ -73,8 +77,41 @@ def test_no_report_shape_makes_it_fail(value: Any) -> None:
     """Spark writes what it writes: whatever a source holds, a number or None comes back."""
     for progress in ({"sources": [{"endOffset": value, "latestOffset": value}]},
                      {"sources": [{"endOffset": {"t": {"0": 1}}, "latestOffset": value}]}):  # fmt: skip
-        found = records_behind(progress)
+        found = behind_from_progress(progress)
         assert found is None or found >= 0
+
+
+def test_the_backlog_at_a_start_runs_from_each_partitions_start_to_its_end() -> None:
+    marks = {0: (10, 50), 1: (0, 7), 2: (5, 5)}  # (low, high) watermarks by partition
+    assert behind_from_watermarks({0: EARLIEST, 1: EARLIEST, 2: EARLIEST}, marks) == 47
+    assert behind_from_watermarks({0: LATEST, 1: LATEST, 2: LATEST}, marks) == 0
+    # an offset below the low watermark (records deleted by retention) counts from the low;
+    # one past the end (a topic recreated smaller) counts nothing; a partition not named is
+    # read from its start, as Spark reads one new to the topic
+    assert behind_from_watermarks({0: 3, 1: 9}, marks) == 40 + 0 + 0
+
+
+def test_a_new_querys_starts_come_from_its_starting_offsets_option() -> None:
+    assert starting_offsets("earliest", "t", [0, 1]) == {0: EARLIEST, 1: EARLIEST}
+    assert starting_offsets("latest", "t", [0]) == {0: LATEST}
+    named = json.dumps({"t": {"0": 42, "1": -1}})
+    assert starting_offsets(named, "t", [0, 1, 2]) == {0: 42, 1: LATEST, 2: EARLIEST}
+    # what Spark refuses when the query starts (in its own words) counts as not known here
+    assert starting_offsets("[1, 2]", "t", [0]) == {}
+    assert starting_offsets(json.dumps({"other": {"0": 1}}), "t", [0]) == {}
+
+
+@given(st.text(max_size=40) | st.builds(json.dumps, st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["t", "0", "1", "x"]), inner, max_size=3), max_leaves=8)),
+    st.dictionaries(st.integers(0, 3), st.tuples(st.integers(0, 100), st.integers(0, 100)),
+                    max_size=4))  # fmt: skip
+def test_no_starting_offsets_option_makes_the_backlog_fail(option: str, marks: Any) -> None:
+    """A user's --starting-offsets is any text: the backlog is a count or the option is left
+    to Spark, never an exception at the start."""
+    marks = {p: (min(a, b), max(a, b)) for p, (a, b) in marks.items()}
+    assert behind_from_watermarks(starting_offsets(option, "t", list(marks)), marks) >= 0
 
 
 def test_a_catch_up_is_said_when_it_begins_and_when_it_ends_with_what_it_read() -> None:
