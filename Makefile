@@ -109,6 +109,7 @@ bench: setup
 	$(BIN)/python bench/b9_cluster_size.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b9_broker_failure.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b9_realtime_mode.py $(BENCH_FLAGS)
+	$(BIN)/python bench/b9_catch_up_python.py $(BENCH_FLAGS)
 	$(BIN)/python bench/b10_lake.py $(BENCH_FLAGS)
 	$(BIN)/python bench/report.py $(BENCH_FLAGS)
 

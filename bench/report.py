@@ -38,6 +38,7 @@ VARIANTS = {
     "b8_ui_million": "b8_ui",
     "b9_broker_failure": "b9_broker_failure",  # B9's 1,000,000-partition failure
     "b9_realtime_mode": "b9_realtime_mode",  # B9: a stateless query in Real-time Mode
+    "b9_catch_up_python": "b9_catch_up_python",  # B9: a started job's catch-up, no Spark
 }
 
 
