@@ -17,6 +17,7 @@ from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job import checkpoint_files
 from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.bucketed_map import Buckets
@@ -35,6 +36,7 @@ from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import STOP_WAIT_S, BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
 from zkcdc.streaming.job.query_failures import KafkaOutage, failure_line, kafka_out_of_reach
+from zkcdc.streaming.job.saved_state import AFRESH
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
 from zkcdc.streaming.job.spark_session import quiet_state_store_maintenance, session
@@ -105,6 +107,11 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
     session to use instead of starting one (a backfill's, with the lake), left running."""
     shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
     buckets = recorded_buckets(options.checkpoint)
+    damaged = checkpoint_files.damage(options.checkpoint / "alerts")
+    if damaged is not None:
+        raise StreamingError(
+            f"checkpoint {options.checkpoint} cannot be resumed: {damaged}; {AFRESH}"
+        )
     for metadata in repoint_state_schemas(options.checkpoint / "alerts"):
         log.info("a moved checkpoint's state schema paths now name its own files",
                  metadata=str(metadata))  # fmt: skip

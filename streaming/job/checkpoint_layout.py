@@ -48,9 +48,11 @@ def _marker(checkpoint: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: {e}") from e
+        raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER} ({e}); {AFRESH}") from e
     if not isinstance(marker, dict):
-        raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: not an object")
+        raise StreamingError(
+            f"checkpoint {checkpoint}: unreadable {MARKER} (not an object); {AFRESH}"
+        )
     return marker
 
 
@@ -61,7 +63,9 @@ def recorded_layout(checkpoint: Path) -> int | None:
         try:
             return int(marker["shards"])
         except (KeyError, ValueError, TypeError) as e:
-            raise StreamingError(f"checkpoint {checkpoint}: unreadable {MARKER}: {e!r}") from e
+            raise StreamingError(
+                f"checkpoint {checkpoint}: unreadable {MARKER} ({e!r}); {AFRESH}"
+            ) from e
     # Offsets without a marker: written by a release before shards.
     return 0 if (checkpoint / "alerts" / "offsets").is_dir() else None
 

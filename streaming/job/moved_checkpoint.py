@@ -26,8 +26,8 @@ def repoint_state_schemas(query_checkpoint: Path) -> list[Path]:
     for metadata in sorted(query_checkpoint.glob("state/*/_metadata/v2/*")):
         if metadata.name.startswith(".") or not metadata.is_file():
             continue
-        version, _, body = metadata.read_text().partition("\n")
         try:
+            version, _, body = metadata.read_text().partition("\n")
             content = json.loads(body)
         except ValueError:
             continue  # not ours to judge: Spark says what it cannot read

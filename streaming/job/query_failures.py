@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from zkcdc.ground.backoff import Backoff
+from zkcdc.streaming.job.saved_state import AFRESH
 from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach
 
 # Kafka's Java client's errors that say a broker could not be reached or answered in time, as
@@ -27,6 +28,12 @@ _KAFKA_OUT_OF_REACH = re.compile(
     r"|java\.util\.concurrent\.TimeoutException(?=: Cannot fetch record for offset)"
 )
 
+# Spark's errors for a state store it could not load from the checkpoint (damaged or missing
+# files a pre-flight check could not see: checkpoint_files.py).
+_STATE_UNREADABLE = re.compile(
+    r"\[(?:CANNOT_LOAD_STATE_STORE|STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY"
+    r"|CANNOT_READ_STREAMING_STATE_FILE)\b"
+)
 _OWN_ERROR = re.compile(r"^zkcdc\.[\w.]+: (.+)$", re.MULTILINE)
 # A Java exception's class and the colon before its message, inside a longer line: Spark's
 # "Job aborted due to stage failure: ... most recent failure: ...: org.x.SomeException: why".
@@ -61,7 +68,10 @@ def failure_line(query: str, spark_message: str, delivery_error: BaseException |
         message = str(delivery_error).strip() or type(delivery_error).__name__
     else:
         message = spark_message.strip()
-    return f"streaming query {query} failed: {reason_line(message)}"
+    line = f"streaming query {query} failed: {reason_line(message)}"
+    if delivery_error is None and _STATE_UNREADABLE.search(message):
+        line += f"; its checkpoint's state cannot be read: {AFRESH}"
+    return line
 
 
 def reason_line(message: str) -> str:

@@ -93,7 +93,11 @@ def next_offsets(query_checkpoint: Path, topic: str) -> dict[int, int] | None:
     if not planned:
         return None
     last = max(planned, key=lambda f: int(f.name))
-    for line in reversed(last.read_text().splitlines()):
+    try:
+        text = last.read_text()
+    except (OSError, ValueError):
+        return None  # damaged: the job refuses the checkpoint, in one line (checkpoint_files)
+    for line in reversed(text.splitlines()):
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             offsets = json.loads(line)
             if isinstance(offsets, dict) and isinstance(offsets.get(topic), dict):

@@ -19,6 +19,7 @@ from typing import Any
 from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnectionError
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job import checkpoint_files
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
@@ -78,6 +79,14 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
     """The queries until `stop` is set (or, available-now, until their input is done).
     `spark`: a session with the lake (`lake_session`) to use instead of starting one."""
     check_local_lake(options.lake)
+    for folder in (options.checkpoint, options.checkpoint / Table.ALERTS.value):
+        damaged = checkpoint_files.damage(folder, stateful=False)
+        if damaged is not None:
+            raise StreamingError(
+                f"checkpoint {options.checkpoint} cannot be resumed: {damaged}; start afresh "
+                "with a new --checkpoint: the job reads the changes topic again and the lake "
+                "keeps each change once (rows it holds already are left out)"
+            )
     if options.alerts_topic is not None and not isinstance(options.source, KafkaInput):
         raise StreamingError("--alerts-topic reads Kafka: give --bootstrap-servers")
     own = spark is None

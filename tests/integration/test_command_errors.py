@@ -6,6 +6,7 @@ never a flood of client-library lines. Run as the real `zkcdc` processes users r
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from zkcdc.capture.tracker import Tracker, TrackerState
 from zkcdc.stack import probes
 
 pytestmark = pytest.mark.integration
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _zkcdc(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> Any:
@@ -191,6 +194,46 @@ def test_stream_alerts_on_a_checkpoint_of_another_layout(
                     str(checkpoint), "--shards", asked)  # fmt: skip
     _assert_one_clear_line(result, told, "zkcdc replay")
     assert not (checkpoint / "alerts" / "commits").exists(), "Spark ran on it"
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize(
+    ("harm", "named"),
+    [
+        (lambda q: _cut(sorted((q / "state" / "0" / "0" / "SSTs").glob("0*.sst"))[0]),
+         "state/0/0/SSTs/"),
+        (lambda q: (q / "offsets" / "0").write_bytes(b"\x00\xff"), "offsets/0: not text"),
+        (lambda q: shutil.rmtree(q / "state"), "state/: missing"),
+        (lambda q: (q / "state" / "0" / "_metadata" / "v2" / "0").write_bytes(b"\xff"),
+         "state/0/_metadata/v2/0"),
+    ],
+)  # fmt: skip
+def test_stream_alerts_on_a_damaged_checkpoint(
+    event_log: Path, tmp_path: Path, harm: Any, named: str
+) -> None:
+    """Today's release's checkpoint (tests/fixtures/checkpoint_v2) with a file damaged:
+    refused before Spark starts, naming the file and how to start afresh without a loss."""
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "checkpoint_v2" / "shards-2", checkpoint)
+    harm(checkpoint / "alerts")
+    result = _zkcdc("stream", "alerts", "--event-log", str(event_log), "--available-now",
+                    "--alerts-out", str(tmp_path / "alerts.jsonl"), "--checkpoint",
+                    str(checkpoint))  # fmt: skip
+    _assert_one_clear_line(result, "cannot be resumed", named, "start afresh", "zkcdc replay")
+    assert not (checkpoint / "alerts" / "commits" / "1").exists(), "Spark ran on it"
+
+
+def test_stream_history_on_a_damaged_checkpoint(event_log: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    (checkpoint / "commits" / "1").write_text("v1\n")  # cut short by a full disk
+    result = _zkcdc("stream", "history", "--event-log", str(event_log), "--available-now",
+                    "--lake", str(tmp_path / "lake"), "--checkpoint", str(checkpoint))  # fmt: skip
+    _assert_one_clear_line(result, "cannot be resumed", "commits/1: cut short", "new --checkpoint")
 
 
 def test_replay_shards_without_alerts_out(event_log: Path, free_port: int) -> None:

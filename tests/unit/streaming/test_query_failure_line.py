@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.query_failures import failure_line
+from zkcdc.streaming.job.saved_state import AFRESH
 
 PROXY = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call"
@@ -25,6 +26,20 @@ def test_a_failure_in_spark_itself_gives_the_first_line_of_sparks_message() -> N
     assert failure_line("q1", message, None) == (
         "streaming query q1 failed: [STATE_STORE_PROVIDER_DOES_NOT_SUPPORT] a reason"
     )
+
+
+def test_state_spark_cannot_load_from_the_checkpoint_says_how_to_start_afresh() -> None:
+    """What the check before Spark's start cannot see (a changelog's insides, an SST file's):
+    Spark's own error, and what to do."""
+    for message in (
+        "[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state.  "
+        "SQLSTATE: 58030\n\tat org.apache.spark.X",
+        "[STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY] Cannot restart streaming query",
+        "Job aborted: [CANNOT_READ_STREAMING_STATE_FILE] Error reading streaming state file",
+    ):
+        line = failure_line("q1", message, None)
+        assert "\n" not in line and line.endswith(AFRESH), line
+    assert AFRESH not in failure_line("q1", "[STATE_STORE_PROVIDER_DOES_NOT_SUPPORT] x", None)
 
 
 def test_an_error_without_words_is_named_by_its_type_and_the_line_is_bounded() -> None:

@@ -1,0 +1,114 @@
+"""A checkpoint's files checked before Spark starts (streaming/job/checkpoint_files.py): today's
+release's checkpoint (tests/fixtures/checkpoint_v2) is whole; each damage a disk, a copy or a
+hand can do to a file a resume reads is named, file and why; nothing in a file makes the check
+itself fail. The commands' one line over such a checkpoint: tests/integration/test_command_errors.py."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zkcdc.streaming.job.checkpoint_files import damage
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+WHOLE = FIXTURES / "checkpoint_v2" / "shards-2" / "alerts"
+
+
+@pytest.fixture
+def query(tmp_path: Path) -> Path:
+    copy = tmp_path / "alerts"
+    shutil.copytree(WHOLE, copy)
+    return copy
+
+
+def _sst(query: Path) -> Path:
+    return sorted((query / "state" / "0" / "0" / "SSTs").glob("0*.sst"))[0]
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"\x00\xff not what Spark wrote\n")
+
+
+def test_every_checkpoint_a_release_wrote_is_whole() -> None:
+    for layout in (FIXTURES / "checkpoint_v1").iterdir():
+        if (layout / "alerts").is_dir():
+            assert damage(layout / "alerts") is None, layout
+    assert damage(WHOLE) is None
+
+
+def test_a_new_checkpoint_has_nothing_to_be_damaged(tmp_path: Path) -> None:
+    assert damage(tmp_path / "not-there") is None
+    planned = tmp_path / "planned"
+    (planned / "offsets").mkdir(parents=True)
+    (planned / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"t":{"0":5}}')
+    assert damage(planned) is None  # nothing committed yet: no state to load
+
+
+@pytest.mark.parametrize(
+    ("harm", "named"),
+    [
+        (lambda q: _garbage(q / "metadata"), "metadata: not the query's id"),
+        (lambda q: (q / "metadata").write_text("{}"), "metadata: not the query's id"),
+        (lambda q: _garbage(q / "offsets" / "0"), "offsets/0: not text"),
+        (lambda q: (q / "offsets" / "0").write_text(""), "offsets/0: no version line"),
+        (lambda q: (q / "offsets" / "0").write_text("v1\n"), "offsets/0: cut short"),
+        (lambda q: _cut(q / "offsets" / "0"), "offsets/0: a line is not JSON"),
+        (lambda q: _garbage(q / "commits" / "0"), "commits/0: not text"),
+        (lambda q: _cut(q / "sources" / "0" / "0"), "sources/0/0: a line is not JSON"),
+        (lambda q: shutil.rmtree(q / "state"), "state/: missing"),
+        (lambda q: _garbage(q / "state" / "0" / "_metadata" / "v2" / "0"),
+         "state/0/_metadata/v2/0: not text"),
+        (lambda q: _garbage(next((q / "state" / "0" / "_stateSchema").rglob("0_*"))),
+         "not a state schema"),
+        (lambda q: _cut(q / "state" / "0" / "1" / "1.zip"),
+         "state/0/1/1.zip: not a whole RocksDB snapshot"),
+        (lambda q: _cut(_sst(q)), "bytes, state/0/0/1.zip says"),
+        (lambda q: _sst(q).unlink(), "missing (state/0/0/1.zip names it)"),
+    ],
+)  # fmt: skip
+def test_each_damage_is_named_with_its_file(
+    query: Path, harm: Callable[[Path], None], named: str
+) -> None:
+    harm(query)
+    found = damage(query)
+    assert found is not None and named in found, found
+
+
+def test_a_changelog_and_the_files_a_resume_does_not_read_are_left_to_spark(query: Path) -> None:
+    """The newest snapshot is what a resume loads; a changelog's insides are Spark's to read."""
+    _garbage(query / "state" / "0" / "0" / "1.changelog")
+    assert damage(query) is None
+    (query / "state" / "0" / "0" / "9.zip").write_bytes(b"of a micro-batch not committed")
+    assert damage(query) is None
+
+
+def test_a_stateless_querys_checkpoint_needs_no_state(query: Path) -> None:
+    shutil.rmtree(query / "state")
+    assert damage(query, stateful=False) is None
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.integers(min_value=0), data=st.binary(max_size=64),
+       keep=st.floats(min_value=0, max_value=1))  # fmt: skip
+def test_nothing_in_a_file_makes_the_check_fail(
+    tmp_path_factory: pytest.TempPathFactory, which: int, data: bytes, keep: float
+) -> None:
+    """Any file of the checkpoint cut anywhere and followed by any bytes: a reason or None,
+    never an exception of the check's own."""
+    query = tmp_path_factory.mktemp("cp") / "alerts"
+    shutil.copytree(WHOLE, query)
+    files = sorted(f for f in query.rglob("*") if f.is_file())
+    target = files[which % len(files)]
+    original = target.read_bytes()
+    target.write_bytes(original[: int(len(original) * keep)] + data)
+    found = damage(query)
+    assert found is None or isinstance(found, str)
