@@ -69,7 +69,8 @@ def failure_line(query: str, spark_message: str, delivery_error: BaseException |
     else:
         message = spark_message.strip()
     line = f"streaming query {query} failed: {reason_line(message)}"
-    if delivery_error is None and _STATE_UNREADABLE.search(message):
+    # The delivery's own Spark job (its collect) meets the state first, in most micro-batches.
+    if _STATE_UNREADABLE.search(message):
         line += f"; its checkpoint's state cannot be read: {AFRESH}"
     return line
 

@@ -249,10 +249,22 @@ TRIGGER_LOGGERS = (
 )
 
 
+# A task that fails (a damaged state store it cannot load, a source out of reach): the
+# executor logs an ERROR with the whole Java stack, the task set a WARN with it again, a file
+# sink's writer one more: ~400 lines for one damaged checkpoint file, before the job's own
+# line that names the reason (query_failures.py). The task set's one-line ERROR (a task failed
+# N times; aborting) still shows.
+TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+)
+TASK_SET_LOGGER = "org.apache.spark.scheduler.TaskSetManager"
+
+
 def quiet_query_failures(spark: Any) -> None:
-    for logger in QUERY_LOGGERS:
+    for logger in (*QUERY_LOGGERS, *TASK_FAILURE_LOGGERS):
         _log_at(spark, logger, "OFF")
-    for logger in (*KAFKA_OUTAGE_LOGGERS, *TRIGGER_LOGGERS):
+    for logger in (*KAFKA_OUTAGE_LOGGERS, *TRIGGER_LOGGERS, TASK_SET_LOGGER):
         _log_at(spark, logger, "ERROR")
 
 

@@ -112,3 +112,41 @@ def test_a_job_that_died_after_delivering_a_batch_but_before_committing_it_resum
         shutil.copy(later, log / later.name)
     run()
     assert alerts_of(alerts) == alerts_of(FIXTURES / "event_log_v1.alerts.jsonl")
+
+
+def test_state_that_spark_alone_finds_damaged_ends_the_job_in_one_line_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """Damage the check before Spark's start leaves to Spark (a RocksDB changelog's insides,
+    no snapshot under it: streaming/job/checkpoint_files.py): the query fails loading the
+    state, and the job ends with one line naming Spark's error and how to start afresh, not a
+    flood of Java stacks before it, no alert given."""
+    from zkcdc.streaming.job.saved_state import AFRESH
+
+    about = json.loads((FIXTURES / f"{TODAYS}.json").read_text())
+    log, checkpoint, after = tmp_path / "log", tmp_path / "checkpoint", tmp_path / "after.jsonl"
+    shutil.copytree(FIXTURE / "log", log)
+    shutil.copytree(FIXTURES / TODAYS / "shards-2", checkpoint)
+    _moved(checkpoint, about["source_folder"]["shards-2"], log)
+    for later in (FIXTURE / "later").iterdir():
+        shutil.copy(later, log / later.name)
+    store = checkpoint / "alerts" / "state" / "0" / "0"
+    (store / "1.zip").unlink()
+    (store / "1.changelog").write_bytes(b"\x00\x00\x00\x07damaged")
+    run = subprocess.run(
+        [sys.executable, "-m", "zkcdc", "stream", "alerts", "--event-log", str(log),
+         "--checkpoint", str(checkpoint), "--available-now", "--no-publish",
+         "--alerts-out", str(after)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    # Spark's start says ~25 lines; the task's failure, once each by the executor, the task
+    # set and the file sink's writer with the whole Java stack, said ~400 more. What may be
+    # left: a second task's load, interrupted as the job ends, from RocksDB's own logger.
+    stacks = [line for line in run.stderr.splitlines() if line.startswith("\tat ")]
+    assert len(stacks) < 100, f"a flood of Java stacks on stderr:\n{run.stderr[-3000:]}"
+    said = [line for line in run.stderr.splitlines() if "zkcdc: error:" in line]
+    assert len(said) == 1 and "CANNOT_LOAD_STATE_STORE" in said[0], run.stderr[-3000:]
+    assert said[0].endswith(AFRESH), said[0]
+    assert not after.exists() or not alerts_of(after)

@@ -151,12 +151,14 @@ def test_a_command_writes_json_lines_on_stderr_and_starts_without_structlog_or_r
 
 def test_py4js_own_report_of_a_failed_call_is_dropped_and_the_rest_of_the_root_loggers_kept():
     """py4j logs a failed call to the root logger and raises it to the caller too (a Spark
-    driver gone: one record from each thread that asked); the caller's one line is kept."""
+    driver gone: one record from each thread that asked), and a failed callback (foreachBatch)
+    to its own logger and to Spark too; the caller's one line is kept."""
     import py4j.java_gateway
 
-    def record(name: str, pathname: str) -> logging.LogRecord:
-        return logging.LogRecord(name, logging.ERROR, pathname, 1, "Exception while sending "
-                                 "command.", None, None)  # fmt: skip
+    def record(
+        name: str, pathname: str, message: str = "Exception while sending command."
+    ) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.ERROR, pathname, 1, message, None, None)
 
     out = io.StringIO()
     root = logging.getLogger()
@@ -169,6 +171,11 @@ def test_py4js_own_report_of_a_failed_call_is_dropped_and_the_rest_of_the_root_l
         assert not handler.filter(record("root", py4j.java_gateway.__file__))
         assert handler.filter(record("root", __file__))
         assert handler.filter(record("py4j.java_gateway", py4j.java_gateway.__file__))
+        # A foreachBatch that raised: py4j's client server says so, traceback and all, and
+        # Spark's query fails with the error, which the job reports in its one line.
+        callback = "There was an exception while executing the Python Proxy on the Python Side."
+        assert not handler.filter(record("py4j.clientserver", py4j.java_gateway.__file__, callback))
+        assert handler.filter(record("zkcdc.stream", __file__, callback))
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])

@@ -114,16 +114,24 @@ class RepeatLimit(logging.Filter):
         return True
 
 
-def _not_py4j_on_root(record: logging.LogRecord) -> bool:
-    """py4j (Spark's bridge) logs a failed call to the root logger, traceback and all, and
-    raises it to the caller as well: the caller's report is the one kept."""
-    return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
+# What py4j's client server logs when a Python callback Spark made (a foreachBatch) raised.
+_PY4J_CALLBACK_FAILED = "exception while executing the Python Proxy"
+
+
+def _not_py4j_echo(record: logging.LogRecord) -> bool:
+    """py4j (Spark's bridge) logs a failed call, traceback and all (to the root logger for a
+    call into Java, to its own for a Python callback Spark made), and hands the error on as
+    well (raised to the caller; returned to Spark, whose query fails with it): the job's own
+    report of it is the one kept."""
+    if f"{os.sep}py4j{os.sep}" not in record.pathname:
+        return True
+    return not (record.name == "root" or _PY4J_CALLBACK_FAILED in record.getMessage())
 
 
 def configure(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
-    handler.addFilter(_not_py4j_on_root)
+    handler.addFilter(_not_py4j_echo)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -40,6 +40,15 @@ def test_state_spark_cannot_load_from_the_checkpoint_says_how_to_start_afresh() 
         line = failure_line("q1", message, None)
         assert "\n" not in line and line.endswith(AFRESH), line
     assert AFRESH not in failure_line("q1", "[STATE_STORE_PROVIDER_DOES_NOT_SUPPORT] x", None)
+    # Met by the delivery's collect (py4j's error, Spark's on its second line)
+    collect = RuntimeError(
+        "An error occurred while calling o91.collectToPython.\n: org.apache.spark."
+        "SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed 1 times, "
+        "most recent failure: org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE."
+        "UNCATEGORIZED] An error occurred during loading state.  SQLSTATE: 58030"
+    )
+    line = failure_line("q1", PROXY, collect)
+    assert "CANNOT_LOAD_STATE_STORE" in line and line.endswith(AFRESH), line
 
 
 def test_an_error_without_words_is_named_by_its_type_and_the_line_is_bounded() -> None:
