@@ -8,17 +8,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zkcdc.ground import logs
 from zkcdc.ground.private_files import atomic_write
+
+log = logs.get("zkcdc.stream")
 
 
 class BatchLedger:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._warned = False
 
     def last(self) -> int:
         try:
             return int(self.path.read_text())
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return -1
+        except (OSError, ValueError) as exc:
+            # Written whole or not at all (atomic_write): damage from outside the job. What it
+            # would have said is only which micro-batch not to deliver again after a crash.
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "the sink ledger cannot be read: a micro-batch Spark runs again after a "
+                    "crash may be delivered again (its alerts under the same alert_id)",
+                    ledger=str(self.path), reason=type(exc).__name__,
+                )  # fmt: skip
             return -1
 
     def mark(self, batch_id: int) -> None:

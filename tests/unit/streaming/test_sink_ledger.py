@@ -24,6 +24,18 @@ def test_a_batch_begun_and_not_marked_is_pending_until_marked(tmp_path):
     assert ledger.pending() is None and ledger.last() == 4
 
 
+def test_a_damaged_ledger_is_said_once_and_read_as_naming_no_batch(tmp_path, caplog):
+    path = tmp_path / "sink-ledger"
+    path.write_bytes(b"\xff\x00")
+    ledger = BatchLedger(path)
+    with caplog.at_level("WARNING", logger="zkcdc.stream"):
+        assert ledger.last() == -1 and ledger.last() == -1
+    said = [r for r in caplog.records if "sink ledger cannot be read" in r.getMessage()]
+    assert len(said) == 1
+    ledger.mark(5)  # the next micro-batch's delivery writes it whole again
+    assert ledger.last() == 5
+
+
 def test_the_alerts_a_sink_holds_are_known_and_a_line_cut_short_stays_apart(tmp_path):
     out = tmp_path / "alerts.jsonl"
     sinks = AlertSinks(SinkOptions(alerts_out=out))
