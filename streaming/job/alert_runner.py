@@ -35,7 +35,12 @@ from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_drive
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import STOP_WAIT_S, BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
-from zkcdc.streaming.job.query_failures import KafkaOutage, failure_line, kafka_out_of_reach
+from zkcdc.streaming.job.query_failures import (
+    KafkaOutage,
+    failure_line,
+    kafka_out_of_reach,
+    started,
+)
 from zkcdc.streaming.job.saved_state import AFRESH
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
@@ -220,7 +225,7 @@ def _serve(
         with compilers_niced(niced, options.compiler_niceness):
             reports = BatchReports(metrics)
             reports.behind(behind)
-            queries.append((writer.start(), call))
+            queries.append((started(writer, "the alert job", AFRESH), call))
             metrics.started(True)
             keep_running(writer, queries, options.available_now, stop, reports=reports)
         if options.state_out is not None:
@@ -287,7 +292,7 @@ def keep_running(
                 call.close()
                 return
             call.error = None
-            queries[0] = (writer.start(), call)
+            queries[0] = (started(writer, "the alert job", AFRESH), call)
             continue
         if (
             stop.is_set() or restarts == WORKER_START_RESTARTS
@@ -300,7 +305,7 @@ def keep_running(
             reason="a Python worker did not connect back within Spark's 10 s",
             restart=restarts, of=WORKER_START_RESTARTS,
         )  # fmt: skip
-        queries[0] = (writer.start(), call)
+        queries[0] = (started(writer, "the alert job", AFRESH), call)
 
 
 def watch(

@@ -6,6 +6,8 @@ one surfaces there as a stack trace or a line that names nothing ("Input length 
 error occurred during loading state"). The files a resume reads are checked here first, each
 as Spark writes it, so a damaged checkpoint is refused in one line that names the file and
 says what to do. What is checked:
+- that the logs a resume reads together are there together (a committed micro-batch's
+  offsets, a planned one's sources, the query's id);
 - `metadata`: the query's id, JSON;
 - `offsets/` and `commits/`: the entries a resume reads (the last two planned micro-batches,
   the last committed one): a version line (`v1`), then JSON lines (`-` for a source with none);
@@ -36,7 +38,7 @@ _BINARY_VERSION = re.compile(rb"\x00[\x02-\x04]v\d+")
 def damage(query_checkpoint: Path, stateful: bool = True) -> str | None:
     """What in `query_checkpoint` Spark could not read back ("offsets/7: not JSON"), or None
     when every file a resume reads is whole. A new checkpoint (no files yet) has none."""
-    checks = [_metadata, _offsets, _commits, _sources]
+    checks = [_logs_together, _metadata, _offsets, _commits, _sources]
     if stateful:
         checks.append(_state)
     for check in checks:
@@ -44,6 +46,23 @@ def damage(query_checkpoint: Path, stateful: bool = True) -> str | None:
         if found is not None:
             return found
     return None
+
+
+def _logs_together(root: Path) -> str | None:
+    """The query's logs that come with one another: committed micro-batches were planned
+    (offsets), planned ones read a source (sources) of a query with an id (metadata)."""
+    planned, committed = _entries(root / "offsets"), _entries(root / "commits")
+    if committed and not planned:
+        return f"offsets/: missing, though the query committed micro-batch {committed[-1].name}"
+    if planned and not any(_entries(s) for s in _folders(root / "sources")):
+        return f"sources/: missing, though the query planned micro-batch {planned[-1].name}"
+    if (planned or committed) and not (root / "metadata").is_file():
+        return "metadata: missing, though the query planned micro-batches"
+    return None
+
+
+def _folders(folder: Path) -> list[Path]:
+    return sorted(d for d in folder.iterdir() if d.is_dir()) if folder.is_dir() else []
 
 
 def _text(path: Path) -> str:
@@ -114,8 +133,7 @@ def _commits(root: Path) -> str | None:
 
 
 def _sources(root: Path) -> str | None:
-    folder = root / "sources"
-    for source in sorted(folder.iterdir()) if folder.is_dir() else ():
+    for source in _folders(root / "sources"):
         entries = _entries(source)
         if entries:
             found = _log_entry(entries[-1], root)

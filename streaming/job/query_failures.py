@@ -8,8 +8,10 @@ import random
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 from zkcdc.ground.backoff import Backoff
+from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.saved_state import AFRESH
 from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach
 
@@ -28,17 +30,34 @@ _KAFKA_OUT_OF_REACH = re.compile(
     r"|java\.util\.concurrent\.TimeoutException(?=: Cannot fetch record for offset)"
 )
 
-# Spark's errors for a state store it could not load from the checkpoint (damaged or missing
-# files a pre-flight check could not see: checkpoint_files.py).
+# Spark's errors for a checkpoint it cannot resume: a state store it could not load, files
+# missing or of another query (what the check before the start could not see:
+# checkpoint_files.py).
 _STATE_UNREADABLE = re.compile(
     r"\[(?:CANNOT_LOAD_STATE_STORE|STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY"
-    r"|CANNOT_READ_STREAMING_STATE_FILE)\b"
+    r"|CANNOT_READ_STREAMING_STATE_FILE|STREAMING_CHECKPOINT_MISSING_METADATA_FILE"
+    r"|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA)\b"
 )
 _OWN_ERROR = re.compile(r"^zkcdc\.[\w.]+: (.+)$", re.MULTILINE)
 # A Java exception's class and the colon before its message, inside a longer line: Spark's
 # "Job aborted due to stage failure: ... most recent failure: ...: org.x.SomeException: why".
 _JAVA_EXCEPTION = re.compile(r"(?:^|: )((?:[a-z_][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error))): ")
 _PY4J_CALL = "An error occurred while calling"
+
+
+def started(writer: Any, what: str, afresh: str) -> Any:
+    """`writer.start()`: the query of `what` ("the alert job") running, or, where Spark refuses
+    to start it (a checkpoint it cannot resume, an option it does not take), one line, with
+    `afresh` (how to start that job afresh) where it is the checkpoint."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return writer.start()
+    except PySparkException as exc:
+        line = f"{what}'s streaming query did not start: {reason_line(str(exc))}"
+        if _STATE_UNREADABLE.search(str(exc)):
+            line += f"; its checkpoint cannot be resumed: {afresh}"
+        raise StreamingError(line) from exc
 
 
 def kafka_out_of_reach(spark_message: str, delivery_error: BaseException | None) -> bool:

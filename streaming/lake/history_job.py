@@ -33,6 +33,7 @@ from zkcdc.streaming.job.query_failures import (
     kafka_out_of_reach,
     kafka_reason,
     reason_line,
+    started,
 )
 from zkcdc.streaming.job.spark_session import session
 from zkcdc.streaming.lake.lake_tables import (
@@ -50,6 +51,12 @@ from zkcdc.streaming.lake.table_writer import TableWriter, query_app_id
 from zkcdc.streaming.lake.znode_versions import merge_versions
 
 log = logs.get("zkcdc.history")
+
+# How to start the history job afresh when its checkpoint cannot be resumed.
+AFRESH = (
+    "start afresh with a new --checkpoint: the job reads the changes topic again and the lake "
+    "keeps each change once (rows it holds already are left out)"
+)
 
 # A live history job looks for new records this often: the lake is read by people, later, so
 # seconds of delay cost nothing, and fewer, larger commits make fewer files.
@@ -83,9 +90,7 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
         damaged = checkpoint_files.damage(folder, stateful=False)
         if damaged is not None:
             raise StreamingError(
-                f"checkpoint {options.checkpoint} cannot be resumed: {damaged}; start afresh "
-                "with a new --checkpoint: the job reads the changes topic again and the lake "
-                "keeps each change once (rows it holds already are left out)"
+                f"checkpoint {options.checkpoint} cannot be resumed: {damaged}; {AFRESH}"
             )
     if options.alerts_topic is not None and not isinstance(options.source, KafkaInput):
         raise StreamingError("--alerts-topic reads Kafka: give --bootstrap-servers")
@@ -123,7 +128,7 @@ def _serve(options: HistoryJobOptions, spark: Any, own: bool, stop: threading.Ev
                 if options.available_now
                 else stream.trigger(processingTime=f"{options.trigger_s} seconds")
             )
-            queries.append(_Query(stream, call, stream.start()))
+            queries.append(_Query(stream, call, started(stream, "the history job", AFRESH)))
 
         start(Table.CHANGES, read_change_structs(spark, options.source), changes_rows)
         # The alert job makes the alerts topic: until it is there, its query waits to start.
@@ -193,7 +198,7 @@ def _rides_out(failed: list[_Query], outage: KafkaOutage, stop: threading.Event)
         return False
     for q in failed:
         q.call.error = None
-        q.query = q.writer.start()
+        q.query = started(q.writer, "the history job", AFRESH)
     return True
 
 

@@ -228,7 +228,12 @@ def test_stream_alerts_on_a_damaged_checkpoint(
 
 def test_stream_history_on_a_damaged_checkpoint(event_log: Path, tmp_path: Path) -> None:
     checkpoint = tmp_path / "checkpoint"
-    (checkpoint / "commits").mkdir(parents=True)
+    for folder in ("commits", "offsets", "sources/0"):
+        (checkpoint / folder).mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"5f0c"}')
+    (checkpoint / "sources" / "0" / "0").write_text('v1\n{"path":"file:///log/a.avro"}')
+    for batch in ("0", "1"):
+        (checkpoint / "offsets" / batch).write_text('v1\n{"batchWatermarkMs":0}\n{"logOffset":0}')
     (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
     (checkpoint / "commits" / "1").write_text("v1\n")  # cut short by a full disk
     result = _zkcdc("stream", "history", "--event-log", str(event_log), "--available-now",

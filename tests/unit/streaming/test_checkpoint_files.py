@@ -50,6 +50,9 @@ def test_a_new_checkpoint_has_nothing_to_be_damaged(tmp_path: Path) -> None:
     planned = tmp_path / "planned"
     (planned / "offsets").mkdir(parents=True)
     (planned / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"t":{"0":5}}')
+    (planned / "sources" / "0").mkdir(parents=True)
+    (planned / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"t":{"0":0}}')  # Kafka's form
+    (planned / "metadata").write_text('{"id":"5f0c"}')
     assert damage(planned) is None  # nothing committed yet: no state to load
 
 
@@ -65,6 +68,9 @@ def test_a_new_checkpoint_has_nothing_to_be_damaged(tmp_path: Path) -> None:
         (lambda q: _garbage(q / "commits" / "0"), "commits/0: not text"),
         (lambda q: _cut(q / "sources" / "0" / "0"), "sources/0/0: a line is not JSON"),
         (lambda q: shutil.rmtree(q / "state"), "state/: missing"),
+        (lambda q: shutil.rmtree(q / "offsets"), "offsets/: missing, though the query committed"),
+        (lambda q: shutil.rmtree(q / "sources"), "sources/: missing, though the query planned"),
+        (lambda q: (q / "metadata").unlink(), "metadata: missing"),
         (lambda q: _garbage(q / "state" / "0" / "_metadata" / "v2" / "0"),
          "state/0/_metadata/v2/0: not text"),
         (lambda q: _garbage(next((q / "state" / "0" / "_stateSchema").rglob("0_*"))),

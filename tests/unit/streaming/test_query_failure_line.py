@@ -36,6 +36,9 @@ def test_state_spark_cannot_load_from_the_checkpoint_says_how_to_start_afresh() 
         "SQLSTATE: 58030\n\tat org.apache.spark.X",
         "[STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY] Cannot restart streaming query",
         "Job aborted: [CANNOT_READ_STREAMING_STATE_FILE] Error reading streaming state file",
+        # a sharded checkpoint whose layout marker is gone, read as the one-group layout
+        "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator "
+        "name does not match with the operator in state metadata.",
     ):
         line = failure_line("q1", message, None)
         assert "\n" not in line and line.endswith(AFRESH), line
@@ -91,3 +94,31 @@ def test_a_shards_bucket_that_cannot_be_read_says_how_to_start_afresh_too() -> N
     for read, blob in ((read_topics, damaged), (read_partitions, b"\x00garbage")):
         with pytest.raises(UnreadableState, match="a new --checkpoint"):
             read(blob)
+
+
+def test_a_query_spark_refuses_to_start_is_one_line_with_how_to_start_afresh() -> None:
+    """Spark refuses some checkpoints only when the query starts (raised by `start()`, not
+    the query's failure): one line of the job's, not a traceback."""
+    import pytest
+    from pyspark.errors import PySparkException
+
+    from zkcdc.streaming.job.query_failures import started
+
+    class Refused:
+        def __init__(self, message: str) -> None:
+            self.message = message
+
+        def start(self) -> None:
+            raise PySparkException(message=self.message)
+
+    missing = (
+        "[STREAMING_CHECKPOINT_MISSING_METADATA_FILE] Checkpoint location file:/c/alerts is in "
+        "an inconsistent state: the metadata file is missing.\n\tat org.apache.spark.X"
+    )
+    with pytest.raises(StreamingError) as refused:
+        started(Refused(missing), "the alert job", AFRESH)
+    line = str(refused.value)
+    assert line.startswith("the alert job's streaming query did not start: [STREAMING_CHECK")
+    assert "\n" not in line and line.endswith(AFRESH)
+    with pytest.raises(StreamingError, match=r"did not start: a bad option$"):
+        started(Refused("a bad option"), "the history job", "x")
