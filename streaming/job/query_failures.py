@@ -33,7 +33,7 @@ _KAFKA_OUT_OF_REACH = re.compile(
 # Spark's errors for a checkpoint it cannot resume: a state store it could not load, files
 # missing or of another query (what the check before the start could not see:
 # checkpoint_files.py).
-_STATE_UNREADABLE = re.compile(
+_NOT_RESUMABLE = re.compile(
     r"\[(?:CANNOT_LOAD_STATE_STORE|STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY"
     r"|CANNOT_READ_STREAMING_STATE_FILE|STREAMING_CHECKPOINT_MISSING_METADATA_FILE"
     r"|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA)\b"
@@ -55,7 +55,7 @@ def started(writer: Any, what: str, afresh: str) -> Any:
         return writer.start()
     except PySparkException as exc:
         line = f"{what}'s streaming query did not start: {reason_line(str(exc))}"
-        if _STATE_UNREADABLE.search(str(exc)):
+        if _NOT_RESUMABLE.search(str(exc)):
             line += f"; its checkpoint cannot be resumed: {afresh}"
         raise StreamingError(line) from exc
 
@@ -89,8 +89,8 @@ def failure_line(query: str, spark_message: str, delivery_error: BaseException |
         message = spark_message.strip()
     line = f"streaming query {query} failed: {reason_line(message)}"
     # The delivery's own Spark job (its collect) meets the state first, in most micro-batches.
-    if _STATE_UNREADABLE.search(message):
-        line += f"; its checkpoint's state cannot be read: {AFRESH}"
+    if _NOT_RESUMABLE.search(message):
+        line += f"; its checkpoint cannot be resumed: {AFRESH}"
     return line
 
 
