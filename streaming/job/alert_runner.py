@@ -17,7 +17,6 @@ from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnection
 from zkcdc.ground.metrics_server import serve
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job import checkpoint_files
 from zkcdc.streaming.job.alert_job import alerts_stream
 from zkcdc.streaming.job.batch_delivery import BatchDelivery
 from zkcdc.streaming.job.bucketed_map import Buckets
@@ -28,6 +27,7 @@ from zkcdc.streaming.job.change_source import (
     changes_with_dead_letters,
     source_partitions,
 )
+from zkcdc.streaming.job.checkpoint_files import refuse_if_damaged
 from zkcdc.streaming.job.checkpoint_layout import recorded_buckets, settle_layout
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS, compilers_niced, jvm_pid
 from zkcdc.streaming.job.driver_jar import local_file_system
@@ -112,11 +112,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
     session to use instead of starting one (a backfill's, with the lake), left running."""
     shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
     buckets = recorded_buckets(options.checkpoint)
-    damaged = checkpoint_files.damage(options.checkpoint / "alerts")
-    if damaged is not None:
-        raise StreamingError(
-            f"checkpoint {options.checkpoint} cannot be resumed: {damaged}; {AFRESH}"
-        )
+    refuse_if_damaged(options.checkpoint, [options.checkpoint / "alerts"], AFRESH)
     for metadata in repoint_state_schemas(options.checkpoint / "alerts"):
         log.info("a moved checkpoint's state schema paths now name its own files",
                  metadata=str(metadata))  # fmt: skip
@@ -460,7 +456,7 @@ def commit_steps(progress: dict[str, Any]) -> dict[str, int]:
 
 def query_failure_line(query: Any, call: BatchCall) -> str:
     """The one line that says why `query` (with `call`, its foreachBatch) failed."""
-    return failure_line(query.name or query.id, str(query.exception()), call.error)
+    return failure_line(query.name or query.id, str(query.exception()), call.error, AFRESH)
 
 
 def raise_query_error(query: Any, call: BatchCall) -> None:

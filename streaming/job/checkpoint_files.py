@@ -20,14 +20,17 @@ says what to do. What is checked:
 RocksDB's changelog files and the SST files' insides are left to Spark (the query's failure is
 then said in one line too: query_failures.py).
 
-Pure: reads files, starts nothing."""
+Reads files, starts nothing."""
 
 from __future__ import annotations
 
 import json
 import re
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
+
+from zkcdc.streaming.errors import StreamingError
 
 _VERSION_LINE = re.compile(r"v\d+")
 _ENTRY = re.compile(r"\d+(\.compact)?")
@@ -48,13 +51,24 @@ def damage(query_checkpoint: Path, stateful: bool = True) -> str | None:
     return None
 
 
+def refuse_if_damaged(
+    checkpoint: Path, queries: Iterable[Path], afresh: str, stateful: bool = True
+) -> None:
+    """Refuses `checkpoint` in one line when a query checkpoint of it (`queries`) has
+    `damage`, with `afresh`: how to start its job afresh."""
+    for query in queries:
+        found = damage(query, stateful)
+        if found is not None:
+            raise StreamingError(f"checkpoint {checkpoint} cannot be resumed: {found}; {afresh}")
+
+
 def _logs_together(root: Path) -> str | None:
     """The query's logs that come with one another: committed micro-batches were planned
     (offsets), planned ones read a source (sources) of a query with an id (metadata)."""
-    planned, committed = _entries(root / "offsets"), _entries(root / "commits")
+    planned, committed = entries(root / "offsets"), entries(root / "commits")
     if committed and not planned:
         return f"offsets/: missing, though the query committed micro-batch {committed[-1].name}"
-    if planned and not any(_entries(s) for s in _folders(root / "sources")):
+    if planned and not any(entries(s) for s in _folders(root / "sources")):
         return f"sources/: missing, though the query planned micro-batch {planned[-1].name}"
     if (planned or committed) and not (root / "metadata").is_file():
         return "metadata: missing, though the query planned micro-batches"
@@ -87,7 +101,7 @@ def _metadata(root: Path) -> str | None:
     return None
 
 
-def _entries(folder: Path) -> list[Path]:
+def entries(folder: Path) -> list[Path]:
     """A metadata log's entries, oldest first (Spark's own temporary and checksum files
     aside)."""
     if not folder.is_dir():
@@ -120,7 +134,7 @@ def _log_entry(path: Path, root: Path, lines_after: int | None = None) -> str | 
 
 
 def _offsets(root: Path) -> str | None:
-    for entry in _entries(root / "offsets")[-2:]:
+    for entry in entries(root / "offsets")[-2:]:
         found = _log_entry(entry, root, lines_after=1)
         if found is not None:
             return found
@@ -128,15 +142,15 @@ def _offsets(root: Path) -> str | None:
 
 
 def _commits(root: Path) -> str | None:
-    entries = _entries(root / "commits")
-    return _log_entry(entries[-1], root, lines_after=1) if entries else None
+    committed = entries(root / "commits")
+    return _log_entry(committed[-1], root, lines_after=1) if committed else None
 
 
 def _sources(root: Path) -> str | None:
     for source in _folders(root / "sources"):
-        entries = _entries(source)
-        if entries:
-            found = _log_entry(entries[-1], root)
+        logged = entries(source)
+        if logged:
+            found = _log_entry(logged[-1], root)
             if found is not None:
                 return found
     return None
@@ -144,8 +158,8 @@ def _sources(root: Path) -> str | None:
 
 def _committed_version(root: Path) -> int | None:
     """The state version a resume loads: the last committed micro-batch's id + 1."""
-    entries = _entries(root / "commits")
-    return int(entries[-1].name) + 1 if entries else None
+    committed = entries(root / "commits")
+    return int(committed[-1].name) + 1 if committed else None
 
 
 def _state(root: Path) -> str | None:
@@ -164,7 +178,7 @@ def _state(root: Path) -> str | None:
 
 
 def _operator(operator: Path, root: Path, version: int) -> str | None:
-    metadata = _entries(operator / "_metadata" / "v2")
+    metadata = entries(operator / "_metadata" / "v2")
     if metadata:
         found = _log_entry(metadata[-1], root, lines_after=1)
         if found is not None:

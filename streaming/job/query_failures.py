@@ -12,7 +12,6 @@ from typing import Any
 
 from zkcdc.ground.backoff import Backoff
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.saved_state import AFRESH
 from zkcdc.streaming.sinks.kafka_topic import KafkaOutOfReach
 
 # Kafka's Java client's errors that say a broker could not be reached or answered in time, as
@@ -80,17 +79,20 @@ def kafka_reason(message: str) -> str | None:
     return f"{found[0].rsplit('.', 1)[1]}{line}"[:300]
 
 
-def failure_line(query: str, spark_message: str, delivery_error: BaseException | None) -> str:
+def failure_line(
+    query: str, spark_message: str, delivery_error: BaseException | None, afresh: str | None = None
+) -> str:
     """One line for a failed query. Where the delivery raised, its own message: Spark's says
-    only that "an exception was raised by the Python Proxy", the traceback on later lines."""
+    only that "an exception was raised by the Python Proxy", the traceback on later lines.
+    Where the query's checkpoint cannot be resumed, `afresh` (how to start its job afresh)."""
     if delivery_error is not None:
         message = str(delivery_error).strip() or type(delivery_error).__name__
     else:
         message = spark_message.strip()
     line = f"streaming query {query} failed: {reason_line(message)}"
     # The delivery's own Spark job (its collect) meets the state first, in most micro-batches.
-    if _NOT_RESUMABLE.search(message):
-        line += f"; its checkpoint cannot be resumed: {AFRESH}"
+    if afresh is not None and _NOT_RESUMABLE.search(message):
+        line += f"; its checkpoint cannot be resumed: {afresh}"
     return line
 
 

@@ -19,13 +19,13 @@ from typing import Any
 from zkcdc.ground import logs
 from zkcdc.ground.kafka_connection import KafkaConnectionError
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job import checkpoint_files
 from zkcdc.streaming.job.change_source import (
     KafkaInput,
     LogInput,
     read_change_structs,
     spark_kafka_options,
 )
+from zkcdc.streaming.job.checkpoint_files import refuse_if_damaged
 from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
 from zkcdc.streaming.job.lean_batches import STOP_WAIT_S, BatchCall, foreach_batch
 from zkcdc.streaming.job.query_failures import (
@@ -86,12 +86,8 @@ def run_history(options: HistoryJobOptions, stop: threading.Event, spark: Any = 
     """The queries until `stop` is set (or, available-now, until their input is done).
     `spark`: a session with the lake (`lake_session`) to use instead of starting one."""
     check_local_lake(options.lake)
-    for folder in (options.checkpoint, options.checkpoint / Table.ALERTS.value):
-        damaged = checkpoint_files.damage(folder, stateful=False)
-        if damaged is not None:
-            raise StreamingError(
-                f"checkpoint {options.checkpoint} cannot be resumed: {damaged}; {AFRESH}"
-            )
+    queries = (options.checkpoint, options.checkpoint / Table.ALERTS.value)
+    refuse_if_damaged(options.checkpoint, queries, AFRESH, stateful=False)
     if options.alerts_topic is not None and not isinstance(options.source, KafkaInput):
         raise StreamingError("--alerts-topic reads Kafka: give --bootstrap-servers")
     own = spark is None

@@ -40,9 +40,11 @@ def test_state_spark_cannot_load_from_the_checkpoint_says_how_to_start_afresh() 
         "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator "
         "name does not match with the operator in state metadata.",
     ):
-        line = failure_line("q1", message, None)
+        line = failure_line("q1", message, None, AFRESH)
         assert "\n" not in line and line.endswith(AFRESH), line
-    assert AFRESH not in failure_line("q1", "[STATE_STORE_PROVIDER_DOES_NOT_SUPPORT] x", None)
+    assert AFRESH not in failure_line(
+        "q1", "[STATE_STORE_PROVIDER_DOES_NOT_SUPPORT] x", None, AFRESH
+    )
     # Met by the delivery's collect (py4j's error, Spark's on its second line)
     collect = RuntimeError(
         "An error occurred while calling o91.collectToPython.\n: org.apache.spark."
@@ -50,7 +52,7 @@ def test_state_spark_cannot_load_from_the_checkpoint_says_how_to_start_afresh() 
         "most recent failure: org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE."
         "UNCATEGORIZED] An error occurred during loading state.  SQLSTATE: 58030"
     )
-    line = failure_line("q1", PROXY, collect)
+    line = failure_line("q1", PROXY, collect, AFRESH)
     assert "CANNOT_LOAD_STATE_STORE" in line and line.endswith(AFRESH), line
 
 
