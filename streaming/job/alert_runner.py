@@ -112,7 +112,10 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
     session to use instead of starting one (a backfill's, with the lake), left running."""
     shards = settle_layout(options.checkpoint, options.partition_shards, options.master)
     buckets = recorded_buckets(options.checkpoint)
-    refuse_if_damaged(options.checkpoint, [options.checkpoint / "alerts"], AFRESH)
+    ledger = BatchLedger(options.checkpoint / "sink-ledger")
+    refuse_if_damaged(
+        options.checkpoint, [options.checkpoint / "alerts"], AFRESH, delivered=ledger.last()
+    )
     for metadata in repoint_state_schemas(options.checkpoint / "alerts"):
         log.info("a moved checkpoint's state schema paths now name its own files",
                  metadata=str(metadata))  # fmt: skip
@@ -135,7 +138,7 @@ def run(options: AlertJobOptions, stop: threading.Event, spark: Any = None) -> N
         )  # fmt: skip
     delivery = BatchDelivery(
         sinks,
-        BatchLedger(options.checkpoint / "sink-ledger"),
+        ledger,
         metrics,
         state_sink,
         spark_writes_files=(

@@ -14,9 +14,12 @@ says what to do. What is checked:
 - `sources/<n>/`: each source's newest entry (a file source's list of files read, a Kafka
   source's first offsets), the same form;
 - a stateful query's `state/` once a micro-batch was committed; in each operator its newest
-  metadata entry, its schema files, and in each store partition the newest RocksDB snapshot
+  metadata entry, a folder holding state for each store partition it counts, its schema files, and in each store partition the newest RocksDB snapshot
   (`<version>.zip`) at or below the committed version: a whole zip whose file list names SST
   files that are there at the size it says.
+- that the job's sink ledger names no micro-batch the query never planned (the query's
+  checkpoint removed or replaced beside it): the new query's micro-batches would be taken for
+  delivered ones and their alerts dropped.
 RocksDB's changelog files and the SST files' insides are left to Spark (the query's failure is
 then said in one line too: query_failures.py).
 
@@ -51,13 +54,37 @@ def damage(query_checkpoint: Path, stateful: bool = True) -> str | None:
     return None
 
 
+def delivered_unplanned(query_checkpoint: Path, delivered: int) -> str | None:
+    """Whether the sink ledger (`delivered`: the last micro-batch every sink took, -1 for
+    none) names a micro-batch the query never planned: the query's checkpoint removed or
+    replaced beside its ledger. Spark would number the new query's micro-batches from 0 again,
+    and each up to `delivered` would be taken for delivered before and its alerts dropped."""
+    if delivered < 0:
+        return None
+    planned = entries(query_checkpoint / "offsets")
+    last = int(planned[-1].name.split(".")[0]) if planned else None
+    if last is not None and last >= delivered:
+        return None
+    since = "has no offsets log" if last is None else f"planned up to micro-batch {last}"
+    return (
+        f"sink-ledger: says micro-batch {delivered} was delivered, but "
+        f"{query_checkpoint.name}/ {since} (the query's checkpoint removed or replaced), so its "
+        f"micro-batches up to {delivered} would be taken for delivered and their alerts dropped"
+    )
+
+
 def refuse_if_damaged(
-    checkpoint: Path, queries: Iterable[Path], afresh: str, stateful: bool = True
+    checkpoint: Path,
+    queries: Iterable[Path],
+    afresh: str,
+    stateful: bool = True,
+    delivered: int = -1,
 ) -> None:
     """Refuses `checkpoint` in one line when a query checkpoint of it (`queries`) has
-    `damage`, with `afresh`: how to start its job afresh."""
+    `damage`, or its sinks' ledger names a micro-batch it never planned (`delivered`:
+    `delivered_unplanned`), with `afresh`: how to start its job afresh."""
     for query in queries:
-        found = damage(query, stateful)
+        found = damage(query, stateful) or delivered_unplanned(query, delivered)
         if found is not None:
             raise StreamingError(f"checkpoint {checkpoint} cannot be resumed: {found}; {afresh}")
 
@@ -180,9 +207,16 @@ def _state(root: Path) -> str | None:
 def _operator(operator: Path, root: Path, version: int) -> str | None:
     metadata = entries(operator / "_metadata" / "v2")
     if metadata:
-        found = _log_entry(metadata[-1], root, lines_after=1)
+        found = _log_entry(metadata[-1], root, lines_after=1) or _store_partitions(
+            metadata[-1], operator, root
+        )
         if found is not None:
             return found
+    elif not (operator / "_metadata" / "metadata").is_file():
+        return (
+            f"{_named(operator, root)}/_metadata/: missing, though the query committed "
+            f"micro-batch {version - 1}"
+        )
     for schema in sorted((operator / "_stateSchema").rglob("*")):
         if schema.is_file() and not schema.name.startswith("."):
             found = _schema(schema, root)
@@ -194,6 +228,28 @@ def _operator(operator: Path, root: Path, version: int) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def _store_partitions(metadata: Path, operator: Path, root: Path) -> str | None:
+    """Each store partition the operator's metadata counts has its folder, with a changelog
+    or a snapshot in it: every task of a committed micro-batch writes one."""
+    try:
+        info = json.loads(_text(metadata).splitlines()[1])
+        counts = {int(store["numPartitions"]) for store in info["stateStoreInfo"]}
+    except (OSError, ValueError, IndexError, KeyError, TypeError) as exc:
+        return f"{_named(metadata, root)}: not the operator's metadata ({_why(exc)})"
+    for partition in range(max(counts, default=0)):
+        folder = operator / str(partition)
+        if not any(f.suffix in (".changelog", ".zip") for f in _files(folder)):
+            return (
+                f"{_named(folder, root)}/: no state, though {_named(metadata, root)} counts "
+                f"{max(counts)} store partitions"
+            )
+    return None
+
+
+def _files(folder: Path) -> list[Path]:
+    return [f for f in folder.iterdir() if f.is_file()] if folder.is_dir() else []
 
 
 def _schema(path: Path, root: Path) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zkcdc.streaming.job.checkpoint_files import damage
+from zkcdc.streaming.job.checkpoint_files import damage, delivered_unplanned
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 WHOLE = FIXTURES / "checkpoint_v2" / "shards-2" / "alerts"
@@ -79,6 +79,14 @@ def test_a_new_checkpoint_has_nothing_to_be_damaged(tmp_path: Path) -> None:
          "state/0/1/1.zip: not a whole RocksDB snapshot"),
         (lambda q: _cut(_sst(q)), "bytes, state/0/0/1.zip says"),
         (lambda q: _sst(q).unlink(), "missing (state/0/0/1.zip names it)"),
+        (lambda q: shutil.rmtree(q / "state" / "0" / "1"),
+         "state/0/1/: no state, though state/0/_metadata/v2/0 counts 2 store partitions"),
+        (lambda q: [f.unlink() for f in (q / "state" / "0" / "0").glob("1.*")],
+         "state/0/0/: no state"),
+        (lambda q: shutil.rmtree(q / "state" / "0" / "_metadata"),
+         "state/0/_metadata/: missing, though the query committed micro-batch 0"),
+        (lambda q: (q / "state" / "0" / "_metadata" / "v2" / "0").write_text("v2\n[]\n"),
+         "state/0/_metadata/v2/0: not the operator's metadata"),
     ],
 )  # fmt: skip
 def test_each_damage_is_named_with_its_file(
@@ -100,6 +108,21 @@ def test_a_changelog_and_the_files_a_resume_does_not_read_are_left_to_spark(quer
 def test_a_stateless_querys_checkpoint_needs_no_state(query: Path) -> None:
     shutil.rmtree(query / "state")
     assert damage(query, stateful=False) is None
+
+
+def test_a_ledger_names_only_micro_batches_its_query_planned(query: Path) -> None:
+    """A sink ledger beside a query checkpoint removed or replaced would have the new query's
+    first micro-batches taken for delivered: their alerts dropped."""
+    ledger = int((WHOLE.parent / "sink-ledger").read_text())
+    assert delivered_unplanned(query, ledger) is None  # the release's own, as it wrote it
+    assert delivered_unplanned(query, -1) is None  # nothing delivered yet
+    found = delivered_unplanned(query, ledger + 1)
+    assert found is not None and f"micro-batch {ledger + 1} was delivered" in found, found
+    assert f"planned up to micro-batch {ledger}" in found
+    shutil.rmtree(query)  # the query's checkpoint removed, its ledger left
+    found = delivered_unplanned(query, ledger)
+    assert found is not None and "alerts/ has no offsets log" in found, found
+    assert "alerts dropped" in found
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])

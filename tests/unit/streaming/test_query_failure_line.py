@@ -39,6 +39,11 @@ def test_state_spark_cannot_load_from_the_checkpoint_says_how_to_start_afresh() 
         # a sharded checkpoint whose layout marker is gone, read as the one-group layout
         "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator "
         "name does not match with the operator in state metadata.",
+        "[STDS_FAILED_TO_READ_OPERATOR_METADATA] Failed to read the operator metadata for "
+        "checkpointLocation=file:/c/alerts/state/0 and batchId=1.",
+        "[STDS_FAILED_TO_READ_STATE_SCHEMA] Failed to read the state schema.",
+        "[STATE_STORE_UNEXPECTED_EMPTY_FILE_IN_ROCKSDB_ZIP] Detected an empty file 000008.sst",
+        "[STATE_STORE_ROW_CHECKSUM_VERIFICATION_FAILED] Row checksum verification failed",
     ):
         line = failure_line("q1", message, None, AFRESH)
         assert "\n" not in line and line.endswith(AFRESH), line
