@@ -31,6 +31,7 @@ from zkcdc.streaming.job.bucketed_map import (
     BucketLayout,
     Buckets,
 )
+from zkcdc.streaming.job.checkpoint_files import entries
 from zkcdc.streaming.job.saved_state import AFRESH
 
 MARKER = "alert-stage.json"
@@ -125,8 +126,31 @@ def check_layout(checkpoint: Path, partition_shards: int) -> None:
         }
         (checkpoint / MARKER).write_text(json.dumps(marker) + "\n")
         return
+    planned = planned_partitions(checkpoint)
+    if planned is not None and planned != max(1, recorded):
+        said = f"{MARKER} says" if (checkpoint / MARKER).is_file() else f"no {MARKER}: so"
+        raise StreamingError(
+            f"checkpoint {checkpoint} cannot be resumed: {said} {describe(recorded)}, but its "
+            f"query was planned with {planned} state partitions, another layout's: resume it "
+            f"with the {MARKER} it was written with, or {AFRESH}"
+        )
     if recorded != partition_shards:
         raise StreamingError(
             f"checkpoint {checkpoint} holds the alert stage's state as {describe(recorded)}, "
             f"not {describe(partition_shards)}: resume it with --shards {recorded}, or {AFRESH}"
         )
+
+
+def planned_partitions(checkpoint: Path) -> int | None:
+    """How many state partitions the checkpoint's query was planned with (Spark keeps its
+    first run's in every micro-batch's offsets entry): a layout's shards, 1 for one group.
+    None before its first micro-batch, or where the entry cannot say (checkpoint_files.py
+    names a damaged one)."""
+    planned = entries(checkpoint / "alerts" / "offsets")
+    if not planned:
+        return None
+    try:
+        lines = planned[-1].read_bytes().decode("utf-8").splitlines()
+        return int(json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"])
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return None

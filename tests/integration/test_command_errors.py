@@ -212,6 +212,10 @@ def _cut(path: Path) -> None:
         # The query's checkpoint gone, its sinks' ledger left: a new query's first micro-batch
         # would be taken for the one delivered, and its alerts dropped.
         (shutil.rmtree, "sink-ledger: says micro-batch 0 was delivered"),
+        # Its layout marker copied from another checkpoint: records would go to shards whose
+        # state is elsewhere.
+        (lambda q: (q.parent / "alert-stage.json").write_text('{"shards": 3}'),
+         "alert-stage.json says 3 partition shards"),
     ],
 )  # fmt: skip
 def test_stream_alerts_on_a_damaged_checkpoint(

@@ -3,6 +3,8 @@ how to go on (checkpoint_layout.py)."""
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import click
@@ -19,6 +21,7 @@ from zkcdc.streaming.job.bucketed_map import (
 from zkcdc.streaming.job.checkpoint_layout import (
     MARKER,
     check_layout,
+    planned_partitions,
     recorded_buckets,
     recorded_layout,
     settle_layout,
@@ -109,6 +112,40 @@ def test_a_checkpoint_of_the_one_group_release_is_refused_in_one_line_saying_wha
     assert "--shards 0" in line and "zkcdc replay" in line and "--starting-offsets earliest" in line
     assert not (checkpoint / MARKER).exists()  # refused: nothing written
     check_layout(checkpoint, 0)  # it resumes as it was
+
+
+@pytest.mark.parametrize(
+    ("marker", "said"),
+    [('{"shards": 3, "buckets": "partition-runs", "bucket_count": 4096}',
+      "alert-stage.json says 3 partition shards (--shards 3), but its query was planned with 2"),
+     ('{"shards": 0}', "says one group per cluster (--shards 0), but its query was planned with 2"),
+     (None, "no alert-stage.json: so one group per cluster (--shards 0), but its query was "
+      "planned with 2")],
+)  # fmt: skip
+def test_a_marker_that_is_not_its_states_is_refused_in_one_line(
+    tmp_path: Path, marker: str | None, said: str
+) -> None:
+    """Today's two-shard checkpoint under a marker edited, copied from another checkpoint or
+    gone: the job would route records to shards whose state is elsewhere (an alert lost, or
+    one of a cluster that just appeared) or meet Spark's error deep in its start."""
+    checkpoint = tmp_path / "cp"
+    shutil.copytree(TODAYS / "shards-2", checkpoint)
+    if marker is None:
+        (checkpoint / MARKER).unlink()
+    else:
+        (checkpoint / MARKER).write_text(marker)
+    with pytest.raises(StreamingError, match=re.escape(said)) as refused:
+        settle_layout(checkpoint, None, "local[2]")
+    line = str(refused.value)
+    assert "\n" not in line and "start afresh" in line and "zkcdc replay" in line
+
+
+def test_the_releases_checkpoints_match_their_markers() -> None:
+    assert planned_partitions(TODAYS / "shards-2") == 2
+    assert planned_partitions(FIXTURE / "shards-2") == 2
+    assert planned_partitions(FIXTURE / "one-group") == 1
+    for checkpoint in (TODAYS / "shards-2", FIXTURE / "shards-2", FIXTURE / "one-group"):
+        settle_layout(checkpoint, None, "local[2]")  # resumes as it is
 
 
 def test_shards_changed_between_runs_are_refused(tmp_path: Path) -> None:
