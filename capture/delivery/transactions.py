@@ -6,9 +6,9 @@ records never see what it still had in flight (Kafka Connect's exactly-once sour
 A transaction holds what the loop handed over since it began; its commit starts once its first
 record has waited the commit interval (10 ms by default, `COMMIT_INTERVAL_S` says why; Kafka
 Streams' exactly-once commits every 100 ms) or it holds the most records a transaction may,
-whichever comes first. The commit runs on a
-thread of its own (`EndInFlight`), so the loop goes on reading and logging while Kafka answers;
-records logged meanwhile wait for the next transaction, so busy turns group by themselves. A
+whichever comes first. The commit runs on a thread of its own (`EndInFlight`), so the loop
+goes on reading and logging while Kafka answers; records logged meanwhile wait for the next
+transaction, so busy turns group by themselves. A
 transaction that must abort (records timed out while the brokers were away) is aborted and its
 records go out again in the next one, in order."""
 

@@ -14,9 +14,10 @@ says what to do. What is checked:
 - `sources/<n>/`: each source's newest entry (a file source's list of files read, a Kafka
   source's first offsets), the same form;
 - a stateful query's `state/` once a micro-batch was committed; in each operator its newest
-  metadata entry, a folder holding state for each store partition it counts, its schema files, and in each store partition the newest RocksDB snapshot
-  (`<version>.zip`) at or below the committed version: a whole zip whose file list names SST
-  files that are there at the size it says.
+  metadata entry, a folder holding state for each store partition it counts, its schema
+  files, and in each store partition the newest RocksDB snapshot (`<version>.zip`) at or below
+  the committed version: a whole zip whose file list names SST files that are there at the
+  size it says.
 - that the job's sink ledger names no micro-batch the query never planned (the query's
   checkpoint removed or replaced beside it): the new query's micro-batches would be taken for
   delivered ones and their alerts dropped.
