@@ -8,9 +8,9 @@ record has waited the commit interval (10 ms by default, `COMMIT_INTERVAL_S` say
 Streams' exactly-once commits every 100 ms) or it holds the most records a transaction may,
 whichever comes first. The commit runs on a thread of its own (`EndInFlight`), so the loop
 goes on reading and logging while Kafka answers; records logged meanwhile wait for the next
-transaction, so busy turns group by themselves. A
-transaction that must abort (records timed out while the brokers were away) is aborted and its
-records go out again in the next one, in order."""
+transaction, so busy turns group by themselves. A transaction that must abort (records timed
+out while the brokers were away) is aborted and its records go out again in the next one, in
+order."""
 
 from __future__ import annotations
 
