@@ -232,13 +232,24 @@ def _operator(operator: Path, root: Path, version: int) -> str | None:
 
 
 def _store_partitions(metadata: Path, operator: Path, root: Path) -> str | None:
-    """Each store partition the operator's metadata counts has its folder, with a changelog
-    or a snapshot in it: every task of a committed micro-batch writes one."""
+    """The schema files the operator's metadata names are there, and each store partition it
+    counts has its folder, with a changelog or a snapshot in it: every task of a committed
+    micro-batch writes one."""
     try:
         info = json.loads(_text(metadata).splitlines()[1])
         counts = {int(store["numPartitions"]) for store in info["stateStoreInfo"]}
-    except (OSError, ValueError, IndexError, KeyError, TypeError) as exc:
+        schemas = [p for s in info["stateStoreInfo"] for p in s.get("stateSchemaFilePaths", [])]
+    except (OSError, ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
         return f"{_named(metadata, root)}: not the operator's metadata ({_why(exc)})"
+    for named in schemas:
+        # By absolute path, from wherever the checkpoint was written: the same file under
+        # this one's operator is what a resume reads (moved_checkpoint.py points it there).
+        _, mark, tail = str(named).partition("/_stateSchema/")
+        if mark and not (operator / "_stateSchema" / tail).is_file():
+            return (
+                f"{_named(operator, root)}/_stateSchema/{tail}: missing "
+                f"({_named(metadata, root)} names it)"
+            )
     for partition in range(max(counts, default=0)):
         folder = operator / str(partition)
         if not any(f.suffix in (".changelog", ".zip") for f in _files(folder)):
