@@ -577,7 +577,8 @@ def render(result: dict[str, Any]) -> str:
         table(["measure", "value", "target"], [
             *([["`zkcdc state show` of the whole cluster: time / peak RSS",
                 f"{r['state_show_s']} s / {fmt(r['state_show_rss_mb'])} MB", "—"],
-               ["alert job's checkpoint / its state store (" + " ".join(r["job_args"]) + ")",
+               ["alert job's checkpoint / its state store ("
+                + (" ".join(r["job_args"]) or "the job's defaults") + ")",
                 f"{r['checkpoint_mb']} MB / {r['state_store_mb']} MB", "—"]]
               if "state_show_s" in r else []),
             ["ui start → the three topics read", f"{r['ui_ready_s']} s", "—"],
