@@ -420,7 +420,7 @@ class BatchReports:
     def behind(self, records_behind: int | None, records_read: int = 0) -> None:
         """How far behind the job is after reading `records_read` more: a catch-up begun or
         ended said, and while one lasts, `/healthz` says how far it has to go."""
-        self.said(self.catch_up.behind(records_behind, records_read))
+        self._say(self.catch_up.behind(records_behind, records_read))
         if self.metrics is not None and records_behind is not None:
             self.metrics.catching_up(records_behind if self.catch_up.catching_up else None)
 
@@ -431,7 +431,7 @@ class BatchReports:
         eta_s = self.catch_up.eta_s(behind)
         return {"records_behind": behind} | ({} if eta_s is None else {"catch_up_eta_s": eta_s})
 
-    def said(self, change: CatchUpBegun | CaughtUp | None) -> None:
+    def _say(self, change: CatchUpBegun | CaughtUp | None) -> None:
         """A catch-up begun or ended, in a line of its own."""
         if isinstance(change, CatchUpBegun):
             log.info(
