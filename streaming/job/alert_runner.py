@@ -413,6 +413,9 @@ class BatchReports:
                     ),
                     # RocksDB's share of that commit, by step (flush, checkpoint, fileSync, ...).
                     state_commit_steps=commit_steps(progress),
+                    # The driver's share of addBatch: alerts, state upserts and dead letters
+                    # to their sinks once the rows were in hand.
+                    **self._sinks(batch),
                 )
             self.behind(behind, progress["numInputRows"])
         return reported
@@ -423,6 +426,10 @@ class BatchReports:
         self._say(self.catch_up.behind(records_behind, records_read))
         if self.metrics is not None and records_behind is not None:
             self.metrics.catching_up(records_behind if self.catch_up.catching_up else None)
+
+    def _sinks(self, batch: int) -> dict[str, int]:
+        took = None if self.metrics is None else self.metrics.sinks_ms(batch)
+        return {} if took is None else {"sinks_ms": took}
 
     def _behind(self, behind: int | None) -> dict[str, Any]:
         """How far behind, where the source says (Kafka), and while catching up the time left."""

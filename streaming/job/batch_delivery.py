@@ -38,6 +38,7 @@ class BatchDelivery:
     scratch: Path  # where Spark writes them
     dead_letters: DeadLetterTopic | None = None  # None: a source that has none (event logs)
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    clock: Callable[[], float] = time.perf_counter  # the sinks' time, in seconds
     # The state as it stands, for `--state-out` alone: a live job kept every entity's last
     # upsert here for nothing, a million at a million partitions.
     keeps_final_state: bool = False
@@ -56,6 +57,7 @@ class BatchDelivery:
         # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
         # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
         rows = batch.rows()  # kind, key, json, status, at_ms[, place]
+        handed = self.clock()  # the stage has run: the rest is the sinks'
         if "place" in batch.columns:  # a sharded stage: its shards' alerts merged by place
             rows.sort(key=lambda row: row[5] or "")
         alerts = [AlertText(k, s, at, j) for kind, k, j, s, at, *_ in rows if kind == "alert"]
@@ -71,6 +73,7 @@ class BatchDelivery:
             self.final_state.update(upserts)
         self.ledger.mark(batch_id)
         self.metrics.delivered(a.status for a in alerts)
+        self.metrics.sinks_took(batch_id, self.clock() - handed)
 
     def _placed(self, figures: list[tuple[str, str | None]]) -> None:
         """Each cluster's placing figures to the metrics; a record dropped, or a gap passed

@@ -8,7 +8,11 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# A micro-batch's sinks' times remembered for its log line until it is said; more (the line
+# never said: a stop) are let go, oldest first.
+_SINKS_TIMES_KEPT = 64
 
 
 class JobMetrics:
@@ -49,6 +53,14 @@ class JobMetrics:
             ["cluster"],
             registry=r,
         )
+        self.sinks_seconds = Histogram(
+            "zkcdc_alerts_sinks_seconds",
+            "How long a micro-batch's alerts, state upserts and dead letters took to reach "
+            "their sinks once Spark had handed its rows to the driver",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
+        )
+        self._sinks_ms: dict[int, int] = {}
         self._lock = threading.Lock()
         self._started = False
         self._warming_up = False
@@ -59,6 +71,17 @@ class JobMetrics:
             self.alerts.labels(status).inc(n)
         self.batches.inc()
         self.last_batch.set(self._now())
+
+    def sinks_took(self, batch_id: int, seconds: float) -> None:
+        """Micro-batch `batch_id`'s sinks took `seconds`, its rows in hand."""
+        self.sinks_seconds.observe(seconds)
+        self._sinks_ms[batch_id] = round(seconds * 1000)
+        while len(self._sinks_ms) > _SINKS_TIMES_KEPT:
+            del self._sinks_ms[next(iter(self._sinks_ms))]
+
+    def sinks_ms(self, batch_id: int) -> int | None:
+        """What `sinks_took` noted of `batch_id` (once), or None."""
+        return self._sinks_ms.pop(batch_id, None)
 
     def placed(self, cluster: str, figures: dict[str, int]) -> None:
         """A turn's placing figures of one cluster (alert_job.order_row)."""

@@ -198,6 +198,18 @@ def test_the_job_logs_how_far_behind_each_micro_batch_leaves_it_and_its_catch_up
     assert (caught["records"], caught["seconds"]) == (300_000, 12.5)
 
 
+def test_the_micro_batch_line_says_what_its_sinks_took(caplog: pytest.LogCaptureFixture) -> None:
+    metrics, query = JobMetrics(), Query()
+    reports = BatchReports(metrics)
+    caplog.set_level(logging.INFO, logger="zkcdc.stream")
+    metrics.sinks_took(0, 0.0421)
+    query.ran(0, 500, 0)
+    query.ran(1, 500, 0)  # delivered to files by Spark itself: no sinks' time
+    reports.since(query, -1)
+    said = [fields(r) for r in caplog.records if r.getMessage() == "micro-batch"]
+    assert [line.get("sinks_ms") for line in said] == [42, None]
+
+
 def fields(record: logging.LogRecord) -> dict[str, Any]:
     """An event's fields, as zkcdc's log lines carry them (zkcdc.ground.logs)."""
     return record.zkcdc_fields  # type: ignore[attr-defined,no-any-return]
