@@ -75,13 +75,15 @@ class JobMetrics:
     def sinks_took(self, batch_id: int, seconds: float) -> None:
         """Micro-batch `batch_id`'s sinks took `seconds`, its rows in hand."""
         self.sinks_seconds.observe(seconds)
-        self._sinks_ms[batch_id] = round(seconds * 1000)
-        while len(self._sinks_ms) > _SINKS_TIMES_KEPT:
-            del self._sinks_ms[next(iter(self._sinks_ms))]
+        with self._lock:  # noted on foreachBatch's thread, said on the job's
+            self._sinks_ms[batch_id] = round(seconds * 1000)
+            while len(self._sinks_ms) > _SINKS_TIMES_KEPT:
+                del self._sinks_ms[next(iter(self._sinks_ms))]
 
     def sinks_ms(self, batch_id: int) -> int | None:
         """What `sinks_took` noted of `batch_id` (once), or None."""
-        return self._sinks_ms.pop(batch_id, None)
+        with self._lock:
+            return self._sinks_ms.pop(batch_id, None)
 
     def placed(self, cluster: str, figures: dict[str, int]) -> None:
         """A turn's placing figures of one cluster (alert_job.order_row)."""
