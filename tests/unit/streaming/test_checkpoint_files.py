@@ -119,7 +119,7 @@ def test_a_stateless_querys_checkpoint_needs_no_state(query: Path) -> None:
 LEFT_TO_SPARK = {
     "commits/0",  # the micro-batch is run again
     "state/0/0/1.changelog", "state/0/1/1.changelog",  # the snapshot beside it is loaded
-    "state/0/0/1.zip", "state/0/1/1.zip",
+    "state/0/0/1.zip", "state/0/1/1.zip",  # Spark's CANNOT_LOAD_STATE_STORE, with the advice
     "state/0/0/SSTs/000008-8338941b-dd37-411f-8c09-94a5605540de.sst",  # no snapshot names it
     "state/0/1/SSTs/000008-bd4b61fc-12f1-418d-959b-c0270ca2736c.sst",
 }  # fmt: skip
