@@ -57,9 +57,15 @@ def started(writer: Any, what: str, afresh: str) -> Any:
         return writer.start()
     except PySparkException as exc:
         line = f"{what}'s streaming query did not start: {reason_line(str(exc))}"
-        if _NOT_RESUMABLE.search(str(exc)):
-            line += f"; its checkpoint cannot be resumed: {afresh}"
-        raise StreamingError(line) from exc
+        raise StreamingError(line + _resume_advice(str(exc), afresh)) from exc
+
+
+def _resume_advice(message: str, afresh: str | None) -> str:
+    """What follows a failure's line where Spark's `message` says the query's checkpoint
+    cannot be resumed: `afresh`, how to start its job afresh."""
+    if afresh is None or not _NOT_RESUMABLE.search(message):
+        return ""
+    return f"; its checkpoint cannot be resumed: {afresh}"
 
 
 def kafka_out_of_reach(spark_message: str, delivery_error: BaseException | None) -> bool:
@@ -94,9 +100,7 @@ def failure_line(
         message = spark_message.strip()
     line = f"streaming query {query} failed: {reason_line(message)}"
     # The delivery's own Spark job (its collect) meets the state first, in most micro-batches.
-    if afresh is not None and _NOT_RESUMABLE.search(message):
-        line += f"; its checkpoint cannot be resumed: {afresh}"
-    return line
+    return line + _resume_advice(message, afresh)
 
 
 def reason_line(message: str) -> str:
