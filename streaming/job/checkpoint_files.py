@@ -138,6 +138,19 @@ def entries(folder: Path) -> list[Path]:
     return sorted(found, key=lambda f: int(f.name.split(".")[0]))
 
 
+def last_planned(query_checkpoint: Path) -> list[str]:
+    """The lines of the query's newest offsets entry: its version line, its metadata (the
+    session's conf among it), then each source's offsets. No lines where it planned nothing
+    or the entry cannot be read (`damage` names it)."""
+    planned = entries(query_checkpoint / "offsets")
+    if not planned:
+        return []
+    try:
+        return _text(planned[-1]).splitlines()
+    except (OSError, ValueError):
+        return []
+
+
 def _log_entry(path: Path, root: Path, lines_after: int | None = None) -> str | None:
     """A metadata log entry: a version line, then JSON lines (at least `lines_after` of them
     when given); "-" stands for a source with no offset."""

@@ -31,7 +31,7 @@ from zkcdc.streaming.job.bucketed_map import (
     BucketLayout,
     Buckets,
 )
-from zkcdc.streaming.job.checkpoint_files import entries
+from zkcdc.streaming.job.checkpoint_files import last_planned
 from zkcdc.streaming.job.saved_state import AFRESH
 
 MARKER = "alert-stage.json"
@@ -146,11 +146,8 @@ def planned_partitions(checkpoint: Path) -> int | None:
     first run's in every micro-batch's offsets entry): a layout's shards, 1 for one group.
     None before its first micro-batch, or where the entry cannot say (checkpoint_files.py
     names a damaged one)."""
-    planned = entries(checkpoint / "alerts" / "offsets")
-    if not planned:
-        return None
+    lines = last_planned(checkpoint / "alerts")
     try:
-        lines = planned[-1].read_bytes().decode("utf-8").splitlines()
         return int(json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"])
-    except (OSError, ValueError, IndexError, KeyError, TypeError):
+    except (ValueError, IndexError, KeyError, TypeError):
         return None

@@ -28,7 +28,7 @@ from zkcdc.ground import logs, waiting
 from zkcdc.ground.kafka_connection import KafkaConnectionError
 from zkcdc.streaming.job.catch_up import behind_from_watermarks, starting_offsets
 from zkcdc.streaming.job.change_source import KafkaInput
-from zkcdc.streaming.job.checkpoint_files import entries
+from zkcdc.streaming.job.checkpoint_files import last_planned
 from zkcdc.streaming.job.lean_batches import LeanBatch, foreach_batch
 from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
 
@@ -89,15 +89,8 @@ def backlog(source: KafkaInput, query_checkpoint: Path, timeout_s: float = 10.0)
 def next_offsets(query_checkpoint: Path, topic: str) -> dict[int, int] | None:
     """Where a query that has planned micro-batches reads next: the end of the last one in
     its offsets log (None: it planned none, or its log does not name the topic)."""
-    planned = entries(query_checkpoint / "offsets")
-    if not planned:
-        return None
-    last = planned[-1]
-    try:
-        text = last.read_text()
-    except (OSError, ValueError):
-        return None  # damaged: the job refuses the checkpoint, in one line (checkpoint_files)
-    for line in reversed(text.splitlines()):
+    # A damaged entry reads as none: the job refuses the checkpoint, in one line.
+    for line in reversed(last_planned(query_checkpoint)):
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             offsets = json.loads(line)
             if isinstance(offsets, dict) and isinstance(offsets.get(topic), dict):
