@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
+import select
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
+from zkcdc.ground import logs
 from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.jvm_log_lines import JvmEvent, JvmLines
 
 EXIT_ON_OUT_OF_MEMORY = "-XX:+ExitOnOutOfMemoryError"
 OUT_OF_MEMORY_STATUS = 3  # HotSpot's exit status under ExitOnOutOfMemoryError
@@ -33,27 +39,77 @@ ENDING_WAIT_S = 10.0
 
 
 @contextlib.contextmanager
-def driver_in_a_session_of_its_own() -> Iterator[None]:
-    """The driver JVM that PySpark launches in the block starts a session of its own (and the
-    Python workers it forks with it). A signal to the job's process group (a terminal's
-    hang-up, `timeout`, a supervisor that stops a group) then reaches the job alone, which
-    stops Spark as it should: the micro-batch under way finished, the JVM stopped by the job.
-    Sent to the JVM too, SIGTERM ended the driver under the job, which exited 1 ("the Spark
-    driver's JVM exited with status 143"). PySpark sets its own `preexec_fn` and takes no
-    Popen arguments through the session builder, so its launcher's Popen is wrapped here; a
-    JVM left without its job still ends, when the pipe to its stdin closes."""
+def launching_the_driver() -> Iterator[None]:
+    """The driver JVM that PySpark launches in the block:
+    - starts a session of its own (and the Python workers it forks with it). A signal to the
+      job's process group (a terminal's hang-up, `timeout`, a supervisor that stops a group)
+      then reaches the job alone, which stops Spark as it should: the micro-batch under way
+      finished, the JVM stopped by the job. Sent to the JVM too, SIGTERM ended the driver
+      under the job, which exited 1 ("the Spark driver's JVM exited with status 143");
+    - writes its output (stdout and stderr) into pipes that `read_into_log` turns into the
+      command's own JSON log lines (jvm_log_lines.py).
+    PySpark sets its own `preexec_fn` and takes no Popen arguments through the session
+    builder, so its launcher's Popen is wrapped here; a JVM left without its job still ends,
+    when the pipe to its stdin closes."""
     from pyspark import java_gateway
 
     launch = java_gateway.Popen  # type: ignore[attr-defined]
 
     def popen(*args: Any, **kwargs: Any) -> Any:
-        return launch(*args, **{**kwargs, "start_new_session": True})
+        piped = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        process = launch(*args, **{**kwargs, **piped, "start_new_session": True})
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:  # None only where a launcher given in a test pipes nothing
+                read_into_log(stream)
+        return process
 
     java_gateway.Popen = popen  # type: ignore[attr-defined,assignment]
     try:
         yield
     finally:
         java_gateway.Popen = launch  # type: ignore[attr-defined]
+
+
+JVM_LOGGER = "zkcdc.spark"
+# An event of the JVM's is written once its pipe has been this quiet: a stack that goes with
+# it comes in the same write or right after.
+QUIET_S = 0.2
+# A "line" this long without an end is taken as it is (the JVM writes none such).
+LONGEST_LINE = 1 << 20
+_LINE_END = re.compile(rb"\r\n|\n|\r")
+
+
+def read_into_log(stream: IO[bytes], log: logs.EventLog | None = None) -> threading.Thread:
+    """A thread that reads `stream` (a pipe of the JVM's) until it closes, each line as an
+    event of `log` (the zkcdc.spark logger): never blocks the JVM for long, whose writes wait
+    when a pipe is full."""
+    thread = threading.Thread(
+        target=_pump, args=(stream, log or logs.get(JVM_LOGGER)), name="jvm-output", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _pump(stream: IO[bytes], log: logs.EventLog) -> None:
+    lines, rest, fd = JvmLines(), b"", stream.fileno()
+
+    def emit(events: list[JvmEvent]) -> None:
+        for event in events:
+            log.at(event.level, event.event, **event.fields)
+
+    while True:
+        if not select.select([fd], [], [], QUIET_S)[0]:
+            emit(lines.flush())
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        *complete, rest = _LINE_END.split(rest + chunk)
+        if len(rest) > LONGEST_LINE:
+            complete, rest = [*complete, rest], b""
+        for raw in complete:
+            emit(lines.feed(raw.decode("utf-8", "replace")))
+    emit(lines.feed(rest.decode("utf-8", "replace")) + lines.flush())
 
 
 def exit_status(spark: Any, wait_s: float = 0.0) -> int | None:

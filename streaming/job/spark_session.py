@@ -21,7 +21,7 @@ from zkcdc.streaming.job.driver_jar import driver_jar, driver_jar_conf
 from zkcdc.streaming.job.driver_jvm import (
     EXIT_ON_OUT_OF_MEMORY,
     WhileTheDriverRuns,
-    driver_in_a_session_of_its_own,
+    launching_the_driver,
 )
 from zkcdc.streaming.job.spark_jars import pyspark_home, spark_jars
 
@@ -65,8 +65,6 @@ LAKE_CONF = {
     # VACUUM lists a table's folders in this many tasks: Spark's default (10,000) is for
     # clusters and object stores, and on a local master a small table's VACUUM took ~40 s.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
-    # Commands that answer a question print the answer, not Spark's stage bars.
-    "spark.ui.showConsoleProgress": "false",
 }
 
 
@@ -116,6 +114,9 @@ def session(
         # Hadoop applies its own umask (022) to checkpoint files: keep them from other users.
         .config("spark.hadoop.fs.permissions.umask-mode", "027")
         .config("spark.ui.enabled", "false")
+        # No stage bars: a command's stderr is its JSON log lines (jvm_log_lines.py), and a
+        # command that answers a question prints the answer alone.
+        .config("spark.ui.showConsoleProgress", "false")
         # What Spark keeps of finished work for its UI, kept with the UI off too: a live job
         # runs a micro-batch a second, and at Spark's defaults (1,000 SQL executions, each
         # with its plan's text, which names the changes' Avro schema) an idle job's driver
@@ -169,7 +170,7 @@ def local_driver(wait: bool = False) -> tuple[Path | None, Path | None]:
 
 def _started(builder: Any, master: str) -> Any:
     try:
-        with driver_in_a_session_of_its_own():
+        with launching_the_driver():
             spark = builder.getOrCreate()
     except Exception as exc:
         raise StreamingError(f"Spark did not start on {master}: {exc}") from exc

@@ -241,8 +241,11 @@ def test_alerts_reach_a_real_alertmanager_through_its_api(
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert job.returncode == 0, job.stderr[-3000:]
+    # Its stderr is JSON log lines throughout, Spark's own among them (jvm_log_lines.py).
+    logged = [json.loads(line) for line in job.stderr.splitlines()]
+    assert any(line["logger"] == "zkcdc.spark" for line in logged), job.stderr[-3000:]
     # Each micro-batch that read records is logged once, in order (alert_runner.progress_since).
-    batches = [json.loads(line) for line in job.stderr.splitlines() if '"micro-batch"' in line]
+    batches = [line for line in logged if line["event"] == "micro-batch"]
     assert batches and all(b["records"] > 0 for b in batches), job.stderr[-3000:]
     ids = [b["batch"] for b in batches]
     assert ids == sorted(set(ids)), ids

@@ -43,6 +43,10 @@ class EventLog:
     def critical(self, event: str, /, **fields: Any) -> None:
         self._log(logging.CRITICAL, event, fields)
 
+    def at(self, level: int, event: str, /, **fields: Any) -> None:
+        """An event at a level given as a number (`logging.WARNING`): another process's."""
+        self._log(level, event, fields)
+
     def exception(self, event: str, /, **fields: Any) -> None:
         """An error with the traceback of the exception being handled."""
         self._log(logging.ERROR, event, fields, exc_info=True)

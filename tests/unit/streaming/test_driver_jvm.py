@@ -4,6 +4,7 @@ one line by how it ended, and only once it has ended."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -11,14 +12,17 @@ from types import SimpleNamespace
 import pytest
 from py4j.protocol import Py4JError, Py4JJavaError
 
+from zkcdc.ground import waiting
 from zkcdc.streaming.job.driver_jvm import (
+    JVM_LOGGER,
     OUT_OF_MEMORY_STATUS,
     DriverEnded,
     WhileTheDriverRuns,
-    driver_in_a_session_of_its_own,
     ended_message,
     ending_with_the_driver,
     exit_status,
+    launching_the_driver,
+    read_into_log,
 )
 
 
@@ -116,21 +120,58 @@ def test_a_driver_this_process_did_not_start_is_not_watched():
     assert exit_status(SimpleNamespace()) is None
 
 
-def test_the_driver_pyspark_launches_in_the_block_gets_a_session_of_its_own(
-    monkeypatch: pytest.MonkeyPatch,
+def test_the_driver_pyspark_launches_in_the_block_gets_a_session_of_its_own_and_its_output_read(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A signal to the job's process group then misses the driver (the real case, SIGTERM to
-    a job's group mid-backlog: tests/integration/test_alert_job_stop.py)."""
+    a job's group mid-backlog: tests/integration/test_alert_job_stop.py), and what the JVM
+    writes on either stream comes out as the command's log events."""
     from pyspark import java_gateway
 
     launched: list[dict[str, object]] = []
 
-    def launcher(command: list[str], **kwargs: object) -> str:
+    def launcher(command: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
         launched.append(kwargs)
-        return "process"
+        script = "import sys; print('26/12/05 10:00:00 WARN Utils: on stdout'); " \
+                 "print('WARNING: on stderr', file=sys.stderr)"  # fmt: skip
+        return subprocess.Popen([sys.executable, "-c", script], **kwargs)  # type: ignore[call-overload]
 
     monkeypatch.setattr(java_gateway, "Popen", launcher)
-    with driver_in_a_session_of_its_own():
-        assert java_gateway.Popen(["spark-submit"], stdin=-1) == "process"
-    assert launched == [{"stdin": -1, "start_new_session": True}]
+    caplog.set_level(logging.DEBUG, logger=JVM_LOGGER)
+    with launching_the_driver():
+        process = java_gateway.Popen(["spark-submit"], stdin=subprocess.PIPE)
     assert java_gateway.Popen is launcher  # PySpark's own again after the block
+    assert launched[0]["start_new_session"] is True
+    assert launched[0]["stdout"] == launched[0]["stderr"] == subprocess.PIPE
+    process.stdin.close()
+    process.wait(10)
+
+    def logged() -> set[tuple[str, str]]:
+        return {(r.levelname, r.getMessage()) for r in caplog.records if r.name == JVM_LOGGER}
+
+    waiting.wait_until(lambda: len(logged()) == 2, 10, interval_s=0.02, what="the JVM's two lines")
+    assert logged() == {("WARNING", "on stdout"), ("WARNING", "on stderr")}
+
+
+def test_a_pipe_is_read_to_its_end_whatever_it_holds(caplog: pytest.LogCaptureFixture) -> None:
+    """Lines split across writes, ended by a carriage return, not ended at all, or not UTF-8;
+    a stack with the line it belongs to; a stage bar gone."""
+    caplog.set_level(logging.DEBUG, logger=JVM_LOGGER)
+    read, write = os.pipe()
+    with os.fdopen(read, "rb", buffering=0) as stream:
+        thread = read_into_log(stream)
+        for chunk in (b"26/12/05 10:00:00 ERROR RocksDB: load failed\njava.io.IOException: gone\n",
+                      b"\tat a.B.c(B.java:1)\n\r[Stage 1:>  (0 + 2) / 2]\r",
+                      b"26/12/05 10:00:01 WARN Ut", b"ils: half\xff\nlast, no end"):  # fmt: skip
+            os.write(write, chunk)
+        os.close(write)
+        thread.join(10)
+    assert not thread.is_alive()
+    got = [(r.levelname, r.getMessage(), getattr(r, "zkcdc_fields", {}))
+           for r in caplog.records if r.name == JVM_LOGGER]  # fmt: skip
+    assert got == [
+        ("ERROR", "load failed",
+         {"source": "RocksDB", "exception": "java.io.IOException: gone\n\tat a.B.c(B.java:1)"}),
+        ("WARNING", "half\ufffd", {"source": "Utils"}),
+        ("INFO", "last, no end", {"source": "jvm"}),
+    ]  # fmt: skip
