@@ -59,7 +59,7 @@ def launching_the_driver() -> Iterator[None]:
         piped = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         process = launch(*args, **{**kwargs, **piped, "start_new_session": True})
         for stream in (process.stdout, process.stderr):
-            if stream is not None:  # None only where a launcher given in a test pipes nothing
+            if stream is not None:  # a stand-in launcher (a test's) may pipe nothing
                 read_into_log(stream)
         return process
 
@@ -98,10 +98,13 @@ def _pump(stream: IO[bytes], log: logs.EventLog) -> None:
             log.at(event.level, event.event, **event.fields)
 
     while True:
-        if not select.select([fd], [], [], QUIET_S)[0]:
-            emit(lines.flush())
-            continue
-        chunk = os.read(fd, 1 << 16)
+        try:
+            if not select.select([fd], [], [], QUIET_S)[0]:
+                emit(lines.flush())
+                continue
+            chunk = os.read(fd, 1 << 16)
+        except (OSError, ValueError):  # the pipe closed under the reader: its end as well
+            chunk = b""
         if not chunk:
             break
         *complete, rest = _LINE_END.split(rest + chunk)

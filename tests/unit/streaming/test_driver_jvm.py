@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -175,3 +176,17 @@ def test_a_pipe_is_read_to_its_end_whatever_it_holds(caplog: pytest.LogCaptureFi
         ("WARNING", "half\ufffd", {"source": "Utils"}),
         ("INFO", "last, no end", {"source": "jvm"}),
     ]  # fmt: skip
+
+
+def test_a_pipe_closed_under_the_reader_ends_it_without_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failures: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    read, write = os.pipe()
+    stream = os.fdopen(read, "rb", buffering=0)
+    thread = read_into_log(stream)
+    stream.close()
+    thread.join(10)
+    os.close(write)
+    assert not thread.is_alive() and failures == []
