@@ -70,7 +70,6 @@ def launching_the_driver() -> Iterator[None]:
         java_gateway.Popen = launch  # type: ignore[attr-defined]
 
 
-JVM_LOGGER = "zkcdc.spark"
 # An event of the JVM's is written once its pipe has been this quiet: a stack that goes with
 # it comes in the same write or right after.
 QUIET_S = 0.2
@@ -81,10 +80,13 @@ _LINE_END = re.compile(rb"\r\n|\n|\r")
 
 def read_into_log(stream: IO[bytes], log: logs.EventLog | None = None) -> threading.Thread:
     """A thread that reads `stream` (a pipe of the JVM's) until it closes, each line as an
-    event of `log` (the zkcdc.spark logger): never blocks the JVM for long, whose writes wait
+    event of `log` (the zkcdc.spark logger, `logs.SPARK_LOGGER`): never blocks the JVM for long, whose writes wait
     when a pipe is full."""
     thread = threading.Thread(
-        target=_pump, args=(stream, log or logs.get(JVM_LOGGER)), name="jvm-output", daemon=True
+        target=_pump,
+        args=(stream, log or logs.get(logs.SPARK_LOGGER)),
+        name="jvm-output",
+        daemon=True,
     )
     thread.start()
     return thread

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from manual_clock import ManualClock
@@ -93,14 +94,24 @@ def test_the_messages_kept_in_mind_stay_bounded(messages: list[int]) -> None:
     assert set(shown) == {f"complaint {m:02d}" for m in messages}
 
 
-def test_a_command_writes_librdkafkas_repeats_once_and_its_own_events_every_time() -> None:
+@pytest.mark.parametrize(
+    ("logger", "lines"),
+    [
+        (logs.LIBRDKAFKA_LOGGER, [refused(1, i, i) for i in range(50)]),
+        # The Spark driver's Kafka source says each try to reach a broker again.
+        (logs.SPARK_LOGGER, ["Error getting Kafka offsets; retrying in 1000 ms"] * 50),
+    ],
+)
+def test_a_command_writes_another_processs_repeats_once_and_its_own_events_every_time(
+    logger: str, lines: list[str]
+) -> None:
     script = (
         "import logging\n"
         "from zkcdc.ground import logs\n"
         "logs.configure()\n"
-        f"lines = {[refused(1, i, i) for i in range(50)]!r}\n"
+        f"lines = {lines!r}\n"
         "for line in lines:\n"
-        "    logging.getLogger(logs.LIBRDKAFKA_LOGGER).info(line)\n"
+        f"    logging.getLogger({logger!r}).info(line)\n"
         "    logs.get('zkcdc.capture').warning('still down')\n"
     )
     done = subprocess.run(
@@ -108,4 +119,4 @@ def test_a_command_writes_librdkafkas_repeats_once_and_its_own_events_every_time
     )
     assert done.returncode == 0, done.stderr
     loggers = [json.loads(line)["logger"] for line in done.stderr.splitlines()]
-    assert loggers.count(logs.LIBRDKAFKA_LOGGER) == 1 and loggers.count("zkcdc.capture") == 50
+    assert loggers.count(logger) == 1 and loggers.count("zkcdc.capture") == 50

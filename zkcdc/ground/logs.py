@@ -1,4 +1,5 @@
-"""Structured JSON logs on stderr, for zkcdc's own events and for kazoo's and librdkafka's.
+"""Structured JSON logs on stderr, for zkcdc's own events and for kazoo's, librdkafka's and the
+Spark driver JVM's.
 
 One line a record: the event's fields, then `event`, `level`, `logger` and `timestamp` (ISO 8601,
 UTC), and `exception` where a traceback goes with it. The standard library's logging only:
@@ -20,6 +21,7 @@ from typing import Any
 
 _FIELDS = "zkcdc_fields"  # the LogRecord attribute that carries an event's fields
 LIBRDKAFKA_LOGGER = "zkcdc.librdkafka"  # where the Kafka clients' own lines go
+SPARK_LOGGER = "zkcdc.spark"  # and the Spark driver JVM's (streaming/job/jvm_log_lines.py)
 
 
 class EventLog:
@@ -139,7 +141,9 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger(LIBRDKAFKA_LOGGER).filters[:] = [RepeatLimit()]
+    # Another process's lines, which say each retry of a failure again.
+    for name in (LIBRDKAFKA_LOGGER, SPARK_LOGGER):
+        logging.getLogger(name).filters[:] = [RepeatLimit()]
     # kazoo warns on every dropped connection; zkcdc logs its own session state changes.
     logging.getLogger("kazoo").setLevel("ERROR")
     # The schema registry client's HTTP library logs every request at INFO.

@@ -13,9 +13,8 @@ from types import SimpleNamespace
 import pytest
 from py4j.protocol import Py4JError, Py4JJavaError
 
-from zkcdc.ground import waiting
+from zkcdc.ground import logs, waiting
 from zkcdc.streaming.job.driver_jvm import (
-    JVM_LOGGER,
     OUT_OF_MEMORY_STATUS,
     DriverEnded,
     WhileTheDriverRuns,
@@ -138,7 +137,7 @@ def test_the_driver_pyspark_launches_in_the_block_gets_a_session_of_its_own_and_
         return subprocess.Popen([sys.executable, "-c", script], **kwargs)  # type: ignore[call-overload]
 
     monkeypatch.setattr(java_gateway, "Popen", launcher)
-    caplog.set_level(logging.DEBUG, logger=JVM_LOGGER)
+    caplog.set_level(logging.DEBUG, logger=logs.SPARK_LOGGER)
     with launching_the_driver():
         process = java_gateway.Popen(["spark-submit"], stdin=subprocess.PIPE)
     assert java_gateway.Popen is launcher  # PySpark's own again after the block
@@ -148,7 +147,9 @@ def test_the_driver_pyspark_launches_in_the_block_gets_a_session_of_its_own_and_
     process.wait(10)
 
     def logged() -> set[tuple[str, str]]:
-        return {(r.levelname, r.getMessage()) for r in caplog.records if r.name == JVM_LOGGER}
+        return {
+            (r.levelname, r.getMessage()) for r in caplog.records if r.name == logs.SPARK_LOGGER
+        }
 
     waiting.wait_until(lambda: len(logged()) == 2, 10, interval_s=0.02, what="the JVM's two lines")
     assert logged() == {("WARNING", "on stdout"), ("WARNING", "on stderr")}
@@ -157,7 +158,7 @@ def test_the_driver_pyspark_launches_in_the_block_gets_a_session_of_its_own_and_
 def test_a_pipe_is_read_to_its_end_whatever_it_holds(caplog: pytest.LogCaptureFixture) -> None:
     """Lines split across writes, ended by a carriage return, not ended at all, or not UTF-8;
     a stack with the line it belongs to; a stage bar gone."""
-    caplog.set_level(logging.DEBUG, logger=JVM_LOGGER)
+    caplog.set_level(logging.DEBUG, logger=logs.SPARK_LOGGER)
     read, write = os.pipe()
     with os.fdopen(read, "rb", buffering=0) as stream:
         thread = read_into_log(stream)
@@ -169,7 +170,7 @@ def test_a_pipe_is_read_to_its_end_whatever_it_holds(caplog: pytest.LogCaptureFi
         thread.join(10)
     assert not thread.is_alive()
     got = [(r.levelname, r.getMessage(), getattr(r, "zkcdc_fields", {}))
-           for r in caplog.records if r.name == JVM_LOGGER]  # fmt: skip
+           for r in caplog.records if r.name == logs.SPARK_LOGGER]  # fmt: skip
     assert got == [
         ("ERROR", "load failed",
          {"source": "RocksDB", "exception": "java.io.IOException: gone\n\tat a.B.c(B.java:1)"}),
