@@ -94,6 +94,10 @@ def read_into_log(stream: IO[bytes], log: logs.EventLog | None = None) -> thread
 
 def _pump(stream: IO[bytes], log: logs.EventLog) -> None:
     lines, rest, fd = JvmLines(), b"", stream.fileno()
+    # poll, not select: select refuses a descriptor numbered 1024 or more, and a reader that
+    # stopped would leave the JVM's writes waiting on a full pipe.
+    readable = select.poll()
+    readable.register(fd, select.POLLIN)
 
     def emit(events: list[JvmEvent]) -> None:
         for event in events:
@@ -101,7 +105,7 @@ def _pump(stream: IO[bytes], log: logs.EventLog) -> None:
 
     while True:
         try:
-            if not select.select([fd], [], [], QUIET_S)[0]:
+            if not readable.poll(QUIET_S * 1000):
                 emit(lines.flush())
                 continue
             chunk = os.read(fd, 1 << 16)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -191,3 +192,25 @@ def test_a_pipe_closed_under_the_reader_ends_it_without_an_error(
     thread.join(10)
     os.close(write)
     assert not thread.is_alive() and failures == []
+
+
+def test_a_pipe_on_a_descriptor_past_1023_is_read_too(caplog: pytest.LogCaptureFixture) -> None:
+    """A long-lived job holds many descriptors: a reader that gave up on a high one would leave
+    the JVM's writes waiting on a full pipe."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    high = 1500
+    if soft <= high:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    caplog.set_level(logging.DEBUG, logger=logs.SPARK_LOGGER)
+    read, write = os.pipe()
+    os.dup2(read, high)
+    os.close(read)
+    try:
+        with os.fdopen(high, "rb", buffering=0) as stream:
+            thread = read_into_log(stream)
+            os.write(write, b"26/12/05 10:00:00 WARN X: high\n")
+            os.close(write)
+            thread.join(10)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [r.getMessage() for r in caplog.records if r.name == logs.SPARK_LOGGER] == ["high"]
