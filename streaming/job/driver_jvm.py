@@ -93,7 +93,19 @@ def read_into_log(stream: IO[bytes], log: logs.EventLog | None = None) -> thread
 
 
 def _pump(stream: IO[bytes], log: logs.EventLog) -> None:
-    lines, rest, fd = JvmLines(), b"", stream.fileno()
+    fd = stream.fileno()
+    try:
+        _read_lines(fd, log)
+    except Exception:
+        # Still read to the end, whatever failed: the JVM's writes must never wait on a pipe.
+        logs.get(logs.SPARK_LOGGER).exception("the Spark driver's output is not read any more")
+        with contextlib.suppress(OSError):
+            while os.read(fd, 1 << 16):
+                pass
+
+
+def _read_lines(fd: int, log: logs.EventLog) -> None:
+    lines, rest = JvmLines(), b""
     # poll, not select: select refuses a descriptor numbered 1024 or more, and a reader that
     # stopped would leave the JVM's writes waiting on a full pipe.
     readable = select.poll()

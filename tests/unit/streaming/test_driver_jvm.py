@@ -214,3 +214,24 @@ def test_a_pipe_on_a_descriptor_past_1023_is_read_too(caplog: pytest.LogCaptureF
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert [r.getMessage() for r in caplog.records if r.name == logs.SPARK_LOGGER] == ["high"]
+
+
+def test_a_reader_that_fails_still_reads_the_pipe_to_its_end() -> None:
+    """Whatever fails in making events, the JVM's writes never wait on a full pipe."""
+
+    class Failing(logs.EventLog):
+        def at(self, level: int, event: str, /, **fields: object) -> None:
+            raise RuntimeError("a handler that fails")
+
+    read, write = os.pipe()
+    with os.fdopen(read, "rb", buffering=0) as stream:
+        thread = read_into_log(stream, Failing("x"))
+        # Four times what a pipe holds: a writer not read from would wait here for ever.
+        payload = b"26/12/05 10:00:00 WARN X: line\n" * (4 * 65536 // 32)
+        writer = threading.Thread(target=os.write, args=(write, payload))
+        writer.start()
+        writer.join(20)
+        written = not writer.is_alive()
+        os.close(write)
+        thread.join(10)
+    assert written and not thread.is_alive()
