@@ -10,6 +10,7 @@ committed: started again, it resumes there, nothing lost or doubled."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -47,7 +48,8 @@ def launching_the_driver() -> Iterator[None]:
       finished, the JVM stopped by the job. Sent to the JVM too, SIGTERM ended the driver
       under the job, which exited 1 ("the Spark driver's JVM exited with status 143");
     - writes its output (stdout and stderr) into pipes that `read_into_log` turns into the
-      command's own JSON log lines (jvm_log_lines.py).
+      command's own JSON log lines (jvm_log_lines.py);
+    - is waited for when the command exits (`end_with_the_driver`).
     PySpark sets its own `preexec_fn` and takes no Popen arguments through the session
     builder, so its launcher's Popen is wrapped here; a JVM left without its job still ends,
     when the pipe to its stdin closes."""
@@ -58,9 +60,9 @@ def launching_the_driver() -> Iterator[None]:
     def popen(*args: Any, **kwargs: Any) -> Any:
         piped = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         process = launch(*args, **{**kwargs, **piped, "start_new_session": True})
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:  # a stand-in launcher (a test's) may pipe nothing
-                read_into_log(stream)
+        # A stand-in launcher (a test's) may pipe nothing.
+        streams = [stream for stream in (process.stdout, process.stderr) if stream is not None]
+        atexit.register(end_with_the_driver, process, [read_into_log(s) for s in streams])
         return process
 
     java_gateway.Popen = popen  # type: ignore[attr-defined,assignment]
@@ -73,9 +75,26 @@ def launching_the_driver() -> Iterator[None]:
 # An event of the JVM's is written once its pipe has been this quiet: a stack that goes with
 # it comes in the same write or right after.
 QUIET_S = 0.2
+# How long a command's exit waits for its driver JVM, told to end by its stdin closing. Its
+# end is part of the command's: Spark's shutdown hooks, and the class archive a recording run
+# writes as its JVM exits (class_archive.py), whose recorder looks for it once the command
+# has ended. When the JVM wrote on the command's own stderr, whoever read that waited for it.
+DRIVER_EXIT_WAIT_S = 120.0
 # A "line" this long without an end is taken as it is (the JVM writes none such).
 LONGEST_LINE = 1 << 20
 _LINE_END = re.compile(rb"\r\n|\n|\r")
+
+
+def end_with_the_driver(process: Any, readers: list[threading.Thread]) -> None:
+    """At the command's exit: the driver JVM told to end (its stdin closed, as PySpark's
+    gateway server watches it) and waited for, then its last lines read into the log."""
+    with contextlib.suppress(OSError, ValueError):
+        if process.stdin is not None:
+            process.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(DRIVER_EXIT_WAIT_S)
+    for reader in readers:
+        reader.join(10 * QUIET_S)
 
 
 def read_into_log(stream: IO[bytes], log: logs.EventLog | None = None) -> threading.Thread:

@@ -3,12 +3,14 @@ one line by how it ended, and only once it has ended."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -235,3 +237,42 @@ def test_a_reader_that_fails_still_reads_the_pipe_to_its_end() -> None:
         os.close(write)
         thread.join(10)
     assert written and not thread.is_alive()
+
+
+# A stand-in for the driver JVM: it ends once told to (its stdin closed) and released.
+_DRIVER = """
+import sys
+sys.stdin.read()
+open(sys.argv[1], "w").close()  # told to end
+open(sys.argv[2]).read()  # released (a FIFO)
+open(sys.argv[3], "w").close()  # ended
+"""
+_COMMAND = """
+import subprocess, sys
+from pyspark import java_gateway
+from zkcdc.streaming.job.driver_jvm import launching_the_driver
+java_gateway.Popen = lambda command, **kwargs: subprocess.Popen(
+    [sys.executable, "-c", sys.argv[1], *sys.argv[2:]], **kwargs)
+with launching_the_driver():
+    java_gateway.Popen(["spark-submit"], stdin=subprocess.PIPE)
+"""
+
+
+def test_a_command_ends_after_its_driver_jvm(tmp_path: Path) -> None:
+    """A recording run's JVM writes the class archive as it exits, and its recorder looks for
+    the archive once the command has ended: the command's exit waits for its JVM."""
+    told, release, ended = tmp_path / "told", tmp_path / "release", tmp_path / "ended"
+    os.mkfifo(release)
+    command = subprocess.Popen(
+        [sys.executable, "-c", _COMMAND, _DRIVER, str(told), str(release), str(ended)]
+    )
+    try:
+        waiting.wait_until(told.exists, 30, interval_s=0.02, what="the driver told to end")
+        assert command.poll() is None  # exiting, it waits for its driver
+        release.write_text("go")
+        assert command.wait(30) == 0
+        assert ended.exists()
+    finally:
+        command.kill()
+        with contextlib.suppress(OSError):  # a stand-in still waiting: released, so it ends
+            os.close(os.open(release, os.O_WRONLY | os.O_NONBLOCK))
