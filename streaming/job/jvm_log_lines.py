@@ -50,9 +50,12 @@ _ROUTINE_WARNINGS = (
     ("jvm", "Using incubator modules: jdk.incubator.vector"),
 )
 _LAUNCHER_WARNING = "WARNING: "  # the java launcher's own
-# What the JVM itself prints when it ends badly: an uncaught exception, its heap gone
-# (ExitOnOutOfMemoryError), a crash.
-_JVM_ERRORS = ("Exception in thread ", "Terminating due to ", "# A fatal error has been detected")
+# What the JVM itself prints when it ends badly (an uncaught exception, its heap gone under
+# ExitOnOutOfMemoryError, a crash), and a Python worker's traceback.
+_JVM_ERRORS = (
+    "Exception in thread ", "Terminating due to ", "# A fatal error has been detected",
+    "Traceback (most recent call last)",
+)  # fmt: skip
 SOURCE = "jvm"  # an event's `source` where no Java logger said it
 
 

@@ -88,6 +88,7 @@ def test_a_python_traceback_a_worker_printed_stays_whole() -> None:
              "ValueError: bad"]  # fmt: skip
     (event,) = _all(lines)
     assert event.event == lines[0] and event.fields["exception"] == "\n".join(lines[1:])
+    assert event.level == logging.ERROR
 
 
 def test_bars_in_one_write_with_carriage_returns_leave_the_next_line_whole() -> None:
