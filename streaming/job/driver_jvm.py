@@ -14,7 +14,6 @@ import atexit
 import contextlib
 import logging
 import os
-import re
 import select
 import signal
 import subprocess
@@ -82,7 +81,6 @@ QUIET_S = 0.2
 DRIVER_EXIT_WAIT_S = 120.0
 # A "line" this long without an end is taken as it is (the JVM writes none such).
 LONGEST_LINE = 1 << 20
-_LINE_END = re.compile(rb"\r\n|\n|\r")
 
 
 def end_with_the_driver(process: Any, readers: list[threading.Thread]) -> None:
@@ -99,8 +97,8 @@ def end_with_the_driver(process: Any, readers: list[threading.Thread]) -> None:
 
 def read_into_log(stream: IO[bytes], log: logs.EventLog | None = None) -> threading.Thread:
     """A thread that reads `stream` (a pipe of the JVM's) until it closes, each line as an
-    event of `log` (the zkcdc.spark logger, `logs.SPARK_LOGGER`): never blocks the JVM for long, whose writes wait
-    when a pipe is full."""
+    event of `log` (`logs.SPARK_LOGGER`'s by default): it never leaves the JVM's writes
+    waiting long on a full pipe."""
     thread = threading.Thread(
         target=_pump,
         args=(stream, log or logs.get(logs.SPARK_LOGGER)),
@@ -144,7 +142,8 @@ def _read_lines(fd: int, log: logs.EventLog) -> None:
             chunk = b""
         if not chunk:
             break
-        *complete, rest = _LINE_END.split(rest + chunk)
+        # Split at newlines only: `JvmLines.feed` splits a line at its carriage returns.
+        *complete, rest = (rest + chunk).split(b"\n")
         if len(rest) > LONGEST_LINE:
             complete, rest = [*complete, rest], b""
         for raw in complete:
