@@ -28,25 +28,43 @@ def test_a_command_the_worker_reaps_counts_in_full():
         cpu.stop()
 
 
-def test_a_process_below_a_command_counts_though_the_command_never_reaps_it():
-    """As a Spark driver a `zkcdc` command leaves to exit on its own: its CPU is sampled while it
-    is under the worker, and counts nowhere else (init reaps it)."""
-    leaves = textwrap.dedent(f"""
-        import os, subprocess, sys, time
-        spin = subprocess.Popen([sys.executable, "-c", {SPIN.format(s=0.8)!r}])
-        stat = f"/proc/{{spin.pid}}/stat"
-        while open(stat).read().rsplit(")", 1)[1].split()[0] != "Z":  # ended, not reaped
-            time.sleep(0.05)
-        time.sleep(0.3)  # sampled after it ended
-        os._exit(0)  # never reaped here: init does it
+def test_a_process_below_a_command_that_waits_for_it_counts_once():
+    """As a `zkcdc` command's Spark driver: the command waits for it, so its CPU reaches the
+    worker's RUSAGE_CHILDREN with the command's, and its samples must not add it again."""
+    waits = textwrap.dedent(f"""
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", {SPIN.format(s=0.8)!r}], check=True)
         """)  # fmt: skip
     cpu = CpuPerTest(interval_s=0.1)
     try:
         start = cpu.mark()
-        subprocess.run([sys.executable, "-c", leaves], check=True)
+        subprocess.run([sys.executable, "-c", waits], check=True)
         used = cpu.since(start)
+        # Twice would be 1.6 and more; the two interpreters' starts add ~0.1-0.3.
+        assert 0.8 <= used < 1.5, used
+    finally:
+        cpu.stop()
+
+
+def test_a_process_below_a_running_command_counts_from_its_samples():
+    """As a Spark driver under a job the test leaves running: its CPU is in no reaped figure
+    of the worker's yet, so its samples count."""
+    driver = SPIN.format(s=0.8) + 'print("done", flush=True)\nimport sys\nsys.stdin.read()\n'
+    job = textwrap.dedent(f"""
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", {driver!r}], check=True)
+        """)  # fmt: skip
+    cpu = CpuPerTest(interval_s=0.1)
+    start = cpu.mark()
+    command = subprocess.Popen(
+        [sys.executable, "-c", job], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert command.stdout is not None and command.stdout.readline() == "done\n"
+        used = cpu.since(start)  # the driver still runs, and is sampled now
         assert used >= 0.8, used
     finally:
+        command.communicate("")  # the driver reads its end of input, and both end
         cpu.stop()
 
 
