@@ -80,8 +80,8 @@ from zkcdc.ground.kafka_options import kafka_config_options
 @click.option(
     "--commit-interval-ms",
     type=int,
-    help="A transaction commits once its first record has waited this long [default 10], "
-    "or once it holds --commit-records [default 10000]; 0 commits every turn.",
+    help="A transaction commits once its first record has waited this long, or once it holds "
+    "--commit-records [default 10000]; 0 [default]: as soon as no commit is under way.",
 )
 @click.option("--commit-records", type=int, help="Most records in one transaction [10000].")
 @click.option(

@@ -70,9 +70,9 @@ class CaptureSettings(command_settings.CommandSettings):
     transactions: bool = True
     transactional_id: str | None = None  # [default: zkcdc-capture.<topic>.<cluster>]
     # A transaction commits once its first record has waited this long, or once it holds
-    # `commit_records`, whichever comes first (delivery/transactions.py says why 10 ms):
-    # shorter, records are readable sooner and Kafka does more commits; 0 commits every turn.
-    commit_interval_ms: int = Field(default=10, ge=0, le=60_000)
+    # `commit_records`, whichever comes first. 0 (delivery/transactions.py says why): as soon
+    # as a turn has handed records over and no commit is under way; longer, fewer commits.
+    commit_interval_ms: int = Field(default=0, ge=0, le=60_000)
     commit_records: int = Field(default=10_000, ge=1, le=100_000)
     event_log: Path | None = None
     state_dir: Path = Field(default_factory=default_state_root)
