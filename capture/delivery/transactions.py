@@ -38,8 +38,9 @@ MOST_RECORDS = 10_000  # one transaction's records, kept until its commit for a 
 # one before it still in flight at worst). With none, a commit starts as soon as a turn has
 # handed records over and none is under way, so what comes during a commit groups into the
 # next by itself. At 1,000 writes/s on two cores the p99 from a write to readable was 106-142
-# ms with none in six of eight runs of bench B1t (292 and 383 in the others), against 136-486
-# ms at 10 ms; at the ceiling both reached 84-103 % of the idempotent mode's throughput.
+# ms with none in seven of ten runs of bench B1t (265-383 in the others), and under 150 ms in
+# one of ten at 10 ms (136-486); at the ceiling both reached 84-103 % of the idempotent mode's
+# throughput.
 COMMIT_INTERVAL_S = 0.0
 
 FENCED = {
