@@ -137,7 +137,7 @@ def _publisher(
     interval_s: float = 0.0,
 ) -> tuple[Publisher, TransactionalProducer]:
     """In the loop's thread and every turn unless told (the state machine, step by step); the
-    daemon's default ends in the background after an interval (the tests below `_settled`)."""
+    daemon's default ends in the background (the tests below `_settled`)."""
     made: list[TransactionalProducer] = []
 
     def factory(config: dict[str, Any]) -> TransactionalProducer:
