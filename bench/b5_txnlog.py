@@ -232,35 +232,31 @@ def _wait_logged(process: subprocess.Popen[Any], log: Path, text: bytes) -> None
         raise SystemExit(f"{exc}:\n{log.read_text()}") from None
 
 
-def _wait_caught_up(events: Path, versions: dict[str, int], kafka: bool) -> None:
+def _wait_caught_up(events: Path, versions: dict[str, int], kafka: bool, cluster: str) -> None:
     """Until the daemon's event log holds every version written so far and, publishing, Kafka
-    has acknowledged all it logged (`delivered.json` beside the log): a new daemon reads the
+    has acknowledged all it logged (its checkpoint's `delivered`): a new daemon reads the
     earlier phases' storm first, and its steps must not meet that backlog still being sent."""
+    from zkcdc.capture.delivery.checkpoint import CheckpointStore
     from zkcdc.capture.delivery.event_log import read_records
 
-    last_seq = [-1]
-
-    def caught_up() -> bool:
+    def logged_through() -> tuple[int] | None:
+        """The log's last seq once it holds every version; None before."""
         seen: dict[str, int] = {}
+        last = -1
         if events.exists():
             for r in read_records(events, lambda damage: None):  # a block being written
-                last_seq[0] = max(last_seq[0], r["seq"])
+                last = max(last, r["seq"])
                 if r["after"] is not None and r["path"] in versions:
                     seen[r["path"]] = max(seen.get(r["path"], 0), r["after"]["version"])
-        return all(seen.get(p, -1) >= v for p, v in versions.items())
+        return (last,) if all(seen.get(p, -1) >= v for p, v in versions.items()) else None
 
-    def delivered() -> bool:
-        try:
-            acked = json.loads((events.parent / "delivered.json").read_text())["acked_through"]
-        except (OSError, ValueError, KeyError):
-            return False
-        return int(acked) >= last_seq[0]
-
+    checkpoint = CheckpointStore(events.parent, events, cluster)
     try:
-        waiting.wait_until(caught_up, 300, what="the txnlog capture to catch up", interval_s=1)
+        (last,) = waiting.wait_until(logged_through, 300, what="the txnlog capture to catch up",
+                                     interval_s=1)  # fmt: skip
         if kafka:
-            waiting.wait_until(delivered, 300, what="the txnlog capture's backlog on Kafka",
-                               interval_s=0.5)  # fmt: skip
+            waiting.wait_until(lambda: checkpoint.delivered() >= last, 300,
+                               what="the txnlog capture's backlog on Kafka", interval_s=0.5)  # fmt: skip
     except waiting.WaitFailed as exc:
         raise SystemExit(str(exc)) from None
 
@@ -295,7 +291,7 @@ def run_steps(
     try:
         _wait_logged(txnlog, work / f"{name}.log", b'"capturing"')
         # A new daemon reads the log from its start: the earlier phase's storm first.
-        _wait_caught_up(work / name / name / "events", _versions(setup, paths), kafka)
+        _wait_caught_up(work / name / name / "events", _versions(setup, paths), kafka, name)
         if watch is not None:
             _wait_logged(watch, work / "watch.log", b'"in sync"')
         time.sleep(2)
