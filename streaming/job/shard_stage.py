@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from zkcdc.ground.gc_pause import gc_paused
+from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import (
     add_rows,
     dead_letter_rows,
@@ -253,6 +254,37 @@ def _processor_class() -> Any:
             pass
 
     return AlertShard
+
+
+def stored_entries(
+    engine: AlertEngine, order: SeqOrder, partition_shards: int, buckets: Buckets
+) -> list[tuple[int, int, bytes]]:
+    """A shard's engine and order (engine_split.split gives them) as the (kind, n, bytes)
+    entries of its MapState, as `_run` leaves them at the end of a micro-batch: its
+    partitions and topics in their buckets, the rest in the engine's value."""
+    scope = engine.scope
+    if scope is None:
+        raise StreamingError("only a shard's engine is stored in the sharded layout")
+    out: list[tuple[int, int, bytes]] = []
+
+    def put(kind: int) -> Any:
+        return lambda n, blob: out.append((kind, n, blob))
+
+    spread = hash_space(partition_shards) if scope.shard else 1
+    partitions = BucketedMap(lambda _: None, buckets.count, read_partitions,
+                             engine_record.encode_partitions, spread, buckets.layout)  # fmt: skip
+    partitions.update(engine.state.partitions)
+    topics = BucketedMap(lambda _: None, buckets.count, read_topics, engine_record.encode_topics)
+    topics.update(engine.state.topics)
+    partitions.flush(put(PARTITIONS))
+    topics.flush(put(TOPICS))
+    held = engine.state.partitions, engine.state.topics
+    engine.state.partitions, engine.state.topics = {}, {}
+    try:
+        out += [(CORE, 0, engine_blob(engine, order)), (META, 0, b"1")]
+    finally:
+        engine.state.partitions, engine.state.topics = held
+    return out
 
 
 def _read_core(store: Any) -> bytes | None:
