@@ -14,7 +14,11 @@ Spark, no Kafka:
   these records), over micro-batches of the job's bound (100,000 records), its MapState a dict
   in memory; the task of Spark that runs each shard (the cluster shard shares task 0 with
   partition shard 2) is where the seconds are summed;
-- the same under cProfile at the largest size: the functions that take the most of it.
+- the same under cProfile at the largest size: the functions that take the most of it;
+- the single engine as the job's step runs it (the records as JSON text through the seq order,
+  Python's cycle collector paused), then split into the default layout's shards
+  (`streaming/rules/engine_split.py`) and each written as its MapState entries
+  (`shard_stage.stored_entries`): what a job that took the backlog whole would hand its shards.
 
 Run: `.venv/bin/python bench/b9_catch_up_python.py [--quick] [--sizes 100000,1000000]` (~7 min;
 no stack)."""
@@ -34,14 +38,18 @@ from harness import fmt, parser, reproduce, save, table
 
 from zkcdc.capture.decoders import router
 from zkcdc.capture.records import Znode, event_fields
+from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.simulate import formats
 from zkcdc.simulate import partition_logic as logic
 from zkcdc.simulate.topology import assign_replicas
 from zkcdc.streaming.job import shard_stage
+from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.job.bucketed_map import NEW_BUCKETS
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_scope import partition_shard
+from zkcdc.streaming.rules.engine_split import split
 from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.rules.seq_order import SeqOrder
 
 NAME = "b9_catch_up_python"
 PER_TOPIC = 1000
@@ -100,6 +108,31 @@ def single_engine(recs: list[Record]) -> dict[str, Any]:
         alerts += len(engine.process_ordered(record))
     took = time.perf_counter() - started
     return {"seconds": round(took, 2), "records_per_s": round(len(recs) / took), "alerts": alerts}
+
+
+def split_start(recs: list[Record]) -> dict[str, Any]:
+    """The single engine over the records as the job's step takes them, then its shards."""
+    rows = [(seq, (TS_MS, "READ", path, orjson.dumps(events).decode()))
+            for seq, path, events in recs]  # fmt: skip
+    engine, order = AlertEngine("c", RuleSettings()), SeqOrder(1)
+    with gc_paused():
+        began = time.perf_counter()
+        for seq, waiting in rows:
+            order.add(seq, 0, waiting, engine.last_seq)
+        alerts = len(drain_ordered(engine, order))
+        engine.forget_changes()
+        ran = time.perf_counter()
+        shards = split(engine, order, PARTITION_SHARDS)
+        cut = time.perf_counter()
+        entries = [shard_stage.stored_entries(e, o, PARTITION_SHARDS, NEW_BUCKETS)
+                   for e, o in shards]  # fmt: skip
+        stored = time.perf_counter()
+    return {
+        "engine_s": round(ran - began, 2), "split_s": round(cut - ran, 2),
+        "entries_s": round(stored - cut, 2), "alerts": alerts,
+        "entries": [len(e) for e in entries],
+        "entries_mb": round(sum(len(b) for e in entries for _, _, b in e) / 1e6, 1),
+    }  # fmt: skip
 
 
 class DictMapState:
@@ -231,9 +264,12 @@ def main() -> None:
         single = single_engine(recs)
         print(f"  {single}; the shard stage", file=sys.stderr, flush=True)
         sharded = shard_stage_run(recs)
-        print(f"  tasks {sharded['task_s']} s", file=sys.stderr, flush=True)
+        print(f"  tasks {sharded['task_s']} s; the single engine, then split", file=sys.stderr,
+              flush=True)  # fmt: skip
+        started = split_start(recs)
+        print(f"  {started}", file=sys.stderr, flush=True)
         out.append({"partitions": partitions, "records": len(recs), "single": single,
-                    "sharded": sharded})  # fmt: skip
+                    "sharded": sharded, "split_start": started})  # fmt: skip
     print(f"{sizes[-1]:,} partitions under cProfile", file=sys.stderr, flush=True)
     profile = cProfile.Profile()
     shard_stage_run(records(sizes[-1]), profile)
@@ -264,6 +300,13 @@ def render(result: dict[str, Any]) -> str:
         parts[key][2] += b["task_s"][1]
     part_rows = [[what, fmt(n), f"{t0:.1f} s", f"{t1:.1f} s"]
                  for what, (n, t0, t1) in parts.items()]  # fmt: skip
+    split_rows = [
+        [fmt(s["partitions"]), f"{x['engine_s']:.1f} s", f"{x['split_s']:.1f} s",
+         f"{x['entries_s']:.1f} s", f"**{x['engine_s'] + x['split_s'] + x['entries_s']:.1f} s**",
+         " / ".join(fmt(n) for n in x["entries"]), f"{x['entries_mb']:.1f} MB",
+         f"{max(s['sharded']['task_s']):.1f} s"]
+        for s in result["sizes"] if (x := s.get("split_start")) is not None
+    ]  # fmt: skip
     profile = [[f"`{r['function']}`", fmt(r["calls"]), f"{100 * r['own_share']:.0f} %",
                 f"{100 * r['with_callees_share']:.0f} %"] for r in result["profile"]]  # fmt: skip
     return "\n\n".join([
@@ -282,6 +325,13 @@ def render(result: dict[str, Any]) -> str:
         f"Under cProfile at {fmt(result['profiled'])} partitions (the shard stage; shares "
         "of its profiled time, own and with what each calls):",
         table(["function", "calls", "own", "with callees"], profile),
+        *(["The single engine over the same records as the job's step takes them (JSON text "
+           "through the seq order, the cycle collector paused), then split into the default "
+           "layout's three shards and each written as its MapState entries: what a job that "
+           "took the backlog whole would hand its shards, in one process.",
+           table(["partitions", "single engine", "split", "entries written", "together",
+                  "entries (shards 0 / 1 / 2)", "their bytes", "the shard stage's busier task"],
+                 split_rows)] if split_rows else []),
     ])  # fmt: skip
 
 

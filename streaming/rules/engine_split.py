@@ -3,8 +3,8 @@
 A job that starts against a large cluster has its whole backlog (capture's snapshot: two
 records a partition) to take before its first alert. Through the shards, every record reaches
 every shard, the cluster shard folds every partition's events too, and each shard reads and
-writes the buckets a micro-batch touches: about 3.5x the single engine's Python work over the
-same records (BENCHMARKS.md, B9). The single engine can take the backlog instead, and `split`
+writes the buckets a micro-batch touches: three to four times the single engine's Python work
+over the same records (BENCHMARKS.md, B9). The single engine can take the backlog instead, and `split`
 then gives each shard what it would hold had it seen the same records itself, so the shards
 go on from there as if they had.
 
