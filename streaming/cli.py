@@ -28,6 +28,7 @@ from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_runner import TRIGGER_MS, AlertJobOptions, run
 from zkcdc.streaming.job.change_source import KafkaInput, LogInput
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS
+from zkcdc.streaming.job.initial_state import TAKE_AT
 from zkcdc.streaming.job.warm_up import WARM_UP_BATCHES
 from zkcdc.streaming.lake.history_job import HistoryJobOptions, run_history
 from zkcdc.streaming.rules.rule_settings import RuleSettings
@@ -92,6 +93,12 @@ job_options = option_group(
                       "records, their alerts dropped, so that the job's first alerts come as "
                       "fast as later ones (Spark's code compiled by then); 0: none. "
                       "None either when the job starts 1,000,000 records or more behind."),
+    click.option("--take-backlog-at", type=int, default=TAKE_AT,
+                 show_default=True, metavar="RECORDS",
+                 help="Kafka input, sharded layout: a new checkpoint starting this many records "
+                      "or more behind takes the backlog whole through one engine first, and its "
+                      "shards start from it (a large cluster's snapshot in a fraction of the "
+                      "time); 0: never."),
     click.option("--compiler-niceness", type=int, default=COMPILER_NICENESS,
                  show_default=True,
                  help="Live: the niceness of the driver JVM's JIT compiler threads once the "
@@ -135,6 +142,7 @@ def run_job(
         rules=RuleSettings().with_overrides(s.rules),
         trigger_ms=s.trigger_ms,
         warm_up_batches=s.warm_up_batches,
+        take_backlog_at=s.take_backlog_at,
         compiler_niceness=s.compiler_niceness,
         available_now=s.available_now,
         dead_letter_topic=s.dead_letter_topic or f"{s.topic}.deadletter",

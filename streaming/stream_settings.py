@@ -16,6 +16,7 @@ from zkcdc.ground import command_settings
 from zkcdc.ground.cli_options import jvm_memory
 from zkcdc.streaming.job.alert_runner import TRIGGER_MS
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS
+from zkcdc.streaming.job.initial_state import TAKE_AT
 from zkcdc.streaming.job.warm_up import WARM_UP_BATCHES
 from zkcdc.streaming.sinks.webhook import PayloadFormat, webhook_url_problem
 
@@ -42,6 +43,7 @@ class StreamSettings(command_settings.CommandSettings):
     rules: dict[str, str] = Field(default_factory=dict)
     trigger_ms: PositiveInt = TRIGGER_MS
     warm_up_batches: int = Field(default=WARM_UP_BATCHES, ge=0, le=1000)
+    take_backlog_at: int = Field(default=TAKE_AT, ge=0)
     compiler_niceness: int = Field(default=COMPILER_NICENESS, ge=0, le=19)
     available_now: bool = False
     metrics_port: int | None = Field(default=None, ge=0, le=65535)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,17 @@ from zkcdc.streaming.job.checkpoint_layout import recorded_buckets, settle_layou
 from zkcdc.streaming.job.compiler_priority import COMPILER_NICENESS, compilers_niced, jvm_pid
 from zkcdc.streaming.job.driver_jar import local_file_system
 from zkcdc.streaming.job.driver_jvm import driver_running, ending_with_the_driver
+from zkcdc.streaming.job.initial_state import (
+    TAKE_AT,
+    InitialStateError,
+    TakenBacklog,
+    committed_nothing,
+    delivered_rows,
+    initial_state,
+    take,
+    taken,
+    worth_taking,
+)
 from zkcdc.streaming.job.job_metrics import JobMetrics
 from zkcdc.streaming.job.lean_batches import STOP_WAIT_S, BatchCall, foreach_batch
 from zkcdc.streaming.job.moved_checkpoint import repoint_state_schemas
@@ -95,6 +107,9 @@ class AlertJobOptions:
     # Micro-batches run before the job's own query, over the topic's first records, their
     # alerts dropped (warm_up.py); 0: none.
     warm_up_batches: int = WARM_UP_BATCHES
+    # A new checkpoint's query this many records or more behind takes the backlog whole
+    # first, its shards starting from it (initial_state.py); 0: never.
+    take_backlog_at: int = TAKE_AT
     # Live, in a session of its own: the driver JVM's JIT compilers at this niceness once the
     # job's own query runs (compiler_priority.py); 0: left as they are.
     compiler_niceness: int = COMPILER_NICENESS
@@ -181,12 +196,12 @@ def _serve(
         with_state = state_sink is not None or options.state_out is not None
         partitions = source_partitions(options.source)
 
-        def alerts_over(source: KafkaInput | LogInput) -> Any:
+        def alerts_over(source: KafkaInput | LogInput, initial: Any = None) -> Any:
             records = changes_with_dead_letters(spark, source)
             records = read_in_waves_of_one(spark, records, source, partitions)
             if shards:
                 return sharded_alerts_stream(
-                    records, options.rules, partitions, with_state, shards, buckets
+                    records, options.rules, partitions, with_state, shards, buckets, initial
                 )
             return alerts_stream(records, options.rules, partitions, with_state)
 
@@ -194,11 +209,22 @@ def _serve(
         # a warm-up is worth its time.
         kafka = options.source if isinstance(options.source, KafkaInput) else None
         behind = None if kafka is None else backlog(kafka, options.checkpoint / "alerts")
+        source: KafkaInput | LogInput = options.source
+        initial = None
+        taken_whole = None
+        if kafka is not None and shards:
+            taken_whole = _backlog_taken(options, spark, kafka, behind, shards, buckets,
+                                         partitions, with_state, delivery)  # fmt: skip
+        if kafka is not None and taken_whole is not None:
+            source = kafka = replace(kafka, starting_offsets=taken_whole.starting_offsets())
+            if committed_nothing(options.checkpoint):
+                initial = initial_state(spark, taken_whole)
+            behind = backlog(kafka, options.checkpoint / "alerts")
         # Not in a session shared with other work (a backfill's): the warm-up's stop cancels
-        # every job of the session.
+        # every job of the session. Not after a backlog taken whole: that ran Spark's work.
         if (
             own and options.warm_up_batches and kafka is not None and not options.available_now
-            and worth_warming_up(behind, options.checkpoint)
+            and taken_whole is None and worth_warming_up(behind, options.checkpoint)
         ):  # fmt: skip
             metrics.warming_up(True)
             try:
@@ -210,7 +236,7 @@ def _serve(
                 metrics.warming_up(False)
             if stop.is_set():
                 return  # stopped while warming up: nothing of the job's own was read
-        alerts = alerts_over(options.source)
+        alerts = alerts_over(source, initial)
         writer, call = foreach_batch(alerts, delivery)
         writer = writer.option("checkpointLocation", str(options.checkpoint / "alerts")).outputMode(
             "append"
@@ -261,6 +287,41 @@ def _serve(
             server.server_close()
     if (failed := failed_query(queries)) is not None:
         raise_query_error(*failed)
+
+
+def _backlog_taken(
+    options: AlertJobOptions,
+    spark: Any,
+    kafka: KafkaInput,
+    behind: int | None,
+    shards: int,
+    buckets: Buckets,
+    partitions: int,
+    with_state: bool,
+    delivery: BatchDelivery,
+) -> TakenBacklog | None:
+    """The backlog this checkpoint took whole, taken now if it is worth it, its rows delivered
+    once (initial_state.py); None: the query takes its backlog itself."""
+    try:
+        found = taken(options.checkpoint, kafka.topic, shards)
+    except InitialStateError as exc:
+        raise InitialStateError(f"{exc}; {AFRESH}") from exc
+    if found is None:
+        if not worth_taking(options.checkpoint, behind, options.take_backlog_at):
+            return None
+        log.info("taking the backlog whole before the query starts", records_behind=behind)
+        began = time.monotonic()
+        found = take(spark, kafka, options.checkpoint, options.rules, partitions, shards,
+                     buckets, with_state)  # fmt: skip
+        log.info("backlog taken", seconds=round(time.monotonic() - began, 1))
+    ledger = BatchLedger(found.folder / "sink-ledger")
+    if ledger.last() < 0:
+        delivery.deliver_once(delivered_rows(spark, found), ledger)
+        log.info("the backlog's alerts delivered")
+    elif not committed_nothing(options.checkpoint):
+        # The query's state holds the entries since its first micro-batch: the rows are done.
+        shutil.rmtree(found.rows, ignore_errors=True)
+    return found
 
 
 def keep_running(

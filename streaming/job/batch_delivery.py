@@ -7,8 +7,9 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -57,9 +58,20 @@ class BatchDelivery:
         # collect(), not toArrow(): a replay's one micro-batch can hold 600,000 alerts, and
         # Arrow results, uncompressed, ran the 512 MB driver out of memory where rows did not.
         rows = batch.rows()  # kind, key, json, status, at_ms[, place]
-        handed = self.clock()  # the stage has run: the rest is the sinks'
         if "place" in batch.columns:  # a sharded stage: its shards' alerts merged by place
             rows.sort(key=lambda row: row[5] or "")
+        self._deliver(rows, batch_id)
+
+    def deliver_once(self, rows: list[tuple[Any, ...]], ledger: BatchLedger) -> None:
+        """Rows made outside the query's micro-batches (a backlog taken whole before it
+        starts: initial_state.py), in their order, delivered once: `ledger` keeps them as its
+        batch 0, as the job's own ledger keeps a micro-batch."""
+        if ledger.last() >= 0:
+            return
+        replace(self, ledger=ledger)._deliver(rows, 0)
+
+    def _deliver(self, rows: list[tuple[Any, ...]], batch_id: int) -> None:
+        handed = self.clock()  # the stage has run: the rest is the sinks'
         alerts = [AlertText(k, s, at, j) for kind, k, j, s, at, *_ in rows if kind == "alert"]
         resumed = self._resumed_since(batch_id)
         self.ledger.begin(batch_id, self.now_ms())

@@ -47,6 +47,8 @@ class KafkaInput:
     # schema id), the writer schema fetched from it by id.
     registry_url: str | None = None
     max_records_per_batch: int | None = None  # a backlog goes in several bounded micro-batches
+    # Spark's JSON of offsets per partition: read as a batch, up to these (initial_state.py).
+    ending_offsets: str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,8 +237,10 @@ def _decoded(spark: Any, source: KafkaInput) -> Any:
 
 
 def _raw_messages(spark: Any, source: KafkaInput) -> Any:
+    bounded = source.ending_offsets is not None
     raw = (
-        spark.readStream.format("kafka")
+        (spark.read if bounded else spark.readStream)
+        .format("kafka")
         .options(**spark_kafka_options(source.kafka))
         .option("subscribe", source.topic)
         .option("startingOffsets", source.starting_offsets)
@@ -253,7 +257,9 @@ def _raw_messages(spark: Any, source: KafkaInput) -> Any:
         .option("kafka.max.partition.fetch.bytes", str(16 * 2**20))
         .option("kafka.max.poll.records", "10000")
     )
-    if source.max_records_per_batch:
+    if bounded:
+        raw = raw.option("endingOffsets", source.ending_offsets)
+    elif source.max_records_per_batch:
         raw = raw.option("maxOffsetsPerTrigger", str(source.max_records_per_batch))
     return raw.load()
 

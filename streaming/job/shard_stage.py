@@ -211,6 +211,16 @@ def _processor_class() -> Any:
                 shard = int(key[1]) % (self.partition_shards + 1)  # routed(): the slot
                 yield self._run(str(key[0]), shard, rows)
 
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
+            """The shard's entries from a backlog taken whole (initial_state.py), in the
+            query's first micro-batch, before its rows."""
+            ready_for_next_tasks()
+            for entry, n, blob in zip(
+                initialState["entry"].tolist(), initialState["n"].tolist(),
+                initialState["blob"].tolist(), strict=True,
+            ):  # fmt: skip
+                _put(self.store, int(entry), int(n), bytes(blob))
+
         def _run(self, cluster: str, shard: int, rows: Iterator[Any]) -> Any:
             import pandas as pd
 
@@ -325,11 +335,16 @@ def sharded_alerts_stream(
     with_state: bool,
     partition_shards: int,
     buckets: Buckets,
+    initial: Any = None,
 ) -> Any:
-    """`buckets`: the checkpoint's (checkpoint_layout.recorded_buckets)."""
+    """`buckets`: the checkpoint's (checkpoint_layout.recorded_buckets); `initial`: the
+    shards' entries grouped by (cluster, slot), taken by the first micro-batch
+    (initial_state.py)."""
     processor = _processor_class()(settings, partitions, with_state, partition_shards, buckets)
     return (
         routed(records, partition_shards)
         .groupBy("cluster", "slot")
-        .transformWithStateInPandas(processor, SHARDED_OUTPUT_SCHEMA, "Append", "None")
+        .transformWithStateInPandas(
+            processor, SHARDED_OUTPUT_SCHEMA, "Append", "None", initialState=initial
+        )
     )

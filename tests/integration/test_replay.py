@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from alerts_harness import Alerts, alerts_of, job_read_to
 from capture_harness import ChangesTopic, TopicReader
+from confluent_kafka import Producer
 from conftest import wait_until
 from kazoo.client import KazooClient
 from simulate_harness import build_cluster, simulate
@@ -385,3 +386,72 @@ def _first_difference(a: dict[int, list[Any]], b: dict[int, list[Any]]) -> str:
         if len(left) != len(right):
             return f"partition {p}: {len(left)} records against {len(right)}"
     return "no difference"
+
+
+def test_a_job_that_takes_its_backlog_whole_gives_the_replays_alerts_once_through_a_kill(
+    incident, replayed, new_topic, tmp_path
+):
+    """A new checkpoint far behind takes its backlog whole before its query starts
+    (streaming/job/initial_state.py), and its shards go on from it. The incident's messages,
+    copied as they are: the first half of each partition before the job starts (a cut across
+    the partitions, so records of the backlog wait there for their turn), the rest once it
+    runs. The first job is killed as soon as it says the backlog is taken (its rows written,
+    their delivery not begun or under way); the next start delivers them, starts its query
+    from the backlog's end with its shards' entries, and reads the rest: the alerts are the
+    replay's, none twice, none lost, the backlog taken once."""
+    messages = raw_records(incident["bootstrap"], incident["topic"])
+    topic = new_topic(partitions=len(messages))
+    producer = Producer({"bootstrap.servers": incident["bootstrap"]})
+
+    def copy(half: int) -> None:
+        for partition, kept in messages.items():
+            middle = len(kept) // 2
+            for key, value, headers, _ in kept[:middle] if half == 0 else kept[middle:]:
+                producer.produce(topic, value=value, key=key, headers=headers,
+                                 partition=partition)  # fmt: skip
+        assert producer.flush(30) == 0
+
+    copy(0)
+    out, checkpoint = tmp_path / "alerts.jsonl", tmp_path / "checkpoint"
+    args = [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
+            incident["bootstrap"], "--topic", topic, "--no-publish", "--alerts-out", str(out),
+            "--checkpoint", str(checkpoint), "--shards", "2", "--take-backlog-at", "1", *RULES]  # fmt: skip
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    first = subprocess.Popen(args, stdout=logs[0].open("wb"), stderr=subprocess.STDOUT)
+    try:
+        waiting.wait_until(
+            lambda: '"backlog taken"' in logs[0].read_text(), 300,
+            what="the first job to take its backlog", interval_s=0.05,
+            abandon=lambda: None if first.poll() is None else f"it exited {first.returncode}",
+            detail=lambda: logs[0].read_text()[-3000:],
+        )  # fmt: skip
+    finally:
+        first.kill()
+        first.wait(60)
+    second = subprocess.Popen(args, stdout=logs[1].open("wb"), stderr=subprocess.STDOUT)
+    try:
+        copy(1)
+        ends = ChangesTopic(incident["bootstrap"], topic)
+        try:
+            at_end = ends.ends()
+        finally:
+            ends.close()
+        waiting.wait_until(
+            lambda: job_read_to(checkpoint, topic, at_end), 600,
+            what="the second job to read the topic to its end", interval_s=0.5,
+            abandon=lambda: None if second.poll() is None else f"it exited {second.returncode}",
+            detail=lambda: logs[1].read_text()[-3000:],
+        )  # fmt: skip
+    finally:
+        if second.poll() is None:
+            second.send_signal(signal.SIGTERM)
+        assert second.wait(120) == 0, logs[1].read_text()[-3000:]
+    said = [log.read_text() for log in logs]
+    assert '"taking the backlog whole' in said[0] and "taking the backlog" not in said[1]
+    assert (checkpoint / "initial-state" / "taken.json").exists()
+    expected = alerts_of(replayed / "alerts.jsonl")
+    alerts = alerts_of(out)
+    assert alerts == expected, (
+        f"only in the job: {sorted(alerts - expected)[:5]}; "
+        f"only in the replay: {sorted(expected - alerts)[:5]}"
+    )

@@ -151,7 +151,7 @@ def test_a_command_imports_only_what_it_runs(command: str) -> None:
 @pytest.mark.parametrize(
     ("setting", "value"),
     [("warm_up_batches", "-1"), ("warm_up_batches", "1001"), ("compiler_niceness", "-1"),
-     ("compiler_niceness", "20")],
+     ("compiler_niceness", "20"), ("take_backlog_at", "-1")],
 )  # fmt: skip
 def test_a_job_setting_out_of_range_is_one_line_before_spark_starts(
     tmp_path: Path, setting: str, value: str

@@ -68,7 +68,8 @@ COMMAND_SETTINGS: dict[str, frozenset[str]] = {
         "lake",
         "master", "max_records_per_batch", "metrics_host", "metrics_port", "metrics_web_config",
         "no_publish", "no_state", "rules", "schema_registry", "shards", "starting_offsets",
-        "state_topic", "topic", "trigger_ms", "warm_up_batches", "webhook_format", "webhooks"
+        "state_topic", "take_backlog_at", "topic", "trigger_ms", "warm_up_batches", "webhook_format",
+        "webhooks"
     }),
 }  # fmt: skip
 

@@ -116,3 +116,32 @@ def test_the_sinks_times_of_batches_never_said_are_let_go() -> None:
         metrics.sinks_took(batch, 0.01)
     assert metrics.sinks_ms(0) is None
     assert metrics.sinks_ms(999) == 10
+
+
+def test_rows_made_before_the_query_are_delivered_once_under_a_ledger_of_their_own(
+    delivery: tuple[BatchDelivery, StateTopic, Clock], tmp_path: Path
+) -> None:
+    """A backlog taken whole before the query starts (initial_state.py): its rows go to the
+    sinks once, a delivery cut short by a kill resumes without sending an alert twice, and
+    the job's own ledger is left for the query's micro-batches."""
+    deliver, state, _ = delivery
+    taken = BatchLedger(tmp_path / "initial-state" / "sink-ledger")
+    (tmp_path / "initial-state").mkdir()
+    rows = [alert("a", 10), ("state", "c/broker/1", '{"up":true}', None, None)]
+    given = state.deliver
+
+    def killed(upserts: list[tuple[str, str | None]]) -> None:  # the alerts are out by then
+        raise KeyboardInterrupt
+
+    state.deliver = killed  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        deliver.deliver_once(rows, taken)
+    assert taken.last() == -1 and taken.pending() is not None
+    state.deliver = given  # type: ignore[method-assign]
+    deliver.deliver_once(rows, taken)  # the next start
+    deliver.deliver_once(rows, taken)  # and the one after: delivered already
+    deliver(Rows([alert("b", 20)]), 0)  # type: ignore[arg-type]  # the query's first batch
+    lines = (tmp_path / "alerts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["alert_id"] for line in lines] == ["a", "b"]
+    assert state.given == [("c/broker/1", '{"up":true}')]
+    assert (taken.last(), deliver.ledger.last()) == (0, 0)

@@ -1,0 +1,242 @@
+"""A job started on a new checkpoint far behind its topic's end takes that backlog whole before
+its query starts, and its shards begin from what it gives them.
+
+Through the sharded layout a backlog costs three to four times the single engine's Python
+work, since every record reaches every shard (BENCHMARKS.md, B9: a job started against
+1,000,000 partitions raised its first alert after minutes). So, where a new checkpoint's query
+would start `TAKE_AT` records or more behind:
+1. the backlog's end is fixed: the topic's last stable offsets, written to `taken.json` with
+   nothing else yet;
+2. one batch query reads the backlog and runs each cluster's records, in seq order as the
+   job's step takes them, through the single engine in one Python task, cuts it into the
+   layout's shards (streaming/rules/engine_split.py) and writes their MapState entries
+   (shard_stage.stored_entries), beside the alerts (each with its place), the dead letters, the
+   placing figures and, with a state topic, the upserts: `rows/` (Parquet), then `taken.json`
+   says so;
+3. the driver hands those rows to the sinks once (a sink ledger of the folder's own);
+4. the query starts at the backlog's end, its shards given their entries as Spark's initial
+   state for as long as it has committed no micro-batch.
+
+A kill at any step: the next start finds what the steps before it wrote and goes on from
+there (a step cut short is done again; the rows' delivery resumes as a micro-batch's does).
+Taken this way, the alerts and the state are the ones the shards would have made, record for
+record (the split's proof)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from zkcdc.ground import logs
+from zkcdc.ground.gc_pause import gc_paused
+from zkcdc.ground.private_files import atomic_write
+from zkcdc.streaming.errors import StreamingError
+from zkcdc.streaming.job.alert_job import add_rows, dead_letter_rows, drain_ordered, order_row
+from zkcdc.streaming.job.bucketed_map import Buckets
+from zkcdc.streaming.job.change_source import RECORD_COLUMNS, KafkaInput, changes_with_dead_letters
+from zkcdc.streaming.job.checkpoint_files import entries
+from zkcdc.streaming.job.python_worker import ready_for_next_tasks
+from zkcdc.streaming.job.shard_stage import place_text, slot_of, stored_entries
+from zkcdc.streaming.rules import engine_record
+from zkcdc.streaming.rules.alert_engine import AlertEngine
+from zkcdc.streaming.rules.alert_records import json_text
+from zkcdc.streaming.rules.engine_split import split
+from zkcdc.streaming.rules.rule_settings import RuleSettings
+from zkcdc.streaming.rules.seq_order import SeqOrder
+
+log = logs.get("zkcdc.stream")
+
+# A new checkpoint's query this many records or more behind takes its backlog whole: a
+# default micro-batch's bound (catch_up.CATCH_UP_RECORDS). Below it, the shards' own
+# micro-batches are about as quick.
+TAKE_AT = 100_000
+FOLDER = "initial-state"
+VERSION = 1
+
+# The batch query's rows: what a micro-batch's stateful step gives (kind alert, state, dead,
+# order; shard_stage.SHARDED_OUTPUT_SCHEMA), or a shard's MapState entry (kind entry: its
+# shard, the entry's kind and number, its bytes).
+ROWS_SCHEMA = (
+    "kind string, key string, json string, status string, at_ms long, place string, "
+    "cluster string, shard int, entry int, n int, blob binary"
+)
+_DELIVERED = ("kind", "key", "json", "status", "at_ms", "place")
+
+
+class InitialStateError(StreamingError):
+    """The folder of a taken backlog cannot be read: the job says how to start afresh."""
+
+
+@dataclass(frozen=True)
+class TakenBacklog:
+    """A backlog taken whole: where the query starts, and the rows the take made."""
+
+    folder: Path
+    topic: str
+    ends: dict[int, int]  # source partition -> the offset the query starts at
+    shards: int
+
+    @property
+    def rows(self) -> Path:
+        return self.folder / "rows"
+
+    def starting_offsets(self) -> str:
+        return json.dumps({self.topic: {str(p): o for p, o in sorted(self.ends.items())}})
+
+
+def folder_of(checkpoint: Path) -> Path:
+    return checkpoint / FOLDER
+
+
+def taken(checkpoint: Path, topic: str, shards: int) -> TakenBacklog | None:
+    """The backlog this checkpoint took, once its rows are all written (None: never, or cut
+    short before the end, which the next take does again)."""
+    marker = folder_of(checkpoint) / "taken.json"
+    try:
+        data = json.loads(marker.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InitialStateError(f"{marker} cannot be read: {exc}") from exc
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        raise InitialStateError(f"{marker} is not version {VERSION} of a taken backlog")
+    if not data.get("rows_written"):
+        return None
+    if data.get("topic") != topic or data.get("shards") != shards:
+        raise InitialStateError(
+            f"{marker} was taken from topic {data.get('topic')} for {data.get('shards')} "
+            f"shards, not {topic} for {shards}"
+        )
+    ends = {int(p): int(o) for p, o in data["ends"].items()}
+    return TakenBacklog(folder_of(checkpoint), topic, ends, shards)
+
+
+def worth_taking(checkpoint: Path, behind: int | None, take_at: int) -> bool:
+    """Whether a start should take its backlog whole: its query has planned nothing yet (a
+    new checkpoint), and it starts `take_at` records or more behind (0: never)."""
+    if not take_at or behind is None or behind < take_at:
+        return False
+    return not entries(checkpoint / "alerts" / "offsets")
+
+
+def take(
+    spark: Any,
+    source: KafkaInput,
+    checkpoint: Path,
+    settings: RuleSettings,
+    partitions: int,
+    shards: int,
+    buckets: Buckets,
+    with_state: bool,
+) -> TakenBacklog:
+    """Steps 1 and 2: the backlog's end fixed, then read and taken whole into rows."""
+    folder = folder_of(checkpoint)
+    shutil.rmtree(folder, ignore_errors=True)  # a take cut short: done again from the start
+    folder.mkdir(parents=True)
+    marks = source.kafka.watermarks(source.topic, 30.0)
+    backlog = TakenBacklog(folder, source.topic, {p: high for p, (_, high) in marks.items()},
+                           shards)  # fmt: skip
+    _mark(backlog, rows_written=False)
+    read = replace(source, ending_offsets=backlog.starting_offsets(), max_records_per_batch=None)
+    records = changes_with_dead_letters(spark, read).select(*RECORD_COLUMNS)
+    taker = take_whole(settings, partitions, shards, buckets, with_state)
+    rows = records.groupBy("cluster").applyInPandas(taker, ROWS_SCHEMA)
+    rows.write.mode("overwrite").parquet(str(backlog.rows))
+    _mark(backlog, rows_written=True)
+    return backlog
+
+
+def _mark(backlog: TakenBacklog, rows_written: bool) -> None:
+    atomic_write(
+        backlog.folder / "taken.json",
+        json.dumps({"version": VERSION, "topic": backlog.topic, "shards": backlog.shards,
+                    "ends": {str(p): o for p, o in backlog.ends.items()},
+                    "rows_written": rows_written}),
+    )  # fmt: skip
+
+
+def take_whole(
+    settings: RuleSettings, partitions: int, shards: int, buckets: Buckets, with_state: bool
+) -> Any:
+    """The function for `applyInPandas` grouped by cluster: the cluster's backlog through the
+    single engine, its alerts and state as rows, its shards as their entries."""
+    schemas = engine_record.versions()  # read on the driver: a worker may not see avro/
+
+    def run(key: tuple[Any, ...], frame: Any) -> Any:
+        import pandas as pd  # type: ignore[import-untyped]
+
+        ready_for_next_tasks()
+        engine_record.use(schemas)
+        if key[0] is None:  # the dead letters (cluster null: changes_with_dead_letters)
+            return pd.DataFrame(_padded(dead_letter_rows(iter([frame]))), dtype=object)
+        cluster = str(key[0])
+        with gc_paused():
+            engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
+            add_rows(order, engine.last_seq, iter([frame]))
+            placed = drain_ordered(engine, order)
+            states = engine.take_state() if with_state else engine.forget_changes()
+            out: dict[str, list[Any]] = {
+                "kind": ["alert"] * len(placed) + ["state"] * len(states),
+                "key": [a.alert_id for _, a in placed] + [k for k, _ in states],
+                "json": [a.as_text() for _, a in placed]
+                + [None if v is None else json_text(v) for _, v in states],
+                "status": [a.status for _, a in placed] + [None] * len(states),
+                "at_ms": [a.at_ms for _, a in placed] + [None] * len(states),
+                "place": [place_text(at) for at, _ in placed] + [None] * len(states),
+            }
+            for column, values in order_row(cluster, order.take_report()).items():
+                out[column] += values
+            out["place"].append(None)
+            out = _padded(out)
+            for shard, (piece, piece_order) in enumerate(split(engine, order, shards)):
+                for entry, n, blob in stored_entries(piece, piece_order, shards, buckets):
+                    for column, value in (("kind", "entry"), ("cluster", cluster),
+                                          ("shard", shard), ("entry", entry), ("n", n),
+                                          ("blob", blob)):  # fmt: skip
+                        out[column].append(value)
+                    for column in _DELIVERED[1:]:
+                        out[column].append(None)
+        return pd.DataFrame(out, dtype=object)
+
+    return run
+
+
+def _padded(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Rows of the delivered columns, with the entry columns null."""
+    count = len(rows["kind"])
+    out = {column: list(rows.get(column, [None] * count)) for column in _DELIVERED}
+    for column in ("cluster", "shard", "entry", "n", "blob"):
+        out[column] = [None] * count
+    return out
+
+
+def delivered_rows(spark: Any, backlog: TakenBacklog) -> list[tuple[Any, ...]]:
+    """Step 3's rows, as a sharded micro-batch's are (kind, key, json, status, at_ms, place),
+    in place order."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.parquet(str(backlog.rows)).where(F.col("kind") != "entry")
+    rows = [tuple(row) for row in frame.select(*_DELIVERED).collect()]
+    rows.sort(key=lambda row: row[5] or "")
+    return rows
+
+
+def initial_state(spark: Any, backlog: TakenBacklog) -> Any:
+    """Step 4: the shards' entries grouped as the query's stateful step groups its input
+    (cluster, slot: shard_stage.routed), for `transformWithStateInPandas`."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.parquet(str(backlog.rows)).where(F.col("kind") == "entry")
+    slot = slot_of(F.col("cluster"), F.col("shard"), backlog.shards)
+    return frame.select("cluster", slot.alias("slot"), "entry", "n", "blob").groupBy(
+        "cluster", "slot"
+    )
+
+
+def committed_nothing(checkpoint: Path) -> bool:
+    """Whether the job's query has committed no micro-batch (its initial state still to be
+    used: Spark takes it in the first)."""
+    return not entries(checkpoint / "alerts" / "commits")

@@ -1,0 +1,134 @@
+"""A backlog taken whole (streaming/job/initial_state.py): the batch query's function over a
+cluster's records, its shards' entries given to the job's step as Spark's initial state, and
+the marker a kill at any step leaves for the next start. The step runs as Spark calls it, its
+MapState a dict; the job's run over a real topic is test_replay.py's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd  # type: ignore[import-untyped]
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.streaming.test_engine_split import (
+    SOURCE_PARTITIONS,
+    _batches,
+    _source_partition,
+    _waiting,
+)
+from tests.unit.streaming.test_shard_stage import _Handle, _rows
+from tests.unit.streaming.test_sharded_engine import QUICK, record_streams
+from zkcdc.ground.change_types import EventType
+from zkcdc.streaming.job import initial_state
+from zkcdc.streaming.job.alert_job import drain_ordered
+from zkcdc.streaming.job.bucketed_map import NEW_BUCKETS
+from zkcdc.streaming.job.change_source import DEAD_LETTER_OP, RECORD_COLUMNS
+from zkcdc.streaming.job.initial_state import InitialStateError, take_whole, taken, worth_taking
+from zkcdc.streaming.job.shard_stage import _processor_class
+from zkcdc.streaming.rules.alert_engine import AlertEngine
+from zkcdc.streaming.rules.seq_order import SeqOrder
+
+
+def _frame(records: list[dict[str, Any]], cluster: str = "c") -> Any:
+    rows = [(cluster, r["seq"], _source_partition(r), *_ordered(_waiting(r))) for r in records]
+    return pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+
+
+def _ordered(waiting: tuple[int, str, str, str]) -> tuple[Any, ...]:
+    ts, op, path, events = waiting  # as RECORD_COLUMNS name them: op, path, ts_ms, events
+    return (op, path, ts, events)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record_streams(), st.integers(1, 3), st.data())
+def test_a_backlog_taken_whole_then_its_shards_give_the_single_engines_alerts(
+    records: list[dict[str, Any]], n: int, data: st.DataObject
+) -> None:
+    batches = _batches(records)
+    cut = data.draw(st.integers(0, len(batches)), label="cut")
+    backlog = [r for batch in batches[:cut] for r in batch]
+    out = take_whole(QUICK, SOURCE_PARTITIONS, n, NEW_BUCKETS, False)(("c",), _frame(backlog))
+    assert list(out.columns) == [c.split()[0] for c in initial_state.ROWS_SCHEMA.split(", ")]
+    single, order = AlertEngine("c", QUICK), SeqOrder(SOURCE_PARTITIONS)
+    for r in backlog:
+        order.add(r["seq"], _source_partition(r), _waiting(r), single.last_seq)
+    taken_alerts = out[out["kind"] == "alert"]
+    assert list(taken_alerts["json"]) == [a.as_text() for _, a in drain_ordered(single, order)]
+    assert list(out["kind"]).count("order") == 1
+    steps = []
+    for shard in range(n + 1):
+        step = _processor_class()(QUICK, SOURCE_PARTITIONS, False, n, NEW_BUCKETS)
+        step.init(_Handle())
+        step.handleInitialState(("c", shard), out[out["shard"] == shard], None)
+        steps.append(step)
+    expected, placed = [], []
+    for batch in batches[cut:]:
+        for r in batch:
+            order.add(r["seq"], _source_partition(r), _waiting(r), single.last_seq)
+        expected += [alert.as_text() for _, alert in drain_ordered(single, order)]
+        for shard, step in enumerate(steps):
+            for frame in step.handleInputRows(("c", shard), iter([_rows(batch, shard, n)]), None):
+                alerts = frame[frame["kind"] == "alert"]
+                placed += list(zip(alerts["place"], alerts["json"], strict=True))
+    assert [text for _, text in sorted(placed)] == expected
+
+
+def test_the_dead_letters_are_passed_on_and_the_state_given_with_a_state_topic() -> None:
+    letter = pd.DataFrame([(None, 7, 0, DEAD_LETTER_OP, "t/0/7", 0, '{"reason":"x"}')],
+                          columns=list(RECORD_COLUMNS))  # fmt: skip
+    out = take_whole(QUICK, 1, 2, NEW_BUCKETS, True)((None,), letter)
+    assert list(zip(out["kind"], out["key"], out["json"], strict=True)) == [
+        ("dead", "t/0/7", '{"reason":"x"}')
+    ]
+    events = [{"type": EventType.BROKER_REGISTERED, "broker_id": 1}]
+    broker = pd.DataFrame([("c", 1, 0, "READ", "/brokers/ids/1", 5, orjson.dumps(events).decode())],
+                          columns=list(RECORD_COLUMNS))  # fmt: skip
+    out = take_whole(QUICK, 1, 2, NEW_BUCKETS, True)(("c",), broker)
+    assert list(out[out["kind"] == "state"]["key"]) == ["c/broker/1", "c/controller"]
+
+
+def _marker(checkpoint: Path, **data: Any) -> None:
+    folder = checkpoint / initial_state.FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    whole = {"version": 1, "topic": "t", "shards": 2, "ends": {"0": 5}, "rows_written": True}
+    (folder / "taken.json").write_text(json.dumps({**whole, **data}))
+
+
+def test_a_start_goes_on_from_the_last_step_a_kill_left(tmp_path: Path) -> None:
+    assert taken(tmp_path, "t", 2) is None  # never taken
+    _marker(tmp_path, rows_written=False)
+    assert taken(tmp_path, "t", 2) is None  # cut short: taken again
+    _marker(tmp_path)
+    found = taken(tmp_path, "t", 2)
+    assert found is not None and found.ends == {0: 5}
+    assert json.loads(found.starting_offsets()) == {"t": {"0": 5}}
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [("{not json", "cannot be read"), (json.dumps({"version": 9}), "not version 1"),
+     (None, "taken from topic t for 2 shards, not u for 3")],
+)  # fmt: skip
+def test_a_marker_that_cannot_be_used_is_refused_in_one_line(
+    tmp_path: Path, written: str | None, said: str
+) -> None:
+    _marker(tmp_path)
+    if written is not None:
+        (tmp_path / initial_state.FOLDER / "taken.json").write_text(written)
+    with pytest.raises(InitialStateError, match=said):
+        taken(tmp_path, "u" if written is None else "t", 3 if written is None else 2)
+
+
+def test_only_a_new_checkpoint_far_enough_behind_takes_its_backlog(tmp_path: Path) -> None:
+    assert worth_taking(tmp_path, 100, 100)
+    assert not worth_taking(tmp_path, 99, 100)
+    assert not worth_taking(tmp_path, None, 100)  # Kafka could not say
+    assert not worth_taking(tmp_path, 10**9, 0)  # never
+    (tmp_path / "alerts" / "offsets").mkdir(parents=True)
+    (tmp_path / "alerts" / "offsets" / "0").write_text("v1\n{}\n{}")
+    assert not worth_taking(tmp_path, 10**9, 100)  # its query planned a micro-batch already
