@@ -198,6 +198,38 @@ def throughput(
     }
 
 
+# A started job's log lines that mark the steps of its start (streaming/job/alert_runner.py,
+# initial_state.py), by the name the benchmark gives each step.
+START_STEPS = {
+    "spark started": "Spark up",
+    "taking the backlog whole before the query starts": "backlog take begun",
+    "backlog taken": "backlog taken",
+    "the backlog's alerts delivered": "backlog's alerts delivered",
+    "micro-batch": "first micro-batch done",
+}
+
+
+def start_steps(log: Path, started_wall: float) -> dict[str, float]:
+    """Seconds from a job's start to each step its log marks (the first line of each)."""
+    import datetime
+    import json
+
+    out: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+            step = START_STEPS.get(entry.get("event"))
+            if step is None or step in out:
+                continue
+            at = datetime.datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        out[step] = round(at.timestamp() - started_wall, 1)
+    return out
+
+
 def latency(
     info: Any,
     incidents: int,
@@ -363,7 +395,7 @@ def latency(
             time.sleep(2)
             processes[1].send_signal(signal.SIGTERM)
             processes[1].wait(120)
-            fresh_started = time.monotonic()
+            fresh_started, fresh_wall = time.monotonic(), time.time()
             processes[1] = alert_job("fresh-checkpoint", "alerts-fresh.log")
             mtime = zk.set(state.format(0), offline).mtime
             try:
@@ -398,6 +430,7 @@ def latency(
     }
     if fresh_job:
         result["fresh_job_first_alert_s"] = round(fresh_first_alert_s, 1)
+        result["fresh_job_steps_s"] = start_steps(work / "alerts-fresh.log", fresh_wall)
     if warmup_s:
         result["warm"] = {
             **delays_of(warm, fired),

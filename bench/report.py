@@ -39,6 +39,7 @@ VARIANTS = {
     "b9_broker_failure": "b9_broker_failure",  # B9's 1,000,000-partition failure
     "b9_realtime_mode": "b9_realtime_mode",  # B9: a stateless query in Real-time Mode
     "b9_catch_up_python": "b9_catch_up_python",  # B9: a started job's catch-up, no Spark
+    "b9_started_job": "b9_started_job",  # B9: a job started against a cluster in sync
 }
 
 

@@ -316,7 +316,7 @@ def _backlog_taken(
         log.info("backlog taken", seconds=round(time.monotonic() - began, 1))
     ledger = BatchLedger(found.folder / "sink-ledger")
     if ledger.last() < 0:
-        delivery.deliver_once(delivered_rows(spark, found), ledger)
+        delivery.deliver_once(delivered_rows(found), ledger)
         log.info("the backlog's alerts delivered")
     elif not committed_nothing(options.checkpoint):
         # The query's state holds the entries since its first micro-batch: the rows are done.

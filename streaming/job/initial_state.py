@@ -25,6 +25,8 @@ record (the split's proof)."""
 from __future__ import annotations
 
 import json
+import marshal
+import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -177,6 +179,12 @@ def take_whole(
             engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
             add_rows(order, engine.last_seq, iter([frame]))
             placed = drain_ordered(engine, order)
+            # The single engine's upserts (below) are the shards' too: they start with none
+            # to give (and the split does not sort a million entities among them).
+            changed, engine.changed = engine.changed, set()
+            pieces = split(engine, order, shards)
+            engine.changed = changed
+            entries = EntriesOnTwoCores(pieces, shards, buckets)
             states = engine.take_state() if with_state else engine.forget_changes()
             out: dict[str, list[Any]] = {
                 "kind": ["alert"] * len(placed) + ["state"] * len(states),
@@ -191,17 +199,69 @@ def take_whole(
                 out[column] += values
             out["place"].append(None)
             out = _padded(out)
-            for shard, (piece, piece_order) in enumerate(split(engine, order, shards)):
-                for entry, n, blob in stored_entries(piece, piece_order, shards, buckets):
-                    for column, value in (("kind", "entry"), ("cluster", cluster),
-                                          ("shard", shard), ("entry", entry), ("n", n),
-                                          ("blob", blob)):  # fmt: skip
-                        out[column].append(value)
-                    for column in _DELIVERED[1:]:
-                        out[column].append(None)
+            for shard, entry, n, blob in entries.result():
+                for column, value in (("kind", "entry"), ("cluster", cluster), ("shard", shard),
+                                      ("entry", entry), ("n", n), ("blob", blob)):  # fmt: skip
+                    out[column].append(value)
+                for column in _DELIVERED[1:]:
+                    out[column].append(None)
         return pd.DataFrame(out, dtype=object)
 
     return run
+
+
+class EntriesOnTwoCores:
+    """The shards' MapState entries (shard_stage.stored_entries), the partition shards' written
+    by a forked copy of this process while this one goes on: at 1,000,000 partitions writing
+    them is ~10 s of the take's Python, and the cluster shard, which keeps every partition,
+    about half of it. Started when made; `result` waits for the copy's part. Where there is no
+    fork, all of them are written here, in `result`."""
+
+    def __init__(
+        self, pieces: list[tuple[AlertEngine, SeqOrder]], shards: int, buckets: Buckets
+    ) -> None:
+        self._pieces, self._shards, self._buckets = pieces, shards, buckets
+        self._child: tuple[int, int] | None = None  # (pid, the read end of its pipe)
+        if hasattr(os, "fork") and len(pieces) > 1:
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the copy: the partition shards' entries down the pipe, then gone
+                code = 1
+                try:
+                    os.close(read)
+                    with os.fdopen(write, "wb") as pipe:
+                        marshal.dump(self._written(range(1, len(pieces))), pipe)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(write)
+            self._child = (pid, read)
+
+    def _written(self, shards: range) -> list[tuple[int, int, int, bytes]]:
+        return [(shard, entry, n, blob) for shard in shards
+                for entry, n, blob in stored_entries(*self._pieces[shard], self._shards,
+                                                     self._buckets)]  # fmt: skip
+
+    def result(self) -> list[tuple[int, int, int, bytes]]:
+        if self._child is None:
+            return self._written(range(len(self._pieces)))
+        own = self._written(range(1))
+        pid, read = self._child
+        with os.fdopen(read, "rb") as pipe:
+            try:
+                theirs: list[tuple[int, int, int, bytes]] = marshal.load(pipe)
+            except (EOFError, ValueError, TypeError) as exc:
+                theirs = []
+                failure: Exception | None = exc
+            else:
+                failure = None
+        _, status = os.waitpid(pid, 0)
+        if failure is not None or os.waitstatus_to_exitcode(status) != 0:
+            raise InitialStateError(
+                f"the forked writer of the shards' entries failed (exit "
+                f"{os.waitstatus_to_exitcode(status)}): {failure}"
+            )
+        return own + theirs
 
 
 def _padded(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -213,15 +273,22 @@ def _padded(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
     return out
 
 
-def delivered_rows(spark: Any, backlog: TakenBacklog) -> list[tuple[Any, ...]]:
+def delivered_rows(backlog: TakenBacklog) -> list[tuple[Any, ...]]:
     """Step 3's rows, as a sharded micro-batch's are (kind, key, json, status, at_ms, place),
-    in place order."""
-    from pyspark.sql import functions as F
+    in place order. Read here, not through Spark: with a state topic a large cluster's are a
+    row a partition, and Spark's rows cost seconds a million where Arrow's columns do not."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    frame = spark.read.parquet(str(backlog.rows)).where(F.col("kind") != "entry")
-    rows = [tuple(row) for row in frame.select(*_DELIVERED).collect()]
-    rows.sort(key=lambda row: row[5] or "")
-    return rows
+    table = pq.read_table(backlog.rows, columns=list(_DELIVERED))
+    table = table.filter(pc.not_equal(table["kind"], "entry"))
+    # A micro-batch's sort (BatchDelivery) puts the rows without a place (state, dead letters,
+    # placing figures) first, in their order, then the alerts by place. Arrow orders text by
+    # its UTF-8 bytes, which is Python's order of code points.
+    placed = pc.is_valid(table["place"])
+    parts = (table.filter(pc.invert(placed)), table.filter(placed).sort_by("place"))
+    return [row for part in parts
+            for row in zip(*(part[c].to_pylist() for c in _DELIVERED), strict=True)]  # fmt: skip
 
 
 def initial_state(spark: Any, backlog: TakenBacklog) -> Any:
