@@ -21,7 +21,7 @@ from tests.unit.streaming.test_engine_split import (
     _source_partition,
     _waiting,
 )
-from tests.unit.streaming.test_shard_stage import _Handle, _rows
+from tests.unit.streaming.test_shard_stage import _Handle, assert_steps_go_on_as_the_single_engine
 from tests.unit.streaming.test_sharded_engine import QUICK, record_streams
 from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.job import initial_state
@@ -66,16 +66,7 @@ def test_a_backlog_taken_whole_then_its_shards_give_the_single_engines_alerts(
         step.init(_Handle())
         step.handleInitialState(("c", shard), out[out["shard"] == shard], None)
         steps.append(step)
-    expected, placed = [], []
-    for batch in batches[cut:]:
-        for r in batch:
-            order.add(r["seq"], _source_partition(r), _waiting(r), single.last_seq)
-        expected += [alert.as_text() for _, alert in drain_ordered(single, order)]
-        for shard, step in enumerate(steps):
-            for frame in step.handleInputRows(("c", shard), iter([_rows(batch, shard, n)]), None):
-                alerts = frame[frame["kind"] == "alert"]
-                placed += list(zip(alerts["place"], alerts["json"], strict=True))
-    assert [text for _, text in sorted(placed)] == expected
+    assert_steps_go_on_as_the_single_engine(steps, single, order, batches[cut:], n)
 
 
 def test_the_dead_letters_are_passed_on_and_the_state_given_with_a_state_topic() -> None:

@@ -75,8 +75,16 @@ def test_shards_stored_from_a_split_go_on_in_the_job_as_the_single_engine(
         for kind, number, blob in stored_entries(engine, shard_order, n, NEW_BUCKETS):
             step.store.updateValue((kind, number), (blob,))
         steps.append(step)
+    assert_steps_go_on_as_the_single_engine(steps, single, order, batches[cut:], n)
+
+
+def assert_steps_go_on_as_the_single_engine(
+    steps: list[Any], single: AlertEngine, order: SeqOrder, batches: list[Any], n: int
+) -> None:
+    """The shards' steps over the next micro-batches, as Spark calls them, give the single
+    engine's alerts over the same batches, merged by place."""
     expected, placed = [], []
-    for batch in batches[cut:]:
+    for batch in batches:
         for r in batch:
             order.add(r["seq"], _source_partition(r), _waiting(r), single.last_seq)
         expected += [alert.as_text() for _, alert in drain_ordered(single, order)]
