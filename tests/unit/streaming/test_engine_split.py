@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.streaming.test_sharded_engine import QUICK, record_streams
 from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.rules import engine_record
@@ -21,6 +20,8 @@ from zkcdc.streaming.rules.engine_scope import CLUSTER_SHARD, Scope, leaders_tex
 from zkcdc.streaming.rules.engine_split import NotASingleEngine, key_shard, routed, split
 from zkcdc.streaming.rules.seq_order import SeqOrder
 from zkcdc.streaming.rules.sharded_alerts import merged, shard_record
+
+from .test_sharded_engine import QUICK, record_streams
 
 SOURCE_PARTITIONS = 2
 BATCH = 5

@@ -15,14 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.streaming.test_engine_split import (
-    SOURCE_PARTITIONS,
-    _batches,
-    _source_partition,
-    _waiting,
-)
-from tests.unit.streaming.test_shard_stage import _Handle, assert_steps_go_on_as_the_single_engine
-from tests.unit.streaming.test_sharded_engine import QUICK, record_streams
 from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.job import initial_state
 from zkcdc.streaming.job.alert_job import drain_ordered
@@ -32,6 +24,15 @@ from zkcdc.streaming.job.initial_state import InitialStateError, take_whole, tak
 from zkcdc.streaming.job.shard_stage import _processor_class
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.seq_order import SeqOrder
+
+from .test_engine_split import (
+    SOURCE_PARTITIONS,
+    _batches,
+    _source_partition,
+    _waiting,
+)
+from .test_shard_stage import _Handle, assert_steps_go_on_as_the_single_engine
+from .test_sharded_engine import QUICK, record_streams
 
 
 def _frame(records: list[dict[str, Any]], cluster: str = "c") -> Any:

@@ -12,14 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.streaming.test_engine_split import (
-    SOURCE_PARTITIONS,
-    _batches,
-    _shard_waiting,
-    _source_partition,
-    _waiting,
-)
-from tests.unit.streaming.test_sharded_engine import QUICK, record_streams
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.job.bucketed_map import NEW_BUCKETS
@@ -27,6 +19,15 @@ from zkcdc.streaming.job.shard_stage import _processor_class, stored_entries
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_split import split
 from zkcdc.streaming.rules.seq_order import SeqOrder
+
+from .test_engine_split import (
+    SOURCE_PARTITIONS,
+    _batches,
+    _shard_waiting,
+    _source_partition,
+    _waiting,
+)
+from .test_sharded_engine import QUICK, record_streams
 
 
 class _MapState:
