@@ -36,15 +36,14 @@ from zkcdc.ground import logs
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.alert_job import add_rows, dead_letter_rows, drain_ordered, order_row
+from zkcdc.streaming.job.alert_job import add_rows, dead_letter_rows, drain_ordered
 from zkcdc.streaming.job.bucketed_map import Buckets
 from zkcdc.streaming.job.change_source import RECORD_COLUMNS, KafkaInput, changes_with_dead_letters
 from zkcdc.streaming.job.checkpoint_files import entries
 from zkcdc.streaming.job.python_worker import ready_for_next_tasks
-from zkcdc.streaming.job.shard_stage import place_text, slot_of, stored_entries
+from zkcdc.streaming.job.shard_stage import placed_rows, slot_of, stored_entries
 from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine
-from zkcdc.streaming.rules.alert_records import json_text
 from zkcdc.streaming.rules.engine_split import split
 from zkcdc.streaming.rules.rule_settings import RuleSettings
 from zkcdc.streaming.rules.seq_order import SeqOrder
@@ -186,25 +185,14 @@ def take_whole(
             engine.changed = changed
             entries = EntriesOnTwoCores(pieces, shards, buckets)
             states = engine.take_state() if with_state else engine.forget_changes()
-            out: dict[str, list[Any]] = {
-                "kind": ["alert"] * len(placed) + ["state"] * len(states),
-                "key": [a.alert_id for _, a in placed] + [k for k, _ in states],
-                "json": [a.as_text() for _, a in placed]
-                + [None if v is None else json_text(v) for _, v in states],
-                "status": [a.status for _, a in placed] + [None] * len(states),
-                "at_ms": [a.at_ms for _, a in placed] + [None] * len(states),
-                "place": [place_text(at) for at, _ in placed] + [None] * len(states),
-            }
-            for column, values in order_row(cluster, order.take_report()).items():
-                out[column] += values
-            out["place"].append(None)
-            out = _padded(out)
-            for shard, entry, n, blob in entries.result():
-                for column, value in (("kind", "entry"), ("cluster", cluster), ("shard", shard),
-                                      ("entry", entry), ("n", n), ("blob", blob)):  # fmt: skip
-                    out[column].append(value)
-                for column in _DELIVERED[1:]:
-                    out[column].append(None)
+            out = _padded(placed_rows(cluster, placed, states, order.take_report()))
+            got = entries.result()
+            count = len(got)
+            for column in _DELIVERED:
+                out[column] += ["entry"] * count if column == "kind" else [None] * count
+            out["cluster"] += [cluster] * count
+            for i, column in enumerate(("shard", "entry", "n", "blob")):
+                out[column] += [row[i] for row in got]
         return pd.DataFrame(out, dtype=object)
 
     return run
@@ -265,7 +253,8 @@ class EntriesOnTwoCores:
 
 
 def _padded(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """Rows of the delivered columns, with the entry columns null."""
+    """Rows of the delivered columns (a place null where none is given), with the entry
+    columns null."""
     count = len(rows["kind"])
     out = {column: list(rows.get(column, [None] * count)) for column in _DELIVERED}
     for column in ("cluster", "shard", "entry", "n", "blob"):

@@ -31,9 +31,11 @@ from zkcdc.streaming.job.python_worker import ready_for_next_tasks
 from zkcdc.streaming.job.saved_state import engine_blob, read_engine, read_partitions, read_topics
 from zkcdc.streaming.rules import engine_record
 from zkcdc.streaming.rules.alert_engine import AlertEngine, Order
+from zkcdc.streaming.rules.alert_records import Alert
 from zkcdc.streaming.rules.engine_scope import ISR_CHANGES, SHARE, Scope, hash_space
 from zkcdc.streaming.rules.rule_settings import RuleSettings
-from zkcdc.streaming.rules.seq_order import SeqOrder
+from zkcdc.streaming.rules.seq_order import OrderReport, SeqOrder
+from zkcdc.streaming.rules.state_records import StateUpsert
 
 SHARDED_OUTPUT_SCHEMA = (
     "kind string, key string, json string, status string, at_ms long, place string"
@@ -234,36 +236,82 @@ def _processor_class() -> Any:
                 scope = Scope(shard, self.partition_shards)
                 engine = AlertEngine(cluster, self.settings, scope=scope)
                 order = SeqOrder(self.partitions)
-            spread = hash_space(self.partition_shards) if shard else 1
-            count = self.buckets.count
-            partitions = BucketedMap(
-                lambda b: _get(store, PARTITIONS, b), count, read_partitions,
-                engine_record.encode_partitions, spread, self.buckets.layout,
-            )  # fmt: skip
-            topics = BucketedMap(lambda b: _get(store, TOPICS, b), count, read_topics,
-                                 engine_record.encode_topics)  # fmt: skip
+            partitions, topics = _bucketed_maps(store, shard, self.partition_shards, self.buckets)
             engine.state.partitions = partitions  # type: ignore[assignment]
             engine.state.topics = topics  # type: ignore[assignment]
             add_rows(order, engine.last_seq, rows)
             placed = drain_ordered(engine, order)
             states = engine.take_state() if self.with_state else engine.forget_changes()
-            partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
-            topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
-            engine.state.partitions, engine.state.topics = {}, {}
-            _write_core(store, engine_blob(engine, order))
-            out = output_rows([alert for _, alert in placed], states)
-            out["place"] = [place_text(at) for at, _ in placed] + [None] * len(states)
+            _save(store, engine, order, partitions, topics)
             report = order.take_report()
-            if shard == 0:  # every shard sees the same records: one reports for them all
-                for column, values in order_row(cluster, report).items():
-                    out[column] += values
-                out["place"].append(None)
+            # Every shard sees the same records: one reports for them all.
+            out = placed_rows(cluster, placed, states, report if shard == 0 else None)
             return pd.DataFrame(out, dtype=object)
 
         def close(self) -> None:
             pass
 
     return AlertShard
+
+
+def placed_rows(
+    cluster: str,
+    placed: list[tuple[Order, Alert]],
+    states: list[StateUpsert],
+    report: OrderReport | None,
+) -> dict[str, list[Any]]:
+    """A turn's output rows (SHARDED_OUTPUT_SCHEMA): its alerts with their places, its state
+    upserts, and with `report` its placing figures."""
+    out = output_rows([alert for _, alert in placed], states)
+    out["place"] = [place_text(at) for at, _ in placed] + [None] * len(states)
+    if report is not None:
+        for column, values in order_row(cluster, report).items():
+            out[column] += values
+        out["place"].append(None)
+    return out
+
+
+class MemoryMapState:
+    """A MapState in memory, as `stored_entries` fills one (and tests stand in for Spark's)."""
+
+    def __init__(self) -> None:
+        self.values: dict[Any, tuple[bytes]] = {}
+
+    def getValue(self, key: Any) -> Any:
+        return self.values.get(key)
+
+    def updateValue(self, key: Any, value: Any) -> None:
+        self.values[key] = value
+
+    def removeKey(self, key: Any) -> None:
+        self.values.pop(key, None)
+
+
+def _bucketed_maps(
+    store: Any, shard: int, partition_shards: int, buckets: Buckets
+) -> tuple[BucketedMap, BucketedMap]:
+    """A shard's partitions and topics over the buckets of its MapState, as its checkpoint's
+    layout places them."""
+    spread = hash_space(partition_shards) if shard else 1
+    partitions = BucketedMap(
+        lambda b: _get(store, PARTITIONS, b), buckets.count, read_partitions,
+        engine_record.encode_partitions, spread, buckets.layout,
+    )  # fmt: skip
+    topics = BucketedMap(lambda b: _get(store, TOPICS, b), buckets.count, read_topics,
+                         engine_record.encode_topics)  # fmt: skip
+    return partitions, topics
+
+
+def _save(
+    store: Any, engine: AlertEngine, order: SeqOrder, partitions: BucketedMap,
+    topics: BucketedMap,
+) -> None:  # fmt: skip
+    """What a turn leaves in the MapState: the buckets that changed, then the engine's value
+    without its partitions and topics (they are in the buckets)."""
+    partitions.flush(lambda b, blob: _put(store, PARTITIONS, b, blob))
+    topics.flush(lambda b, blob: _put(store, TOPICS, b, blob))
+    engine.state.partitions, engine.state.topics = {}, {}
+    _write_core(store, engine_blob(engine, order))
 
 
 def stored_entries(
@@ -275,26 +323,16 @@ def stored_entries(
     scope = engine.scope
     if scope is None:
         raise StreamingError("only a shard's engine is stored in the sharded layout")
-    out: list[tuple[int, int, bytes]] = []
-
-    def put(kind: int) -> Any:
-        return lambda n, blob: out.append((kind, n, blob))
-
-    spread = hash_space(partition_shards) if scope.shard else 1
-    partitions = BucketedMap(lambda _: None, buckets.count, read_partitions,
-                             engine_record.encode_partitions, spread, buckets.layout)  # fmt: skip
+    store = MemoryMapState()
+    partitions, topics = _bucketed_maps(store, scope.shard, partition_shards, buckets)
     partitions.update(engine.state.partitions)
-    topics = BucketedMap(lambda _: None, buckets.count, read_topics, engine_record.encode_topics)
     topics.update(engine.state.topics)
-    partitions.flush(put(PARTITIONS))
-    topics.flush(put(TOPICS))
     held = engine.state.partitions, engine.state.topics
-    engine.state.partitions, engine.state.topics = {}, {}
     try:
-        out += [(CORE, 0, engine_blob(engine, order)), (META, 0, b"1")]
+        _save(store, engine, order, partitions, topics)
     finally:
         engine.state.partitions, engine.state.topics = held
-    return out
+    return [(kind, n, blob) for (kind, n), (blob,) in store.values.items()]
 
 
 def _read_core(store: Any) -> bytes | None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.job.bucketed_map import NEW_BUCKETS
-from zkcdc.streaming.job.shard_stage import _processor_class, stored_entries
+from zkcdc.streaming.job.shard_stage import MemoryMapState, _processor_class, stored_entries
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.engine_split import split
 from zkcdc.streaming.rules.seq_order import SeqOrder
@@ -30,25 +30,11 @@ from .test_engine_split import (
 from .test_sharded_engine import QUICK, record_streams
 
 
-class _MapState:
-    def __init__(self) -> None:
-        self.values: dict[Any, tuple[bytes]] = {}
-
-    def getValue(self, key: Any) -> Any:
-        return self.values.get(key)
-
-    def updateValue(self, key: Any, value: Any) -> None:
-        self.values[key] = value
-
-    def removeKey(self, key: Any) -> None:
-        self.values.pop(key, None)
-
-
 class _Handle:
     def __init__(self) -> None:
-        self.state = _MapState()
+        self.state = MemoryMapState()
 
-    def getMapState(self, *_: Any) -> _MapState:
+    def getMapState(self, *_: Any) -> MemoryMapState:
         return self.state
 
 
