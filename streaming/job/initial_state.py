@@ -178,6 +178,7 @@ def take_whole(
             engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
             add_rows(order, engine.last_seq, iter([frame]))
             placed = drain_ordered(engine, order)
+            report = order.take_report()  # the take's own: the shards start with none to say
             # The single engine's upserts (below) are the shards' too: they start with none
             # to give (and the split does not sort a million entities among them).
             changed, engine.changed = engine.changed, set()
@@ -185,7 +186,7 @@ def take_whole(
             engine.changed = changed
             entries = EntriesOnTwoCores(pieces, shards, buckets)
             states = engine.take_state() if with_state else engine.forget_changes()
-            out = _padded(placed_rows(cluster, placed, states, order.take_report()))
+            out = _padded(placed_rows(cluster, placed, states, report))
             got = entries.result()
             count = len(got)
             for column in _DELIVERED:

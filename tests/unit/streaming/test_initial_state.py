@@ -124,3 +124,21 @@ def test_only_a_new_checkpoint_far_enough_behind_takes_its_backlog(tmp_path: Pat
     (tmp_path / "alerts" / "offsets").mkdir(parents=True)
     (tmp_path / "alerts" / "offsets" / "0").write_text("v1\n{}\n{}")
     assert not worth_taking(tmp_path, 10**9, 100)  # its query planned a micro-batch already
+
+
+def test_the_takes_placing_figures_are_reported_once_not_again_by_its_shards() -> None:
+    """A gap passed in the backlog is in the take's figures; the shards it hands on start
+    with none, so the query's first micro-batch does not count it again."""
+    records = [{"seq": seq, "ts_ms": seq, "op": "HEARTBEAT", "path": "", "events": []}
+               for seq in (1, 2, 4)]  # fmt: skip
+    frame = _frame(records)
+    frame["partition"] = 0
+    out = take_whole(QUICK, 1, 2, NEW_BUCKETS, False)(("c",), frame)
+    assert orjson.loads(out[out["kind"] == "order"]["json"].iloc[0])["gaps"] == 1
+    step = _processor_class()(QUICK, 1, False, 2, NEW_BUCKETS)
+    step.init(_Handle())
+    step.handleInitialState(("c", 0), out[out["shard"] == 0], None)
+    later = pd.DataFrame([(5, 0, 5, "HEARTBEAT", "", "[]")],
+                         columns=["seq", "partition", "ts_ms", "op", "path", "events"])  # fmt: skip
+    (rows,) = step.handleInputRows(("c", 0), iter([later]), None)
+    assert orjson.loads(rows[rows["kind"] == "order"]["json"].iloc[0])["gaps"] == 0
