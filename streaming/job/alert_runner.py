@@ -215,11 +215,11 @@ def _serve(
         if kafka is not None and shards:
             taken_whole = _backlog_taken(options, spark, kafka, behind, shards, buckets,
                                          partitions, with_state, delivery)  # fmt: skip
-        if kafka is not None and taken_whole is not None:
-            source = kafka = replace(kafka, starting_offsets=taken_whole.starting_offsets())
-            if committed_nothing(options.checkpoint):
-                initial = initial_state(spark, taken_whole)
-            behind = backlog(kafka, options.checkpoint / "alerts")
+            if taken_whole is not None:
+                source = kafka = replace(kafka, starting_offsets=taken_whole.starting_offsets())
+                if committed_nothing(options.checkpoint):
+                    initial = initial_state(spark, taken_whole)
+                behind = backlog(kafka, options.checkpoint / "alerts")
         # Not in a session shared with other work (a backfill's): the warm-up's stop cancels
         # every job of the session. Not after a backlog taken whole: that ran Spark's work.
         if (
