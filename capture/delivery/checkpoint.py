@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,21 @@ def _in_background(path: Path, write: Any, failpoint: str) -> threading.Thread:
     return thread
 
 
+# The most of the time between two saved trees that writing one may take. The tree is walked
+# and encoded in Python (~25 s of a core at 2,000,000 znodes): written every `checkpoint_s`, an
+# idle capture of a large cluster kept a core busy writing it again and again, beside the
+# alert job it shares a machine with.
+TREE_WRITE_SHARE = 0.1
+
+
 class CheckpointStore:
-    def __init__(self, directory: Path, event_log: Path, cluster: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        event_log: Path,
+        cluster: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.directory = directory
         self.cluster = cluster
         self.event_log = event_log
@@ -88,6 +102,13 @@ class CheckpointStore:
         self._delivered_file = directory / "delivered.json"
         self._writing: threading.Thread | None = None
         self._delivering: threading.Thread | None = None
+        self._clock = clock
+        self._tree_write_s = 0.0  # how long the last tree took to write
+
+    def next_tree_in(self, every_s: float) -> float:
+        """Seconds until the next tree is due: `every_s`, or longer where writing the last one
+        took more than TREE_WRITE_SHARE of that."""
+        return max(every_s, self._tree_write_s / TREE_WRITE_SHARE)
 
     # -- delivered ----------------------------------------------------------------------
     def delivered(self) -> int:
@@ -122,6 +143,7 @@ class CheckpointStore:
         # `tree` is walked where it is written, off the capture loop: a list of its items made
         # here took the loop ~250 ms at 2,000,000 znodes, every checkpoint.
         def write(stream: Any) -> None:
+            started = self._clock()
             writer = fastavro.write.Writer(
                 stream,
                 TREE_SCHEMA,
@@ -135,6 +157,7 @@ class CheckpointStore:
             for path, z in tree.items():
                 writer.write({"path": path, **z.__dict__})
             writer.flush()
+            self._tree_write_s = self._clock() - started
 
         if background:
             self._writing = _in_background(self._tree_file, write, "checkpoint.tree")

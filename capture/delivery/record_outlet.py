@@ -150,7 +150,7 @@ class RecordOutlet:
         if now >= self._next_checkpoint and state.seq == self.logged_seq:
             self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid,
                                  mode=state.mode)  # fmt: skip
-            self._next_checkpoint = now + self.settings.checkpoint_s
+            self._next_checkpoint = now + self.store.next_tree_in(self.settings.checkpoint_s)
 
     def discard(self) -> None:
         """Never opened (stopped first): its thread ends, nothing goes out."""

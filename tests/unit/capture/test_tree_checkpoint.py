@@ -1,12 +1,13 @@
 """The saved tree (capture/delivery/checkpoint.py): written off the capture loop from the copy
-it was given, read back whole, and a failed write leaves the previous one."""
+it was given, read back whole, a failed write leaves the previous one, and a slow one is
+written less often."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from zkcdc.capture import failpoints
-from zkcdc.capture.delivery.checkpoint import CheckpointStore
+from zkcdc.capture.delivery.checkpoint import TREE_WRITE_SHARE, CheckpointStore
 from zkcdc.capture.records import Znode
 
 
@@ -37,3 +38,16 @@ def test_a_failed_tree_write_leaves_the_last_one(tmp_path: Path) -> None:
         failpoints.arm("")
     loaded = store.load()
     assert (loaded.seq, loaded.tree) == (3, _tree(10, 1))
+
+
+def test_a_tree_that_takes_long_to_write_is_written_less_often(tmp_path: Path) -> None:
+    """An idle capture of a large cluster does not spend a core writing its tree again and
+    again: the next is due once the last one's write is at most TREE_WRITE_SHARE of the time."""
+    ticks = iter([100.0, 112.0, 200.0, 200.5])  # each write's start and end
+    store = CheckpointStore(tmp_path / "state", tmp_path / "events", "c1", lambda: next(ticks))
+    assert store.next_tree_in(30.0) == 30.0  # none written yet
+    store.save_tree(3, _tree(10, 1), background=False)
+    assert store.next_tree_in(30.0) == 12.0 / TREE_WRITE_SHARE
+    store.save_tree(4, _tree(10, 1), background=True)
+    store.wait()
+    assert store.next_tree_in(30.0) == 30.0  # quick again: every `checkpoint_s`
