@@ -108,9 +108,9 @@ def dead_letter_rows(batches: Iterator[Any]) -> dict[str, list[Any]]:
     output rows of kind "dead": key = the letter's place, json = the letter. No state."""
     keys: list[Any] = []
     letters: list[Any] = []
-    for batch in batches:
-        keys += batch["path"].tolist()
-        letters += batch["events"].tolist()
+    for batch in batches:  # pandas frames (the step's), or columns as lists (a take's)
+        keys += list(batch["path"])
+        letters += list(batch["events"])
     return {
         "kind": ["dead"] * len(keys),
         "key": keys,

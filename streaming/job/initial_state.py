@@ -28,6 +28,7 @@ import json
 import marshal
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from zkcdc.ground import logs
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.streaming.errors import StreamingError
-from zkcdc.streaming.job.alert_job import add_rows, dead_letter_rows, drain_ordered
+from zkcdc.streaming.job.alert_job import dead_letter_rows, drain_ordered
 from zkcdc.streaming.job.bucketed_map import Buckets
 from zkcdc.streaming.job.change_source import RECORD_COLUMNS, KafkaInput, changes_with_dead_letters
 from zkcdc.streaming.job.checkpoint_files import entries
@@ -143,8 +144,11 @@ def take(
     _mark(backlog, rows_written=False)
     read = replace(source, ending_offsets=backlog.starting_offsets(), max_records_per_batch=None)
     records = changes_with_dead_letters(spark, read).select(*RECORD_COLUMNS)
+    # One task reads the backlog as it takes it: the single engine takes each cluster's
+    # records in one Python task anyway, and a shuffle of them to it cost more than the read
+    # (B9, 1,000,000 partitions); meanwhile the records are placed in seq order as they come.
     taker = take_whole(settings, partitions, shards, buckets, with_state)
-    rows = records.groupBy("cluster").applyInPandas(taker, ROWS_SCHEMA)
+    rows = records.coalesce(1).mapInArrow(taker, ROWS_SCHEMA)
     rows.write.mode("overwrite").parquet(str(backlog.rows))
     _mark(backlog, rows_written=True)
     return backlog
@@ -162,41 +166,96 @@ def _mark(backlog: TakenBacklog, rows_written: bool) -> None:
 def take_whole(
     settings: RuleSettings, partitions: int, shards: int, buckets: Buckets, with_state: bool
 ) -> Any:
-    """The function for `applyInPandas` grouped by cluster: the cluster's backlog through the
-    single engine, its alerts and state as rows, its shards as their entries."""
+    """The function for `mapInArrow` over the whole backlog in one task: each cluster's
+    records placed in seq order as they are read, then through the single engine, its alerts
+    and state as rows, its shards as their entries; the dead letters passed on."""
     schemas = engine_record.versions()  # read on the driver: a worker may not see avro/
 
-    def run(key: tuple[Any, ...], frame: Any) -> Any:
-        import pandas as pd  # type: ignore[import-untyped]
-
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
         ready_for_next_tasks()
         engine_record.use(schemas)
-        if key[0] is None:  # the dead letters (cluster null: changes_with_dead_letters)
-            return pd.DataFrame(_padded(dead_letter_rows(iter([frame]))), dtype=object)
-        cluster = str(key[0])
         with gc_paused():
-            engine, order = AlertEngine(cluster, settings), SeqOrder(partitions)
-            add_rows(order, engine.last_seq, iter([frame]))
-            placed = drain_ordered(engine, order)
-            report = order.take_report()  # the take's own: the shards start with none to say
-            # The single engine's upserts (below) are the shards' too: they start with none
-            # to give (and the split does not sort a million entities among them).
-            changed, engine.changed = engine.changed, set()
-            pieces = split(engine, order, shards)
-            engine.changed = changed
-            entries = EntriesOnTwoCores(pieces, shards, buckets)
-            states = engine.take_state() if with_state else engine.forget_changes()
-            out = _padded(placed_rows(cluster, placed, states, report))
-            got = entries.result()
-            count = len(got)
-            for column in _DELIVERED:
-                out[column] += ["entry"] * count if column == "kind" else [None] * count
-            out["cluster"] += [cluster] * count
-            for i, column in enumerate(("shard", "entry", "n", "blob")):
-                out[column] += [row[i] for row in got]
-        return pd.DataFrame(out, dtype=object)
+            orders: dict[str, SeqOrder] = {}
+            letters: dict[str, list[Any]] = {"path": [], "events": []}
+            for batch in batches:
+                _place(batch.to_pydict(), orders, letters, partitions)
+            if letters["path"]:
+                yield from _arrow_batches(_padded(dead_letter_rows(iter([letters]))))
+            for cluster, order in orders.items():
+                rows = _taken_rows(cluster, order, settings, shards, buckets, with_state)
+                yield from _arrow_batches(rows)
 
     return run
+
+
+def _place(
+    columns: dict[str, list[Any]],
+    orders: dict[str, SeqOrder],
+    letters: dict[str, list[Any]],
+    partitions: int,
+) -> None:
+    """A batch of the backlog's rows (RECORD_COLUMNS) into its clusters' orders, as the job's
+    step adds a micro-batch's (alert_job.add_rows); a dead letter (cluster null) aside."""
+    for cluster, seq, partition, op, path, ts, events in zip(
+        *(columns[c] for c in RECORD_COLUMNS), strict=True
+    ):
+        if cluster is None:
+            letters["path"].append(path)
+            letters["events"].append(events)
+            continue
+        order = orders.get(cluster)
+        if order is None:
+            order = orders[cluster] = SeqOrder(partitions)
+        order.add(seq, partition, (ts, op, path or "", events or "[]"), -1)
+
+
+def _taken_rows(
+    cluster: str,
+    order: SeqOrder,
+    settings: RuleSettings,
+    shards: int,
+    buckets: Buckets,
+    with_state: bool,
+) -> dict[str, list[Any]]:
+    """A cluster's placed backlog through the single engine: its rows (ROWS_SCHEMA)."""
+    engine = AlertEngine(cluster, settings)
+    placed = drain_ordered(engine, order)
+    report = order.take_report()  # the take's own: the shards start with none to say
+    # The single engine's upserts (below) are the shards' too: they start with none to give
+    # (and the split does not sort a million entities among them).
+    changed, engine.changed = engine.changed, set()
+    pieces = split(engine, order, shards)
+    engine.changed = changed
+    entries = EntriesOnTwoCores(pieces, shards, buckets)
+    states = engine.take_state() if with_state else engine.forget_changes()
+    out = _padded(placed_rows(cluster, placed, states, report))
+    got = entries.result()
+    count = len(got)
+    for column in _DELIVERED:
+        out[column] += ["entry"] * count if column == "kind" else [None] * count
+    out["cluster"] += [cluster] * count
+    for i, column in enumerate(("shard", "entry", "n", "blob")):
+        out[column] += [row[i] for row in got]
+    return out
+
+
+# ROWS_SCHEMA's columns as Arrow types, and the most rows a batch of them holds.
+_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "binary": "binary"}
+_ROWS_A_BATCH = 100_000
+
+
+def rows_schema() -> Any:
+    """ROWS_SCHEMA as Arrow's schema."""
+    import pyarrow as pa
+
+    columns = (column.split() for column in ROWS_SCHEMA.split(", "))
+    return pa.schema([(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in columns])
+
+
+def _arrow_batches(rows: dict[str, list[Any]]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    yield from pa.Table.from_pydict(rows, schema=rows_schema()).to_batches(_ROWS_A_BATCH)
 
 
 class EntriesOnTwoCores:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pandas as pd  # type: ignore[import-untyped]
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,6 +41,16 @@ def _frame(records: list[dict[str, Any]], cluster: str = "c") -> Any:
     return pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
 
 
+def _taken(frame: Any, partitions: int, shards: int, with_state: bool = False) -> Any:
+    """The take's function over `frame` as one Arrow batch, as Spark's `mapInArrow` calls it;
+    its rows as a frame of Python values."""
+    function = take_whole(QUICK, partitions, shards, NEW_BUCKETS, with_state)
+    out = list(function(iter([pa.RecordBatch.from_pandas(frame, preserve_index=False)])))
+    assert all(batch.schema == initial_state.rows_schema() for batch in out)
+    table = pa.Table.from_batches(out, schema=initial_state.rows_schema())
+    return pd.DataFrame(table.to_pydict(), dtype=object)
+
+
 def _ordered(waiting: tuple[int, str, str, str]) -> tuple[Any, ...]:
     ts, op, path, events = waiting  # as RECORD_COLUMNS name them: op, path, ts_ms, events
     return (op, path, ts, events)
@@ -53,14 +64,14 @@ def test_a_backlog_taken_whole_then_its_shards_give_the_single_engines_alerts(
     batches = _batches(records)
     cut = data.draw(st.integers(0, len(batches)), label="cut")
     backlog = [r for batch in batches[:cut] for r in batch]
-    out = take_whole(QUICK, SOURCE_PARTITIONS, n, NEW_BUCKETS, False)(("c",), _frame(backlog))
+    out = _taken(_frame(backlog), SOURCE_PARTITIONS, n)
     assert list(out.columns) == [c.split()[0] for c in initial_state.ROWS_SCHEMA.split(", ")]
     single, order = AlertEngine("c", QUICK), SeqOrder(SOURCE_PARTITIONS)
     for r in backlog:
         order.add(r["seq"], _source_partition(r), _waiting(r), single.last_seq)
     taken_alerts = out[out["kind"] == "alert"]
     assert list(taken_alerts["json"]) == [a.as_text() for _, a in drain_ordered(single, order)]
-    assert list(out["kind"]).count("order") == 1
+    assert list(out["kind"]).count("order") == (1 if backlog else 0)  # no cluster: no rows
     steps = []
     for shard in range(n + 1):
         step = _processor_class()(QUICK, SOURCE_PARTITIONS, False, n, NEW_BUCKETS)
@@ -73,15 +84,52 @@ def test_a_backlog_taken_whole_then_its_shards_give_the_single_engines_alerts(
 def test_the_dead_letters_are_passed_on_and_the_state_given_with_a_state_topic() -> None:
     letter = pd.DataFrame([(None, 7, 0, DEAD_LETTER_OP, "t/0/7", 0, '{"reason":"x"}')],
                           columns=list(RECORD_COLUMNS))  # fmt: skip
-    out = take_whole(QUICK, 1, 2, NEW_BUCKETS, True)((None,), letter)
+    out = _taken(letter, 1, 2, with_state=True)
     assert list(zip(out["kind"], out["key"], out["json"], strict=True)) == [
         ("dead", "t/0/7", '{"reason":"x"}')
     ]
     events = [{"type": EventType.BROKER_REGISTERED, "broker_id": 1}]
     broker = pd.DataFrame([("c", 1, 0, "READ", "/brokers/ids/1", 5, orjson.dumps(events).decode())],
                           columns=list(RECORD_COLUMNS))  # fmt: skip
-    out = take_whole(QUICK, 1, 2, NEW_BUCKETS, True)(("c",), broker)
+    out = _taken(broker, 1, 2, with_state=True)
     assert list(out[out["kind"] == "state"]["key"]) == ["c/broker/1", "c/controller"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record_streams(), record_streams(), st.data())
+def test_clusters_and_dead_letters_read_mixed_in_batches_are_each_taken_as_alone(
+    first: list[dict[str, Any]], second: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """The backlog comes in one task as read: the clusters' records and the dead letters
+    interleaved, cut into Arrow batches anywhere."""
+    letter = (None, 7, 0, DEAD_LETTER_OP, "t/0/7", 0, '{"reason":"x"}')
+    # Each source partition's rows in their order, the partitions' rows interleaved anyhow.
+    queues: dict[Any, list[Any]] = {}
+    for row in [*_frame(first, "a").itertuples(index=False),
+                *_frame(second, "b").itertuples(index=False), letter]:  # fmt: skip
+        queues.setdefault((row[0], row[2]), []).append(tuple(row))
+    mixed = []
+    while queues:
+        place = data.draw(st.sampled_from(sorted(queues, key=repr)), label="read from")
+        mixed.append(queues[place].pop(0))
+        if not queues[place]:
+            del queues[place]
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(mixed) - 1)), label="batch ends"))
+    frame = pd.DataFrame(mixed, columns=list(RECORD_COLUMNS), dtype=object)
+    frame[["seq", "partition", "ts_ms"]] = frame[["seq", "partition", "ts_ms"]].astype("int64")
+    function = take_whole(QUICK, SOURCE_PARTITIONS, 2, NEW_BUCKETS, True)
+    batches = [pa.RecordBatch.from_pandas(frame.iloc[a:b], preserve_index=False)
+               for a, b in zip([0, *cuts], [*cuts, len(mixed)], strict=True)]  # fmt: skip
+    out = pa.Table.from_batches(list(function(iter(batches))), schema=initial_state.rows_schema())
+    together = pd.DataFrame(out.to_pydict(), dtype=object)
+    # Each cluster's rows alone, in the order they were read.
+    alone = [_taken(frame[frame["cluster"] == cluster], SOURCE_PARTITIONS, 2, with_state=True)
+             for cluster in ("a", "b")]  # fmt: skip
+    dead = together[together["kind"] == "dead"]
+    assert list(zip(dead["key"], dead["json"], strict=True)) == [("t/0/7", '{"reason":"x"}')]
+    got = sorted(map(repr, together.itertuples(index=False)))
+    want = sorted(map(repr, pd.concat([dead, *alone]).itertuples(index=False)))
+    assert got == want, (len(got), len(want), [r[:200] for r in set(got) ^ set(want)][:6])
 
 
 def _marker(checkpoint: Path, **data: Any) -> None:
@@ -133,7 +181,7 @@ def test_the_takes_placing_figures_are_reported_once_not_again_by_its_shards() -
                for seq in (1, 2, 4)]  # fmt: skip
     frame = _frame(records)
     frame["partition"] = 0
-    out = take_whole(QUICK, 1, 2, NEW_BUCKETS, False)(("c",), frame)
+    out = _taken(frame, 1, 2)
     assert orjson.loads(out[out["kind"] == "order"]["json"].iloc[0])["gaps"] == 1
     step = _processor_class()(QUICK, 1, False, 2, NEW_BUCKETS)
     step.init(_Handle())
