@@ -119,16 +119,21 @@ class AlertEngine:
         if scope is not None:
             touched = {entity for entity in touched if scope.owns(entity)}
         self.changed |= touched
-        out: list[tuple[Order, Alert]] = []
-        # Entity by entity in a stable order: as alert_rules.evaluate orders them.
-        ordered = touched if len(touched) < 2 else sorted(touched, key=lambda e: (e[0], str(e[1])))
-        for entity in ordered:
+        # Each entity's rules read the state and hold only that entity's conditions, so the
+        # order they run in changes nothing but the alerts' order: those that alert are put in
+        # a stable order after (as alert_rules.evaluate orders them), not every entity before
+        # (a topic's assignment touches each of its partitions, most of which raise nothing).
+        raised: list[tuple[str, str, list[Alert]]] = []
+        for entity in touched:
             alerts = alert_rules.evaluate(
                 (entity,), self.state, self.tracker, self.settings, self.now_ms
             )
             if alerts:
-                out += [((seq, 3, entity[0], str(entity[1]), j), a) for j, a in enumerate(alerts)]
-        return out
+                raised.append((entity[0], str(entity[1]), alerts))
+        if len(raised) > 1:
+            raised.sort(key=lambda r: (r[0], r[1]))
+        return [((seq, 3, kind, ident, j), a) for kind, ident, alerts in raised
+                for j, a in enumerate(alerts)]  # fmt: skip
 
     def take_state(self) -> list[StateUpsert]:
         """Upserts for the state topic: every entity changed since the last call."""

@@ -58,14 +58,19 @@ def _partition(
     key: PartitionKey, state: ClusterState, tracker: AlertTracker, s: RuleSettings, now: int
 ) -> list[Alert]:
     p = state.partitions.get(key)
-    name = _name(key)
     known = p is not None and p.leader is not None
+    in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
+    held = tracker.conditions
+    if not (known or in_flight or held):
+        # No leader known yet, nothing moving and nothing held: no rule can hold or have held.
+        # Most of a new job's evaluations (a snapshot names every partition in its topic's
+        # assignment and config before it gives the partition's state).
+        return []
+    name = _name(key)
     online = known and p is not None and p.leader != -1
     isr = len(p.isr) if p else 0
     rf = p.replication_factor if p else 0
     min_isr = state.min_insync(key[0], s.default_min_insync_replicas)
-    in_flight = (p is not None and bool(p.adding or p.removing)) or key in state.reassignments
-    held = tracker.conditions
     out: list[Alert] = []
     # Only conditions that hold or held need the tracker: the others are the common case, so
     # the four rules are written out rather than looped over (this runs at every state change).

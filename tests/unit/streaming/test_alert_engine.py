@@ -80,6 +80,21 @@ def test_broker_down_offline_partition_and_under_min_isr():
     assert ("under_min_isr", "t/1") in feed.firing()
 
 
+def test_a_partition_gone_with_its_topic_ends_what_it_held():
+    """A partition no longer known (its topic deleted) is as one whose state was never seen;
+    what it held still ends."""
+    feed = cluster()
+    feed.send(T0 + 1000, "/s0", ev(EventType.PARTITION_OFFLINE, topic="t", partition=0, leader=-1,
+                                   isr=[1]))  # fmt: skip
+    feed.send(T0 + 1001, "/s1", shrink(1, 2, [2, 3, 1], [2, 3]))
+    assert ("offline_partition", "t/0") in feed.firing()
+    feed.send(T0 + 2000, "/brokers/topics/t", ev(EventType.TOPIC_DELETED, topic="t"), op="DELETE")
+    assert ("offline_partition", "t/0") in feed.resolved()
+    feed.heartbeat(T0 + 60_000)  # t/1's under-replication, still pending at the deletion
+    assert ("under_replicated", "t/1") not in feed.firing()
+    assert not feed.engine.tracker.conditions
+
+
 def test_instant_rules_fire_on_the_change_and_resolve_after_the_hold():
     feed = cluster(RuleSettings(instant_hold_ms=5000))
     feed.send(T0 + 10, "/s0", ev(EventType.LEADER_CHANGED, topic="t", partition=0, leader_before=1,
