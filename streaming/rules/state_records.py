@@ -8,7 +8,7 @@ the topic from the start and keeps the last value per key has the whole cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from zkcdc.streaming.rules.cluster_state import ClusterState, Entity
@@ -27,12 +27,31 @@ def state_key(cluster: str, kind: str, ident: Any) -> str:
 def upserts(state: ClusterState, entities: Iterable[Entity], now_ms: int) -> list[StateUpsert]:
     """The records that bring the topic up to `state` for these entities."""
     out = []
-    for kind, ident in sorted(set(entities), key=lambda e: (e[0], str(e[1]))):
+    for kind, ident in _in_order(entities):
         value = _view(state, kind, ident)
         if value is not None:
             value = {"cluster": state.cluster, "kind": kind, "updated_ms": now_ms, **value}
         out.append((state_key(state.cluster, kind, ident), value))
     return out
+
+
+def _in_order(entities: Iterable[Entity]) -> Iterator[Entity]:
+    """Each entity once, in a stable order: by kind, then partitions by topic and number, the
+    others by their id as text. Partitions are sorted topic by topic: a job's first upserts
+    name every partition of the cluster, and a million (topic, number) pairs sort ~4x slower
+    than their topics and numbers apart."""
+    by_kind: dict[str, list[Any]] = {}
+    for kind, ident in entities if isinstance(entities, set) else set(entities):
+        by_kind.setdefault(kind, []).append(ident)
+    for kind in sorted(by_kind):
+        if kind != "partition":
+            yield from ((kind, ident) for ident in sorted(by_kind[kind], key=str))
+            continue
+        numbers: dict[str, list[int]] = {}
+        for topic, number in by_kind[kind]:
+            numbers.setdefault(topic, []).append(number)
+        for topic in sorted(numbers):
+            yield from ((kind, (topic, number)) for number in sorted(numbers[topic]))
 
 
 def _view(state: ClusterState, kind: str, ident: Any) -> dict[str, Any] | None:

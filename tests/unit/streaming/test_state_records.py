@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from zkcdc.ground.change_types import EventType
 from zkcdc.streaming.errors import StreamingError
 from zkcdc.streaming.rules.alert_engine import AlertEngine
+from zkcdc.streaming.rules.cluster_state import ClusterState, Partition
+from zkcdc.streaming.rules.state_records import upserts
 from zkcdc.streaming.state.state_view import ClusterView, choose_cluster
 
 from .records import Feed, broker, ev, three_brokers
@@ -95,3 +99,28 @@ def test_a_cluster_is_chosen_by_name_or_alone_and_otherwise_the_error_says_which
         choose_cluster(keys, "c")
     with pytest.raises(StreamingError, match="holds no cluster"):
         choose_cluster([], None)
+
+
+_ENTITIES = st.one_of(
+    st.tuples(st.just("partition"), st.tuples(st.sampled_from(["a", "a.b", "b-1", "ab"]),
+                                              st.integers(0, 120))),
+    st.tuples(st.just("broker"), st.integers(0, 120)),
+    st.tuples(st.just("topic"), st.sampled_from(["a", "a.b", "b-1", "ab"])),
+    st.tuples(st.just("group"), st.sampled_from(["g", "g2", "G"])),
+    st.just(("controller", None)),
+)  # fmt: skip
+
+
+@given(st.lists(_ENTITIES, max_size=60))
+def test_upserts_name_each_entity_once_in_a_stable_order(entities: list) -> None:
+    """By kind, then partitions by topic and number, the others by their id as text: however
+    the entities come, repeated or not, in a set or a list."""
+    state = ClusterState("c")
+    for kind, ident in entities:
+        if kind == "partition":
+            state.partitions[ident] = Partition(replicas=(1,), leader=1, isr=(1,))
+    keys = [key for key, _ in upserts(state, entities, 5)]
+    assert keys == [key for key, _ in upserts(state, set(entities), 5)]
+    order = sorted(set(entities), key=lambda e: (e[0], e[1] if e[0] == "partition" else str(e[1])))
+    assert len(keys) == len(order)
+    assert keys == [key for e in order for key, _ in upserts(state, [e], 5)]
