@@ -224,9 +224,8 @@ def _taken_rows(
     # The single engine's upserts (below) are the shards' too: they start with none to give
     # (and the split does not sort a million entities among them).
     changed, engine.changed = engine.changed, set()
-    pieces = split(engine, order, shards)
+    entries = EntriesOnTwoCores(engine, order, shards, buckets)
     engine.changed = changed
-    entries = EntriesOnTwoCores(pieces, shards, buckets)
     states = engine.take_state() if with_state else engine.forget_changes()
     out = _padded(placed_rows(cluster, placed, states, report))
     got = entries.result()
@@ -259,41 +258,48 @@ def _arrow_batches(rows: dict[str, list[Any]]) -> Iterator[Any]:
 
 
 class EntriesOnTwoCores:
-    """The shards' MapState entries (shard_stage.stored_entries), the partition shards' written
-    by a forked copy of this process while this one goes on: at 1,000,000 partitions writing
-    them is ~10 s of the take's Python, and the cluster shard, which keeps every partition,
-    about half of it. Started when made; `result` waits for the copy's part. Where there is no
-    fork, all of them are written here, in `result`."""
+    """The shards' MapState entries (shard_stage.stored_entries) of a single engine cut into
+    them (engine_split.split), the partition shards' cut and written by a forked copy of this
+    process while this one goes on with the cluster shard's, the upserts and the alerts' rows:
+    at 1,000,000 partitions each half is ~5 s of the take's Python, with the other core free
+    (the read is done). Started when made, the engine given with no changes to hand on; the
+    engine is left as it was. `result` waits for the copy's part. Where there is no fork, all
+    of them are cut and written here, in `result`."""
 
-    def __init__(
-        self, pieces: list[tuple[AlertEngine, SeqOrder]], shards: int, buckets: Buckets
-    ) -> None:
-        self._pieces, self._shards, self._buckets = pieces, shards, buckets
+    def __init__(self, engine: AlertEngine, order: SeqOrder, shards: int, buckets: Buckets) -> None:
+        self._shards, self._buckets = shards, buckets
+        # Cut before this returns: then the engine's changes are handed on (its upserts).
         self._child: tuple[int, int] | None = None  # (pid, the read end of its pipe)
-        if hasattr(os, "fork") and len(pieces) > 1:
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the copy: the partition shards' entries down the pipe, then gone
-                code = 1
-                try:
-                    os.close(read)
-                    with os.fdopen(write, "wb") as pipe:
-                        marshal.dump(self._written(range(1, len(pieces))), pipe)
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(write)
-            self._child = (pid, read)
+        if not hasattr(os, "fork"):
+            self._own = split(engine, order, shards)
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the copy: the partition shards cut, their entries down the pipe, gone
+            code = 1
+            try:
+                os.close(read)
+                with os.fdopen(write, "wb") as pipe:
+                    pieces = split(engine, order, shards, range(1, shards + 1))
+                    marshal.dump(self._written(pieces, 1), pipe)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        self._child = (pid, read)
+        self._own = split(engine, order, shards, range(1))
 
-    def _written(self, shards: range) -> list[tuple[int, int, int, bytes]]:
-        return [(shard, entry, n, blob) for shard in shards
-                for entry, n, blob in stored_entries(*self._pieces[shard], self._shards,
+    def _written(
+        self, pieces: list[tuple[AlertEngine, SeqOrder]], first: int
+    ) -> list[tuple[int, int, int, bytes]]:
+        return [(shard, entry, n, blob) for shard, piece in enumerate(pieces, first)
+                for entry, n, blob in stored_entries(*piece, self._shards,
                                                      self._buckets)]  # fmt: skip
 
     def result(self) -> list[tuple[int, int, int, bytes]]:
+        own = self._written(self._own, 0)
         if self._child is None:
-            return self._written(range(len(self._pieces)))
-        own = self._written(range(1))
+            return own
         pid, read = self._child
         with os.fdopen(read, "rb") as pipe:
             try:

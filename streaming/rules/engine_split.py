@@ -61,19 +61,24 @@ class NotASingleEngine(StreamingError):
 
 
 def split(
-    engine: AlertEngine, order: SeqOrder, partition_shards: int
+    engine: AlertEngine, order: SeqOrder, partition_shards: int, shards: range | None = None
 ) -> list[tuple[AlertEngine, SeqOrder]]:
-    """The single engine and its order as the cluster shard (first) and each of
-    `partition_shards` partition shards would hold them, having seen the same records."""
+    """The single engine and its order as the cluster shard (0) and each of `partition_shards`
+    partition shards would hold them, having seen the same records: those of `shards` (every
+    shard by default), in order. The partition shards' partitions are sorted out only when one
+    of them is asked for (~1.5 s at 1,000,000 partitions)."""
     if engine.scope is not None:
         raise NotASingleEngine(f"a shard's engine ({engine.scope}) cannot be split again")
     if partition_shards < 1:
         raise ValueError(f"partition_shards must be 1 or more, not {partition_shards}")
-    mine = _by_shard(engine.state.partitions, partition_shards)
+    shards = range(partition_shards + 1) if shards is None else shards
+    if shards and not (min(shards) >= 0 and max(shards) <= partition_shards):
+        raise ValueError(f"shards {shards} are not all of 0..{partition_shards}")
+    mine = _by_shard(engine.state.partitions, partition_shards) if any(shards) else {}
     return [
         (_engine(engine, Scope(shard, partition_shards), mine), _order(order, shard,
                                                                        partition_shards))
-        for shard in range(partition_shards + 1)
+        for shard in shards
     ]  # fmt: skip
 
 

@@ -77,6 +77,11 @@ def test_a_split_engine_goes_on_as_the_single_engine_does(
     shards = split(single, order, n)
     for shard, (engine, shard_order) in enumerate(shards):
         assert _held(engine, shard_order, shard) == _held(*reference[shard], shard)
+    # Some of the shards alone (the take cuts the partition shards in a process of their own).
+    first = data.draw(st.integers(0, n), label="first")
+    for shard, (engine, shard_order) in enumerate(split(single, order, n, range(first, n + 1)),
+                                                  first):  # fmt: skip
+        assert _held(engine, shard_order, shard) == _held(*reference[shard], shard)
     expected: list[Any] = []
     placed: list[Any] = []
     for batch in batches[cut:]:
@@ -209,3 +214,5 @@ def test_only_the_whole_clusters_engine_is_split() -> None:
         split(AlertEngine("c", QUICK, scope=Scope(1, 2)), SeqOrder(), 2)
     with pytest.raises(ValueError, match="1 or more"):
         split(AlertEngine("c", QUICK), SeqOrder(), 0)
+    with pytest.raises(ValueError, match=r"not all of 0\.\.2"):
+        split(AlertEngine("c", QUICK), SeqOrder(), 2, range(1, 4))

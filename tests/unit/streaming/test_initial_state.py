@@ -6,6 +6,7 @@ MapState a dict; the job's run over a real topic is test_replay.py's."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,13 @@ from zkcdc.streaming.job import initial_state
 from zkcdc.streaming.job.alert_job import drain_ordered
 from zkcdc.streaming.job.bucketed_map import NEW_BUCKETS
 from zkcdc.streaming.job.change_source import DEAD_LETTER_OP, RECORD_COLUMNS
-from zkcdc.streaming.job.initial_state import InitialStateError, take_whole, taken, worth_taking
+from zkcdc.streaming.job.initial_state import (
+    EntriesOnTwoCores,
+    InitialStateError,
+    take_whole,
+    taken,
+    worth_taking,
+)
 from zkcdc.streaming.job.shard_stage import _processor_class
 from zkcdc.streaming.rules.alert_engine import AlertEngine
 from zkcdc.streaming.rules.seq_order import SeqOrder
@@ -190,3 +197,46 @@ def test_the_takes_placing_figures_are_reported_once_not_again_by_its_shards() -
                          columns=["seq", "partition", "ts_ms", "op", "path", "events"])  # fmt: skip
     (rows,) = step.handleInputRows(("c", 0), iter([later]), None)
     assert orjson.loads(rows[rows["kind"] == "order"]["json"].iloc[0])["gaps"] == 0
+
+
+def _drained(records: list[dict[str, Any]]) -> tuple[AlertEngine, SeqOrder]:
+    engine, order = AlertEngine("c", QUICK), SeqOrder(SOURCE_PARTITIONS)
+    for r in records:
+        order.add(r["seq"], _source_partition(r), _waiting(r), engine.last_seq)
+    drain_ordered(engine, order)
+    engine.changed = set()  # as the take hands it over: no changes to pass on
+    return engine, order
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record_streams(), st.integers(1, 3))
+def test_the_shards_entries_are_the_same_with_or_without_a_forked_writer(
+    records: list[dict[str, Any]], n: int
+) -> None:
+    """Where there is a fork, a copy of the process cuts and writes the partition shards; where
+    there is none, the process itself: the same entries."""
+    engine, order = _drained(records)
+    forked = EntriesOnTwoCores(engine, order, n, NEW_BUCKETS).result()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delattr(initial_state.os, "fork")
+        alone = EntriesOnTwoCores(engine, order, n, NEW_BUCKETS).result()
+    assert forked == alone
+    assert {shard for shard, *_ in forked} == set(range(n + 1))
+
+
+def test_a_forked_writer_that_fails_fails_the_take_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = os.getpid()
+
+    def stored_entries(*args: Any) -> Any:
+        if os.getpid() != parent:
+            raise MemoryError("the copy ran out")
+        return written(*args)
+
+    written = initial_state.stored_entries
+    monkeypatch.setattr(initial_state, "stored_entries", stored_entries)
+    engine, order = _drained([])
+    with pytest.raises(InitialStateError, match=r"forked writer .* failed \(exit 1\)") as err:
+        EntriesOnTwoCores(engine, order, 2, NEW_BUCKETS).result()
+    assert "\n" not in str(err.value)
