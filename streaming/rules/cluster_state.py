@@ -14,6 +14,8 @@ from zkcdc.ground.change_types import EventType
 
 PartitionKey = tuple[str, int]
 Entity = tuple[str, Any]  # ("partition", key) | ("broker", id) | ("controller", None) | ...
+# The one topic config the rules read (a partition's under_min_isr).
+MIN_INSYNC = "min.insync.replicas"
 
 
 @dataclass
@@ -128,7 +130,7 @@ class ClusterState:
         return {("broker", broker)}
 
     def min_insync(self, topic: str, default: int) -> int:
-        value = self.topic_configs.get(topic, {}).get("min.insync.replicas")
+        value = self.topic_configs.get(topic, {}).get(MIN_INSYNC)
         return int(value) if value and value.isdigit() else default
 
 
@@ -250,7 +252,12 @@ def _config(state: ClusterState, event: dict[str, Any]) -> set[Entity]:
     if event.get("entity_type") != "topics":
         return set()
     topic = event["entity_name"]
+    before = state.topic_configs.get(topic, {}).get(MIN_INSYNC)
     state.topic_configs[topic] = dict(event.get("config_after") or {})
+    if state.topic_configs[topic].get(MIN_INSYNC) == before:
+        # Of a topic's config its partitions' rules read only min.insync.replicas: a snapshot
+        # names every topic's config, mostly without it.
+        return {("topic", topic)}
     return {("topic", topic)} | {("partition", (topic, p)) for p in state.topics.get(topic, ())}
 
 

@@ -95,6 +95,23 @@ def test_a_partition_gone_with_its_topic_ends_what_it_held():
     assert not feed.engine.tracker.conditions
 
 
+def test_a_topics_min_insync_replicas_changed_moves_its_partitions_rules_and_nothing_else_does():
+    feed = cluster(RuleSettings(under_min_isr_for_ms=0))
+
+    def config(ts: int, values: dict[str, str]) -> None:
+        feed.send(ts, "/config/topics/t", ev(EventType.CONFIG_CHANGED, entity_type="topics",
+                                             entity_name="t", config_after=values))  # fmt: skip
+
+    feed.send(T0 + 1000, "/s1", shrink(1, 2, [2, 3, 1], [2]))
+    assert ("under_min_isr", "t/1") not in feed.firing()  # min.insync.replicas 1 by default
+    config(T0 + 2000, {"min.insync.replicas": "2"})
+    assert ("under_min_isr", "t/1") in feed.firing()
+    config(T0 + 3000, {"min.insync.replicas": "2", "retention.ms": "1000"})
+    assert ("under_min_isr", "t/1") not in feed.resolved()
+    config(T0 + 4000, {"retention.ms": "1000"})
+    assert ("under_min_isr", "t/1") in feed.resolved()
+
+
 def test_instant_rules_fire_on_the_change_and_resolve_after_the_hold():
     feed = cluster(RuleSettings(instant_hold_ms=5000))
     feed.send(T0 + 10, "/s0", ev(EventType.LEADER_CHANGED, topic="t", partition=0, leader_before=1,
