@@ -22,7 +22,7 @@ from zkcdc.capture.records import Znode
 from zkcdc.capture.tracker import TrackerState, znode_from_avro
 from zkcdc.ground.backoff import Backoff
 from zkcdc.ground.change_values import ChangeValueDecoder, ValueDecodeError
-from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection, close_consumer
 from zkcdc.ground.unreadable_messages import UnreadableMessages
 
 # The connection's consumer, prefetch bounded (`kafka_connection.CONSUMER_PREFETCH`).
@@ -193,4 +193,4 @@ class TopicFollower:
                                 zxid=self._zxid)  # fmt: skip
 
     def close(self) -> None:
-        self._consumer.close()
+        close_consumer(self._consumer)

@@ -4,6 +4,8 @@ Java client, never showing a secret."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from zkcdc.ground.kafka_connection import (
     KafkaConnection,
     KafkaConnectionError,
+    close_consumer,
     is_secret_property,
     load,
     refuse_secrets_on_argv,
@@ -147,3 +150,29 @@ def test_a_bad_file_is_one_clear_error(tmp_path: Path, text: str, message: str) 
 def test_an_unreadable_file_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(KafkaConnectionError, match="cannot read Kafka config file"):
         load(None, tmp_path / "missing", {}, environ={})
+
+
+class _CloseWaitsForItsCoordinator:
+    """Stands in for a librdkafka consumer whose close waits for a group coordinator that does
+    not answer (confluentinc/librdkafka#3740; seen as every broker came back): only the
+    close's wait is under test here."""
+
+    def __init__(self) -> None:
+        self.answered = threading.Event()
+        self.closed = threading.Event()
+
+    def close(self) -> None:
+        self.answered.wait()
+        self.closed.set()
+
+
+def test_a_consumer_whose_close_waits_for_its_coordinator_is_left_closing_after_the_bound() -> None:
+    consumer = _CloseWaitsForItsCoordinator()
+    began = time.monotonic()
+    assert close_consumer(consumer, within_s=0.2) is False
+    assert time.monotonic() - began < 5
+    consumer.answered.set()  # the coordinator answers: the close ends in the background
+    assert consumer.closed.wait(5)
+    consumer = _CloseWaitsForItsCoordinator()
+    consumer.answered.set()
+    assert close_consumer(consumer, within_s=5) is True and consumer.closed.is_set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,6 +27,8 @@ from zkcdc.ground.cli_options import invalid_setting
 from zkcdc.ground.errors import ZkcdcError
 from zkcdc.ground.secret_files import check_secret_file
 
+log = logs.get("zkcdc.kafka")
+
 ENV_PREFIX = "ZKCDC_KAFKA_"
 
 # librdkafka properties whose values are secrets: never accepted on a command line.
@@ -35,6 +38,11 @@ _SECRET_PROPERTY = re.compile(r"password|secret|jaas|\.key\.pem$|ssl_key\.pem$|\
 # librdkafka's prefetch defaults (64 MiB and 100,000 messages queued a partition, 50 MiB a
 # fetch) made a daemon's memory grow with the backlog it read, and allocator arenas of the
 # client's threads keep what they once held. These bound a consumer to a few MiB a partition.
+# A consumer's close waits for its group's coordinator, and librdkafka asks for one again and
+# again while none answers (confluentinc/librdkafka#3740): a close just after every broker came
+# back took over 25 s. zkcdc's consumers are assigned their partitions and commit nothing, so
+# nothing is lost by not waiting that out: the close goes on in the background.
+CLOSE_WAIT_S = 5.0
 PREFETCH_KBYTES_PER_PARTITION = 2048
 CONSUMER_PREFETCH: dict[str, Any] = {
     "queued.max.messages.kbytes": PREFETCH_KBYTES_PER_PARTITION,
@@ -227,7 +235,7 @@ class KafkaConnection(BaseModel):
                 for p in self._partitions(consumer, topic, timeout_s)
             }
         finally:
-            consumer.close()
+            close_consumer(consumer)
 
     def _partitions(self, consumer: Any, topic: str, timeout_s: float) -> list[int]:
         """The partitions of `topic` as `consumer` is told of them; NoSuchTopic when it has
@@ -298,7 +306,7 @@ class KafkaConnection(BaseModel):
                 f"cannot read {topic} from {self.describe()}: {exc.args[0].str()}"
             ) from exc
         finally:
-            consumer.close()
+            close_consumer(consumer)
 
 
 _TYPED = {
@@ -441,3 +449,16 @@ def _watermarks(consumer: Any, tp: Any, timeout_s: float) -> tuple[int, int]:
             if not moving or time.monotonic() > deadline:
                 raise
             time.sleep(backoff.failed())
+
+
+def close_consumer(consumer: Any, within_s: float = CLOSE_WAIT_S) -> bool:
+    """Closes a consumer of zkcdc's (assigned, committing nothing), waiting at most `within_s`
+    for it (CLOSE_WAIT_S); True when it closed."""
+    closing = threading.Thread(target=consumer.close, name="consumer-close", daemon=True)
+    closing.start()
+    closing.join(within_s)
+    if closing.is_alive():
+        log.warning("a Kafka consumer's close is still waiting for its group coordinator; left "
+                    "to finish in the background", waited_s=within_s)  # fmt: skip
+        return False
+    return True

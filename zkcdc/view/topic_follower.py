@@ -7,7 +7,7 @@ from typing import Any
 
 from zkcdc.ground import waiting
 from zkcdc.ground.connect_timeout import connect_timeout_s
-from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection, close_consumer
 from zkcdc.view.errors import ViewError
 
 
@@ -52,10 +52,10 @@ class TopicFollower:
             self._assigned = partitions
             self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         except KafkaException as exc:
-            self._consumer.close()
+            close_consumer(self._consumer)
             raise ViewError(f"cannot read {topic} from {kafka.describe()}: {exc}") from exc
         except BaseException:
-            self._consumer.close()
+            close_consumer(self._consumer)
             raise
 
     def _partitions(self) -> list[int] | None:
@@ -124,4 +124,4 @@ class TopicFollower:
         return out
 
     def close(self) -> None:
-        self._consumer.close()
+        close_consumer(self._consumer)
