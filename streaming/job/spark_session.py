@@ -97,6 +97,11 @@ def session(
     # against, so Spark's classes are shared and Delta's load as they did (~4 CPU-s and ~4 s
     # of a C1-only start saved).
     local = master.startswith("local")
+    if local:
+        # A local master's driver runs its tasks itself and serves no other host (its UI is
+        # off): bound to loopback, it does not warn, at every start, that the host's name
+        # resolves to loopback and another address is taken.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jar, archive = local_driver() if local else (None, None)
     driver_classes = driver_jar_conf(jar, master)
     builder = (
