@@ -55,7 +55,7 @@ from zkcdc.streaming.job.query_failures import (
 )
 from zkcdc.streaming.job.saved_state import AFRESH
 from zkcdc.streaming.job.shard_stage import sharded_alerts_stream
-from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, tasks_ended
+from zkcdc.streaming.job.spark_activity import TASKS_END_WAIT_S, cancelled_on_stop, tasks_ended
 from zkcdc.streaming.job.spark_session import quiet_state_store_maintenance, session
 from zkcdc.streaming.job.warm_up import (
     WARM_UP_BATCHES,
@@ -87,6 +87,8 @@ TRIGGER_MS = 100
 # the job gives up.
 WORKER_START_FAILURE = "Python worker failed to connect back"
 WORKER_START_RESTARTS = 3
+# The Spark jobs of a backlog's take, cancelled by a stop (spark_activity.cancelled_on_stop).
+TAKE_TAG = "zkcdc-take"
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,9 @@ def _serve(
         taken_whole = None
         if kafka is not None and shards:
             taken_whole = _backlog_taken(options, spark, kafka, behind, shards, buckets,
-                                         partitions, with_state, delivery)  # fmt: skip
+                                         partitions, with_state, delivery, stop)  # fmt: skip
+            if stop.is_set():
+                return  # stopped while taking it: the next start takes it again
             if taken_whole is not None:
                 source = kafka = replace(kafka, starting_offsets=taken_whole.starting_offsets())
                 if committed_nothing(options.checkpoint):
@@ -299,9 +303,11 @@ def _backlog_taken(
     partitions: int,
     with_state: bool,
     delivery: BatchDelivery,
+    stop: threading.Event,
 ) -> TakenBacklog | None:
     """The backlog this checkpoint took whole, taken now if it is worth it, its rows delivered
-    once (initial_state.py); None: the query takes its backlog itself."""
+    once (initial_state.py); None: the query takes its backlog itself, or the job was stopped
+    while taking it (its batch query cancelled: the next start takes it again)."""
     try:
         found = taken(options.checkpoint, kafka.topic, shards)
     except InitialStateError as exc:
@@ -311,8 +317,16 @@ def _backlog_taken(
             return None
         log.info("taking the backlog whole before the query starts", records_behind=behind)
         began = time.monotonic()
-        found = take(spark, kafka, options.checkpoint, options.rules, partitions, shards,
-                     buckets, with_state)  # fmt: skip
+        try:
+            with cancelled_on_stop(spark, stop, TAKE_TAG):
+                found = take(spark, kafka, options.checkpoint, options.rules, partitions,
+                             shards, buckets, with_state)  # fmt: skip
+        except Exception:
+            if not stop.is_set():
+                raise
+            log.info("stopped while taking the backlog: the next start takes it again",
+                     seconds=round(time.monotonic() - began, 1))  # fmt: skip
+            return None
         log.info("backlog taken", seconds=round(time.monotonic() - began, 1))
     ledger = BatchLedger(found.folder / "sink-ledger")
     if ledger.last() < 0:

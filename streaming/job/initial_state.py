@@ -259,16 +259,16 @@ def _arrow_batches(rows: dict[str, list[Any]]) -> Iterator[Any]:
 
 class EntriesOnTwoCores:
     """The shards' MapState entries (shard_stage.stored_entries) of a single engine cut into
-    them (engine_split.split), the partition shards' cut and written by a forked copy of this
-    process while this one goes on with the cluster shard's, the upserts and the alerts' rows:
-    at 1,000,000 partitions each half is ~5 s of the take's Python, with the other core free
-    (the read is done). Started when made, the engine given with no changes to hand on; the
-    engine is left as it was. `result` waits for the copy's part. Where there is no fork, all
-    of them are cut and written here, in `result`."""
+    them (engine_split.split), on two cores: a forked copy of this process cuts and writes the
+    partition shards while this one cuts the cluster shard, goes on with the upserts and the
+    alerts' rows, and writes the cluster shard's entries in `result`, which then waits for the
+    copy's. At 1,000,000 partitions each side is ~8 s of Python, and the read is done, so the
+    other core is free. The engine is cut when this is made, and must then hold no changes to
+    hand on (the shards start with none); it is left as it was. Where there is no fork, every
+    shard is cut when this is made and written in `result`."""
 
     def __init__(self, engine: AlertEngine, order: SeqOrder, shards: int, buckets: Buckets) -> None:
         self._shards, self._buckets = shards, buckets
-        # Cut before this returns: then the engine's changes are handed on (its upserts).
         self._child: tuple[int, int] | None = None  # (pid, the read end of its pipe)
         if not hasattr(os, "fork"):
             self._own = split(engine, order, shards)

@@ -3,6 +3,9 @@ own stop deletes their local directories."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from zkcdc.ground import waiting
@@ -14,6 +17,8 @@ TASKS_END_WAIT_S = 8.0
 # Between two stages of a job no task runs: Spark is quiet only when it shows no job and no
 # task on this many looks in a row (0.1 s apart).
 QUIET_LOOKS = 3
+# How often a stop is looked for while a batch query runs (cancelled_on_stop).
+STOP_LOOK_S = 0.2
 
 
 def running_tasks(spark: Any) -> int:
@@ -43,3 +48,30 @@ def tasks_ended(spark: Any, within_s: float) -> bool:
     except Py4JError:  # the JVM cannot say (it is going): Spark's own stop goes on
         return True
     return True
+
+
+@contextlib.contextmanager
+def cancelled_on_stop(spark: Any, stop: threading.Event, tag: str) -> Iterator[None]:
+    """The Spark jobs this thread starts in the block, tagged `tag`, cancelled once `stop` is
+    set: a stop during a batch query (a backlog's take) ends it rather than waiting for it.
+    Cancelled again while the block runs on, for a job submitted after the first cancel."""
+    context = spark.sparkContext
+    context.addJobTag(tag)
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if stop.wait(STOP_LOOK_S) and not done.is_set():
+                with contextlib.suppress(Exception):  # the JVM may be going already
+                    context.cancelJobsWithTag(tag)
+                done.wait(STOP_LOOK_S)
+
+    watcher = threading.Thread(target=watch, name="cancel-on-stop", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        with contextlib.suppress(Exception):
+            context.removeJobTag(tag)

@@ -398,7 +398,8 @@ def test_a_job_that_takes_its_backlog_whole_gives_the_replays_alerts_once_throug
     runs. The first job is killed as soon as it says the backlog is taken (its rows written,
     their delivery not begun or under way); the next start delivers them, starts its query
     from the backlog's end with its shards' entries, and reads the rest: the alerts are the
-    replay's, none twice, none lost, the backlog taken once."""
+    replay's, none twice, none lost, the backlog taken once. Before them, a job stopped
+    (SIGTERM) as it begins its take exits 0 at once, its batch query cancelled, nothing taken."""
     messages = raw_records(incident["bootstrap"], incident["topic"])
     topic = new_topic(partitions=len(messages))
     producer = Producer({"bootstrap.servers": incident["bootstrap"]})
@@ -416,6 +417,27 @@ def test_a_job_that_takes_its_backlog_whole_gives_the_replays_alerts_once_throug
     args = [sys.executable, "-m", "zkcdc", "stream", "alerts", "--bootstrap-servers",
             incident["bootstrap"], "--topic", topic, "--no-publish", "--alerts-out", str(out),
             "--checkpoint", str(checkpoint), "--shards", "2", "--take-backlog-at", "1", *RULES]  # fmt: skip
+    stopped_log = tmp_path / "stopped.log"
+    stopped = subprocess.Popen(args, stdout=stopped_log.open("wb"), stderr=subprocess.STDOUT)
+    marker = checkpoint / "initial-state" / "taken.json"
+    try:
+        # Written as the take begins, before its batch query: a just-started driver takes
+        # seconds over that query, so the stop comes in the middle of it.
+        waiting.wait_until(
+            marker.exists, 300, what="the job to begin its take", interval_s=0.05,
+            abandon=lambda: None if stopped.poll() is None else f"it exited {stopped.returncode}",
+            detail=lambda: stopped_log.read_text()[-3000:],
+        )  # fmt: skip
+        stopped.send_signal(signal.SIGTERM)
+        assert stopped.wait(30) == 0, stopped_log.read_text()[-3000:]
+    finally:
+        if stopped.poll() is None:
+            stopped.kill()
+            stopped.wait(60)
+    said = stopped_log.read_text()
+    assert "stopped while taking the backlog" in said and '"backlog taken"' not in said, said
+    assert "resolves to a loopback address" not in said  # a local driver binds to loopback
+    assert not json.loads(marker.read_text())["rows_written"]
     logs = [tmp_path / "first.log", tmp_path / "second.log"]
     first = subprocess.Popen(args, stdout=logs[0].open("wb"), stderr=subprocess.STDOUT)
     try:
