@@ -239,11 +239,17 @@ def test_alerts_reach_a_real_alertmanager_through_its_api(
          "--alertmanager", alertmanager.url, "--available-now",
          "--checkpoint", str(tmp_path / "checkpoint"), "--rule", "broker_down_for_ms=1000"],
         capture_output=True, text=True, timeout=600,
+        # Every JVM says it picked these up, on its stderr: a line of the driver's own, which
+        # a quiet start would otherwise not give.
+        env={**os.environ, "JAVA_TOOL_OPTIONS": "-Dzkcdc.test=said"},
     )  # fmt: skip
     assert job.returncode == 0, job.stderr[-3000:]
     # Its stderr is JSON log lines throughout, Spark's own among them (jvm_log_lines.py).
     logged = [json.loads(line) for line in job.stderr.splitlines()]
-    assert any(line["logger"] == "zkcdc.spark" for line in logged), job.stderr[-3000:]
+    assert any(
+        line["logger"] == "zkcdc.spark" and "Picked up JAVA_TOOL_OPTIONS" in line["event"]
+        for line in logged
+    ), job.stderr[-3000:]
     # Each micro-batch that read records is logged once, in order (alert_runner.progress_since).
     batches = [line for line in logged if line["event"] == "micro-batch"]
     assert batches and all(b["records"] > 0 for b in batches), job.stderr[-3000:]
