@@ -121,12 +121,12 @@ class AlertEngine:
         self.changed |= touched
         # Each entity's rules read the state and hold only that entity's conditions, so the
         # order they run in changes nothing but the alerts' order: those that alert are put in
-        # a stable order after (as alert_rules.evaluate orders them), not every entity before
-        # (a topic's assignment touches each of its partitions, most of which raise nothing).
+        # a stable order after (by kind, then id as text), not every entity before (a topic's
+        # assignment touches each of its partitions, most of which raise nothing).
         raised: list[tuple[str, str, list[Alert]]] = []
         for entity in touched:
             alerts = alert_rules.evaluate(
-                (entity,), self.state, self.tracker, self.settings, self.now_ms
+                entity, self.state, self.tracker, self.settings, self.now_ms
             )
             if alerts:
                 raised.append((entity[0], str(entity[1]), alerts))

@@ -8,7 +8,7 @@ Three kinds:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -31,27 +31,22 @@ def _ints(values: Iterable[int]) -> str:
 
 # -- level rules ----------------------------------------------------------------------------------
 def evaluate(
-    touched: Collection[Entity],
-    state: ClusterState,
-    tracker: AlertTracker,
-    settings: RuleSettings,
-    now: int,
+    entity: Entity, state: ClusterState, tracker: AlertTracker, settings: RuleSettings, now: int
 ) -> list[Alert]:
-    out: list[Alert] = []
-    # Most records touch one entity: sorting (for a stable alert order) only when there are more.
-    ordered = touched if len(touched) < 2 else sorted(touched, key=lambda e: (e[0], str(e[1])))
-    for kind, ident in ordered:
-        if kind == "partition":
-            out += _partition(ident, state, tracker, settings, now)
-        elif kind == "broker":
-            out += _broker(ident, state, tracker, settings, now)
-        elif kind == "controller":
-            out += _controller(state, tracker, settings, now)
-        elif kind == "topic":
-            out += _topic(ident, state, tracker, settings, now)
-        elif kind == "group":
-            out += _group(ident, state, tracker, settings, now)
-    return out
+    """One entity's level rules. The engine runs them for each entity a record touched, and
+    puts their alerts in a stable order (AlertEngine._evaluate)."""
+    kind, ident = entity
+    if kind == "partition":
+        return _partition(ident, state, tracker, settings, now)
+    if kind == "broker":
+        return _broker(ident, state, tracker, settings, now)
+    if kind == "controller":
+        return _controller(state, tracker, settings, now)
+    if kind == "topic":
+        return _topic(ident, state, tracker, settings, now)
+    if kind == "group":
+        return _group(ident, state, tracker, settings, now)
+    return []
 
 
 def _partition(
