@@ -24,16 +24,19 @@ record (the split's proof)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import marshal
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from zkcdc.ground import logs
+from zkcdc.ground.child_processes import ends_with_parent
 from zkcdc.ground.gc_pause import gc_paused
 from zkcdc.ground.private_files import atomic_write
 from zkcdc.streaming.errors import StreamingError
@@ -224,11 +227,11 @@ def _taken_rows(
     # The single engine's upserts (below) are the shards' too: they start with none to give
     # (and the split does not sort a million entities among them).
     changed, engine.changed = engine.changed, set()
-    entries = EntriesOnTwoCores(engine, order, shards, buckets)
-    engine.changed = changed
-    states = engine.take_state() if with_state else engine.forget_changes()
-    out = _padded(placed_rows(cluster, placed, states, report))
-    got = entries.result()
+    with EntriesOnTwoCores(engine, order, shards, buckets) as entries:
+        engine.changed = changed
+        states = engine.take_state() if with_state else engine.forget_changes()
+        out = _padded(placed_rows(cluster, placed, states, report))
+        got = entries.result()
     count = len(got)
     for column in _DELIVERED:
         out[column] += ["entry"] * count if column == "kind" else [None] * count
@@ -265,7 +268,8 @@ class EntriesOnTwoCores:
     copy's. At 1,000,000 partitions each side is ~8 s of Python, and the read is done, so the
     other core is free. The engine is cut when this is made, and must then hold no changes to
     hand on (the shards start with none); it is left as it was. Where there is no fork, every
-    shard is cut when this is made and written in `result`."""
+    shard is cut when this is made and written in `result`. Used as a context manager, a take
+    that fails before `result` ends the copy; the copy ends with its process too."""
 
     def __init__(self, engine: AlertEngine, order: SeqOrder, shards: int, buckets: Buckets) -> None:
         self._shards, self._buckets = shards, buckets
@@ -274,10 +278,12 @@ class EntriesOnTwoCores:
             self._own = split(engine, order, shards)
             return
         read, write = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the copy: the partition shards cut, their entries down the pipe, gone
             code = 1
             try:
+                ends_with_parent(parent)
                 os.close(read)
                 with os.fdopen(write, "wb") as pipe:
                     pieces = split(engine, order, shards, range(1, shards + 1))
@@ -287,7 +293,11 @@ class EntriesOnTwoCores:
                 os._exit(code)
         os.close(write)
         self._child = (pid, read)
-        self._own = split(engine, order, shards, range(1))
+        try:
+            self._own = split(engine, order, shards, range(1))
+        except BaseException:
+            self.abandon()
+            raise
 
     def _written(
         self, pieces: list[tuple[AlertEngine, SeqOrder]], first: int
@@ -296,11 +306,30 @@ class EntriesOnTwoCores:
                 for entry, n, blob in stored_entries(*piece, self._shards,
                                                      self._buckets)]  # fmt: skip
 
+    def __enter__(self) -> EntriesOnTwoCores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Ends the copy if `result` has not taken its entries (the take failed in between):
+        otherwise it would wait for a reader forever, its pipe full."""
+        if self._child is None:
+            return
+        pid, read = self._child
+        self._child = None
+        os.close(read)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
     def result(self) -> list[tuple[int, int, int, bytes]]:
         own = self._written(self._own, 0)
         if self._child is None:
             return own
         pid, read = self._child
+        self._child = None
         with os.fdopen(read, "rb") as pipe:
             try:
                 theirs: list[tuple[int, int, int, bytes]] = marshal.load(pipe)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import os
 import signal
 import subprocess
 from typing import Any
+
+PR_SET_PDEATHSIG = 1  # prctl's option number, from linux/prctl.h
 
 
 def stop(process: subprocess.Popen[Any], timeout_s: float, sig: int = signal.SIGTERM) -> int:
@@ -16,3 +21,20 @@ def stop(process: subprocess.Popen[Any], timeout_s: float, sig: int = signal.SIG
         except subprocess.TimeoutExpired:
             process.kill()
     return process.wait()
+
+
+def ends_with_parent(parent: int) -> None:
+    """In a process just forked from `parent`: the kernel SIGKILLs it when its parent dies
+    (Linux's parent-death signal), and it ends at once if the parent died before it asked.
+    A forked helper whose parent is killed mid-work (a cancelled Spark task's Python worker)
+    must not go on working for no one. Elsewhere (no prctl) the helper ends when it next
+    writes to its gone parent."""
+    name = ctypes.util.find_library("c")
+    try:
+        prctl = ctypes.CDLL(name).prctl if name else None
+    except (OSError, AttributeError):
+        prctl = None
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,39 @@ def test_the_shards_entries_are_the_same_with_or_without_a_forked_writer(
         alone = EntriesOnTwoCores(engine, order, n, NEW_BUCKETS).result()
     assert forked == alone
     assert {shard for shard, *_ in forked} == set(range(n + 1))
+
+
+def test_a_take_that_fails_after_the_fork_ends_its_forked_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy, left with no reader once the take fails (its pipe full), would otherwise wait
+    in the worker for as long as the worker lives."""
+    parent, forked = os.getpid(), []
+    fork = os.fork
+
+    def recorded_fork() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    def stored_entries(*args: Any) -> Any:
+        if os.getpid() != parent:
+            signal.pause()  # the copy at work, as long as it is let
+        return written(*args)
+
+    written = initial_state.stored_entries
+    monkeypatch.setattr(initial_state.os, "fork", recorded_fork)
+    monkeypatch.setattr(initial_state, "stored_entries", stored_entries)
+    engine, order = _drained([])
+    with (
+        pytest.raises(RuntimeError, match="the upserts failed"),
+        EntriesOnTwoCores(engine, order, 2, NEW_BUCKETS),
+    ):
+        raise RuntimeError("the upserts failed")
+    (pid,) = forked
+    with pytest.raises(ChildProcessError):  # killed and reaped
+        os.waitpid(pid, os.WNOHANG)
 
 
 def test_a_forked_writer_that_fails_fails_the_take_in_one_line(
