@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from zkcdc.ground import child_processes, waiting
-from zkcdc.ground.kafka_connection import KafkaConnection
+from zkcdc.ground.kafka_connection import KafkaConnection, close_consumer
 from zkcdc.ground.topic_creation import create_topics
 from zkcdc.stack import LocalStack, StackSettings
 
@@ -90,7 +90,7 @@ class Alerts:
         )
 
     def close(self) -> None:
-        self._consumer.close()
+        close_consumer(self._consumer)  # bounded: the demo ends even if its coordinator hangs
 
 
 def wait(what: str, done: Callable[[], bool], jobs: list[Job], tick: Callable[[], None],
