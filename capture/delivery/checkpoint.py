@@ -134,11 +134,12 @@ class CheckpointStore:
     # -- tree ---------------------------------------------------------------------------
     def save_tree(
         self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0, mode: str = ""
-    ) -> None:
+    ) -> bool:
         """Writes the tree as of `seq` (and, in txnlog mode, of `zxid`); `tree` must not change
-        afterwards (pass a copy)."""
+        afterwards (pass a copy). False: not begun, the previous one is still being written
+        in the background (the next turn saves)."""
         if self._writing is not None and self._writing.is_alive():
-            return  # the previous one is still being written; the next turn saves
+            return False
 
         # `tree` is walked where it is written, off the capture loop: a list of its items made
         # here took the loop ~250 ms at 2,000,000 znodes, every checkpoint.
@@ -164,6 +165,7 @@ class CheckpointStore:
         else:
             self.wait()
             _atomic_write(self._tree_file, write, "checkpoint.tree")
+        return True
 
     def wait(self) -> None:
         for thread in (self._writing, self._delivering):

@@ -30,9 +30,13 @@ from zkcdc.capture.records import ChangeRecord
 from zkcdc.capture.settings import CaptureSettings
 from zkcdc.capture.tracker import TrackerState
 from zkcdc.ground import logs
+from zkcdc.ground.change_types import Op
 from zkcdc.ground.kafka_connection import KafkaConnection
 
 log = logs.get("zkcdc.capture")
+
+# The longest an unchanged tree goes without being saved again (RecordOutlet._tree_unchanged).
+UNCHANGED_TREE_MAX_S = 3600.0
 
 
 class RecordOutlet:
@@ -71,6 +75,10 @@ class RecordOutlet:
         # ahead of it within a turn; a checkpoint of the tree is taken only when they agree, so
         # what a restart continues from never claims a record the log does not have.
         self.logged_seq = 0
+        # The seq of the last record that changed the tree (a heartbeat changes none), and
+        # (seq, zxid, mode, when) of the last tree this run began to save.
+        self._changed_seq = 0
+        self._saved: tuple[int, int, str, float] | None = None
 
     def load(self, followed: TrackerState | None = None) -> TrackerState:
         """The state as of the last record given out: this host's checkpoint and event log, or
@@ -102,6 +110,10 @@ class RecordOutlet:
         values, bodies = encode_records(writer.encode, records)  # once, for log and Kafka
         writer.append(values, bodies)  # the log first: what is logged is never lost
         self.logged_seq = records[-1].seq
+        for record in reversed(records):
+            if record.op != Op.HEARTBEAT:
+                self._changed_seq = record.seq
+                break
         if self.feed is not None:
             failpoints.hit("kafka.produce")
             if self._single_object_header is None:
@@ -148,9 +160,27 @@ class RecordOutlet:
                 self.store.save_delivered(self.publisher.acked_through, background=True)
                 self._next_delivered = now + 1.0
         if now >= self._next_checkpoint and state.seq == self.logged_seq:
-            self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid,
-                                 mode=state.mode)  # fmt: skip
-            self._next_checkpoint = now + self.store.next_tree_in(self.settings.checkpoint_s)
+            every_s = self.settings.checkpoint_s
+            if self._tree_unchanged(state, now):
+                self._next_checkpoint = now + every_s
+                return
+            if self.store.save_tree(state.seq, dict(state.tree), background=True,
+                                    zxid=state.zxid, mode=state.mode):  # fmt: skip
+                self._saved = (state.seq, state.zxid, state.mode, now)
+            self._next_checkpoint = now + self.store.next_tree_in(every_s)
+
+    def _tree_unchanged(self, state: TrackerState, now: float) -> bool:
+        """Whether the tree last saved is the tree now, only heartbeats given out since: it is
+        not written again (an idle capture of a large cluster wrote the same tree over and
+        over, ~25 s of a core at 2,000,000 znodes each time), except once every
+        UNCHANGED_TREE_MAX_S, so that a restart replays at most that much of the log."""
+        saved = self._saved
+        return (
+            saved is not None
+            and self._changed_seq <= saved[0]
+            and (state.zxid, state.mode) == saved[1:3]
+            and now - saved[3] < UNCHANGED_TREE_MAX_S
+        )
 
     def discard(self) -> None:
         """Never opened (stopped first): its thread ends, nothing goes out."""

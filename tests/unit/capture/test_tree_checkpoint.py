@@ -1,14 +1,20 @@
 """The saved tree (capture/delivery/checkpoint.py): written off the capture loop from the copy
-it was given, read back whole, a failed write leaves the previous one, and a slow one is
-written less often."""
+it was given, read back whole, a failed write leaves the previous one, a slow one is written
+less often, and an unchanged one not again for a while."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import fastavro
+
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery.checkpoint import TREE_WRITE_SHARE, CheckpointStore
-from zkcdc.capture.records import Znode
+from zkcdc.capture.delivery.record_outlet import UNCHANGED_TREE_MAX_S, RecordOutlet
+from zkcdc.capture.metrics import CaptureMetrics
+from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.capture.settings import load_settings
+from zkcdc.ground.change_types import Op
 
 
 def _tree(n: int, version: int) -> dict[str, Znode]:
@@ -51,3 +57,60 @@ def test_a_tree_that_takes_long_to_write_is_written_less_often(tmp_path: Path) -
     store.save_tree(4, _tree(10, 1), background=True)
     store.wait()
     assert store.next_tree_in(30.0) == 30.0  # quick again: every `checkpoint_s`
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_tree_only_heartbeats_followed_is_not_written_again_until_the_bound(
+    tmp_path: Path,
+) -> None:
+    """An idle capture gives out heartbeats and nothing else: its saved tree stays the one it
+    wrote, and a restart from it (the log's heartbeats replayed over it) is where it stopped. A
+    change, or UNCHANGED_TREE_MAX_S since the last write, writes it again."""
+    clock = _Clock()
+    settings = load_settings(None, zookeeper="127.0.0.1:1", state_dir=tmp_path, cluster="c1")
+    outlet = RecordOutlet(settings, "c1", CaptureMetrics(), now=clock)
+    state = outlet.load()
+    state.mode = "watch"  # as the records' source says
+    outlet.open()
+    tree_file = settings.state_path("c1") / "tree.avro"
+    every = settings.checkpoint_s
+
+    def give(op: Op, path: str = "") -> None:
+        state.seq += 1
+        after = None if op == Op.HEARTBEAT else Znode(b"{}", state.seq, 1, state.seq)
+        if after is not None:
+            state.tree[path] = after
+        outlet.give_out([ChangeRecord("c1", state.seq, op, path, None, after, None, 0, 0)])
+
+    def turn(seconds: float) -> int | None:
+        """Time passes by `seconds` with a heartbeat; the seq the saved tree is as of then."""
+        clock.now += seconds
+        give(Op.HEARTBEAT)
+        outlet.tick(state)
+        outlet.store.wait()
+        if not tree_file.exists():
+            return None
+        with tree_file.open("rb") as saved:
+            return int(fastavro.reader(saved).metadata["zkcdc.seq"])
+
+    give(Op.CREATE, "/brokers/ids/1")
+    first = turn(every)
+    assert first == state.seq  # the first is written
+    for _ in range(5):  # idle: only heartbeats
+        assert turn(every) == first
+    assert outlet.store.load() == state  # the older tree and the log's heartbeats after it
+
+    give(Op.UPDATE, "/brokers/ids/1")  # a change: written at the next checkpoint
+    changed = turn(every)
+    assert changed == state.seq and outlet.store.load() == state
+    assert turn(every) == changed
+    assert turn(UNCHANGED_TREE_MAX_S) == state.seq  # the bound: written again though unchanged
+    assert outlet.store.load() == state
+    outlet.close(state)
