@@ -28,7 +28,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import ZKCDC, figure, fmt, own_stack, parser, plot_link, reproduce, save, stop, table
+from harness import (
+    ZKCDC,
+    figure,
+    fmt,
+    own_stack,
+    parser,
+    plot_link,
+    reproduce,
+    save,
+    spark_built,
+    stop,
+    table,
+)
 
 NAME = "b4_replay"
 
@@ -134,6 +146,7 @@ def main() -> None:
         return
     if args.quick:
         args.records, args.partitions = 60_000, 20_000
+    spark_built()  # timed starts are a user's after the first
     work = Path(tempfile.mkdtemp(prefix="zkcdc-bench-b4-"))
     result: dict[str, Any] = {"partitions": args.partitions}
     # A stack of its own: the simulated tree (ZooKeeper heap for up to ~200k znodes) goes with it.
