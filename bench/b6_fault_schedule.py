@@ -584,8 +584,11 @@ def run(
             daemons += [*captures, job]
             for daemon in daemons:
                 daemon.start()
-            wait(lambda: any(f.stat().st_size for f in work.glob("events-*/**/*.avro")), 120,
-                 "capture's first records")  # fmt: skip
+            # The writes begin once a capture has read its snapshot: a version written while
+            # the snapshot is read, before the snapshot reads its znode, is history before the
+            # capture's start (the snapshot counts no version before the one it reads).
+            wait(lambda: any(c.log.exists() and '"event": "in sync"' in c.log.read_text()
+                             for c in captures), 120, "a capture in sync")  # fmt: skip
             started, started_wall = time.monotonic(), time.time()
             watch = Watch(captures)
             worker = threading.Thread(target=writer.run, args=(started,), daemon=True)
