@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -28,10 +27,10 @@ def ends_with_parent(parent: int) -> None:
     (Linux's parent-death signal), and it ends at once if the parent died before it asked.
     A forked helper whose parent is killed mid-work (a cancelled Spark task's Python worker)
     must not go on working for no one. Elsewhere (no prctl) the helper ends when it next
-    writes to its gone parent."""
-    name = ctypes.util.find_library("c")
-    try:
-        prctl = ctypes.CDLL(name).prctl if name else None
+    writes to its gone parent. The signal follows the thread that forked, so fork from one
+    that lives as long as the helper's work (a Python worker's main thread does)."""
+    try:  # the running program's own C library: no lookup (a subprocess) in a fresh fork
+        prctl = ctypes.CDLL(None).prctl
     except (OSError, AttributeError):
         prctl = None
     if prctl is not None:
