@@ -220,7 +220,9 @@ class RecordOutlet:
                 self.store.save_delivered(self.publisher.acked_through)
             except CaptureError as exc:
                 problems.append(exc)
-        if state.seq == self.logged_seq:
+        if state.seq == self.logged_seq and self._tree_unchanged(state, self._now()):
+            self.store.wait()  # the saved tree stands (a large one would hold the stop up)
+        elif state.seq == self.logged_seq:
             try:
                 self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid,
                                      mode=state.mode)  # fmt: skip

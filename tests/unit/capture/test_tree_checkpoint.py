@@ -95,6 +95,9 @@ def test_a_tree_only_heartbeats_followed_is_not_written_again_until_the_bound(
         give(Op.HEARTBEAT)
         outlet.tick(state)
         outlet.store.wait()
+        return saved_seq()
+
+    def saved_seq() -> int | None:
         if not tree_file.exists():
             return None
         with tree_file.open("rb") as saved:
@@ -111,6 +114,9 @@ def test_a_tree_only_heartbeats_followed_is_not_written_again_until_the_bound(
     changed = turn(every)
     assert changed == state.seq and outlet.store.load() == state
     assert turn(every) == changed
-    assert turn(UNCHANGED_TREE_MAX_S) == state.seq  # the bound: written again though unchanged
+    bound = turn(UNCHANGED_TREE_MAX_S)
+    assert bound == state.seq  # the bound: written again though unchanged
     assert outlet.store.load() == state
-    outlet.close(state)
+    give(Op.HEARTBEAT)
+    outlet.close(state)  # a stop writes no unchanged tree either
+    assert saved_seq() == bound and outlet.store.load() == state
