@@ -35,6 +35,7 @@ def _gone(pid: int) -> bool:
 
 def test_a_forked_helper_is_killed_when_its_parent_is() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    helper = None
     try:
         assert parent.stdout is not None
         helper = int(parent.stdout.readline())
@@ -45,6 +46,8 @@ def test_a_forked_helper_is_killed_when_its_parent_is() -> None:
     finally:
         parent.kill()
         parent.wait()
+        if helper is not None and not _gone(helper):  # the test failed: nothing left behind
+            os.kill(helper, signal.SIGKILL)
 
 
 def test_a_helper_whose_parent_died_before_it_asked_ends_at_once() -> None:
