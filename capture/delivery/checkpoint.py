@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastavro
 
@@ -58,16 +58,20 @@ def _atomic_write(path: Path, write: Any, failpoint: str) -> None:
         raise CheckpointError(f"cannot write {path}: {exc.strerror}") from exc
 
 
-def _in_background(path: Path, write: Any, failpoint: str) -> threading.Thread:
-    """A checkpoint written off the capture loop. A failure there is logged, not raised: the
-    previous checkpoint stays valid (the event log holds everything after it), and the next
-    one is tried at its time."""
+def _in_background(
+    path: Path, write: Any, failpoint: str, written: Callable[[], None] = lambda: None
+) -> threading.Thread:
+    """A checkpoint written off the capture loop, `written` called once it is. A failure there
+    is logged, not raised: the previous checkpoint stays valid (the event log holds everything
+    after it), and the next one is tried at its time."""
 
     def run() -> None:
         try:
             _atomic_write(path, write, failpoint)
         except CheckpointError as exc:
             log.warning("checkpoint not written", reason=str(exc))
+        else:
+            written()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -79,6 +83,16 @@ def _in_background(path: Path, write: Any, failpoint: str) -> threading.Thread:
 # idle capture of a large cluster kept a core busy writing it again and again, beside the
 # alert job it shares a machine with.
 TREE_WRITE_SHARE = 0.1
+
+
+class SavedTree(NamedTuple):
+    """What the last tree written holds (as of which seq, zxid and mode), and when its writing
+    began (the caller's clock)."""
+
+    seq: int
+    zxid: int
+    mode: str
+    at: float
 
 
 class CheckpointStore:
@@ -104,6 +118,7 @@ class CheckpointStore:
         self._delivering: threading.Thread | None = None
         self._clock = clock
         self._tree_write_s = 0.0  # how long the last tree took to write
+        self.saved_tree: SavedTree | None = None  # this run's last tree written, if any
 
     def next_tree_in(self, every_s: float) -> float:
         """Seconds until the next tree is due: `every_s`, or longer where writing the last one
@@ -133,13 +148,22 @@ class CheckpointStore:
 
     # -- tree ---------------------------------------------------------------------------
     def save_tree(
-        self, seq: int, tree: dict[str, Znode], background: bool, zxid: int = 0, mode: str = ""
-    ) -> bool:
+        self,
+        seq: int,
+        tree: dict[str, Znode],
+        background: bool,
+        zxid: int = 0,
+        mode: str = "",
+        at: float = 0.0,
+    ) -> None:
         """Writes the tree as of `seq` (and, in txnlog mode, of `zxid`); `tree` must not change
-        afterwards (pass a copy). False: not begun, the previous one is still being written
-        in the background (the next turn saves)."""
+        afterwards (pass a copy). Once written, `saved_tree` says so, with `at`."""
         if self._writing is not None and self._writing.is_alive():
-            return False
+            return  # the previous one is still being written; the next turn saves
+        saved = SavedTree(seq, zxid, mode, at)
+
+        def written() -> None:
+            self.saved_tree = saved
 
         # `tree` is walked where it is written, off the capture loop: a list of its items made
         # here took the loop ~250 ms at 2,000,000 znodes, every checkpoint.
@@ -161,11 +185,11 @@ class CheckpointStore:
             self._tree_write_s = self._clock() - started
 
         if background:
-            self._writing = _in_background(self._tree_file, write, "checkpoint.tree")
+            self._writing = _in_background(self._tree_file, write, "checkpoint.tree", written)
         else:
             self.wait()
             _atomic_write(self._tree_file, write, "checkpoint.tree")
-        return True
+            written()
 
     def wait(self) -> None:
         for thread in (self._writing, self._delivering):

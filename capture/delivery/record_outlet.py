@@ -75,10 +75,8 @@ class RecordOutlet:
         # ahead of it within a turn; a checkpoint of the tree is taken only when they agree, so
         # what a restart continues from never claims a record the log does not have.
         self.logged_seq = 0
-        # The seq of the last record that changed the tree (a heartbeat changes none), and
-        # (seq, zxid, mode, when) of the last tree this run began to save.
+        # The seq of the last record that changed the tree (a heartbeat changes none).
         self._changed_seq = 0
-        self._saved: tuple[int, int, str, float] | None = None
 
     def load(self, followed: TrackerState | None = None) -> TrackerState:
         """The state as of the last record given out: this host's checkpoint and event log, or
@@ -164,9 +162,8 @@ class RecordOutlet:
             if self._tree_unchanged(state, now):
                 self._next_checkpoint = now + every_s
                 return
-            if self.store.save_tree(state.seq, dict(state.tree), background=True,
-                                    zxid=state.zxid, mode=state.mode):  # fmt: skip
-                self._saved = (state.seq, state.zxid, state.mode, now)
+            self.store.save_tree(state.seq, dict(state.tree), background=True, zxid=state.zxid,
+                                 mode=state.mode, at=now)  # fmt: skip
             self._next_checkpoint = now + self.store.next_tree_in(every_s)
 
     def _tree_unchanged(self, state: TrackerState, now: float) -> bool:
@@ -174,12 +171,12 @@ class RecordOutlet:
         not written again (an idle capture of a large cluster wrote the same tree over and
         over, ~25 s of a core at 2,000,000 znodes each time), except once every
         UNCHANGED_TREE_MAX_S, so that a restart replays at most that much of the log."""
-        saved = self._saved
+        saved = self.store.saved_tree  # a write that failed leaves the one before
         return (
             saved is not None
-            and self._changed_seq <= saved[0]
-            and (state.zxid, state.mode) == saved[1:3]
-            and now - saved[3] < UNCHANGED_TREE_MAX_S
+            and self._changed_seq <= saved.seq
+            and (state.zxid, state.mode) == (saved.zxid, saved.mode)
+            and now - saved.at < UNCHANGED_TREE_MAX_S
         )
 
     def discard(self) -> None:
@@ -220,14 +217,15 @@ class RecordOutlet:
                 self.store.save_delivered(self.publisher.acked_through)
             except CaptureError as exc:
                 problems.append(exc)
-        if state.seq == self.logged_seq and self._tree_unchanged(state, self._now()):
-            self.store.wait()  # the saved tree stands (a large one would hold the stop up)
-        elif state.seq == self.logged_seq:
-            try:
-                self.store.save_tree(state.seq, dict(state.tree), background=False, zxid=state.zxid,
-                                     mode=state.mode)  # fmt: skip
-            except CaptureError as exc:
-                problems.append(exc)
+        if state.seq == self.logged_seq:
+            self.store.wait()  # a tree still being written: `saved_tree` says once it is
+            # An unchanged tree stands: writing a large one again would hold the stop up.
+            if not self._tree_unchanged(state, self._now()):
+                try:
+                    self.store.save_tree(state.seq, dict(state.tree), background=False,
+                                         zxid=state.zxid, mode=state.mode)  # fmt: skip
+                except CaptureError as exc:
+                    problems.append(exc)
         else:
             # Records were made that the log does not hold (its write failed, or the turn
             # did): the tree of the last checkpoint plus the log's tail is the true state.

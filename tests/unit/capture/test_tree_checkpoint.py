@@ -120,3 +120,39 @@ def test_a_tree_only_heartbeats_followed_is_not_written_again_until_the_bound(
     give(Op.HEARTBEAT)
     outlet.close(state)  # a stop writes no unchanged tree either
     assert saved_seq() == bound and outlet.store.load() == state
+
+
+def test_a_tree_whose_write_failed_is_written_at_the_next_checkpoint_though_idle(
+    tmp_path: Path,
+) -> None:
+    """Only a tree written counts as saved: after a failed write (EIO as the file is replaced)
+    an idle capture does not wait for the hour's bound to write it."""
+    clock = _Clock()
+    settings = load_settings(None, zookeeper="127.0.0.1:1", state_dir=tmp_path, cluster="c1")
+    outlet = RecordOutlet(settings, "c1", CaptureMetrics(), now=clock)
+    state = outlet.load()
+    state.mode = "watch"
+    outlet.open()
+    seqs = iter(range(1, 100))
+
+    def turn(op: Op = Op.HEARTBEAT) -> None:
+        state.seq = next(seqs)
+        after = None if op == Op.HEARTBEAT else Znode(b"{}", state.seq, 1, state.seq)
+        path = "" if after is None else "/brokers/ids/1"
+        if after is not None:
+            state.tree[path] = after
+        outlet.give_out([ChangeRecord("c1", state.seq, op, path, None, after, None, 0, 0)])
+        clock.now += settings.checkpoint_s
+        outlet.tick(state)
+        outlet.store.wait()
+
+    failpoints.arm("checkpoint.tree=1:raise")
+    try:
+        turn(Op.CREATE)  # its checkpoint fails
+    finally:
+        failpoints.arm("")
+    assert outlet.store.saved_tree is None
+    turn()  # idle, but nothing is saved: written
+    assert outlet.store.saved_tree is not None and outlet.store.saved_tree.seq == state.seq
+    assert outlet.store.load() == state
+    outlet.close(state)
