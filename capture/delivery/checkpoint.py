@@ -86,11 +86,10 @@ TREE_WRITE_SHARE = 0.1
 
 
 class SavedTree(NamedTuple):
-    """What the last tree written holds (as of which seq, zxid and mode), and when its writing
-    began (the caller's clock)."""
+    """What the last tree written holds (as of which seq and mode), and when its writing began
+    (the caller's clock)."""
 
     seq: int
-    zxid: int
     mode: str
     at: float
 
@@ -160,7 +159,7 @@ class CheckpointStore:
         afterwards (pass a copy). Once written, `saved_tree` says so, with `at`."""
         if self._writing is not None and self._writing.is_alive():
             return  # the previous one is still being written; the next turn saves
-        saved = SavedTree(seq, zxid, mode, at)
+        saved = SavedTree(seq, mode, at)
 
         def written() -> None:
             self.saved_tree = saved

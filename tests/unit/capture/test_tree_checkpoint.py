@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import fastavro
+import pytest
 
 from zkcdc.capture import failpoints
 from zkcdc.capture.delivery.checkpoint import TREE_WRITE_SHARE, CheckpointStore
 from zkcdc.capture.delivery.record_outlet import UNCHANGED_TREE_MAX_S, RecordOutlet
 from zkcdc.capture.metrics import CaptureMetrics
-from zkcdc.capture.records import ChangeRecord, Znode
+from zkcdc.capture.records import ChangeRecord, Source, Znode
 from zkcdc.capture.settings import load_settings
 from zkcdc.ground.change_types import Op
 
@@ -120,6 +121,52 @@ def test_a_tree_only_heartbeats_followed_is_not_written_again_until_the_bound(
     give(Op.HEARTBEAT)
     outlet.close(state)  # a stop writes no unchanged tree either
     assert saved_seq() == bound and outlet.store.load() == state
+
+
+@pytest.mark.parametrize("mode", ["txnlog", "kraft"])
+def test_a_position_that_moves_with_nothing_recorded_writes_no_tree_and_a_restart_takes_it(
+    tmp_path: Path, mode: str
+) -> None:
+    """A KRaft log moves with the controller's NoOps, a transaction log with sessions: the
+    position moves while only heartbeats go out. The tree is not written again for that, and a
+    restart from it (the heartbeats replayed over it) resumes at the last heartbeat's position,
+    from where reading again finds nothing to record."""
+    clock = _Clock()
+    settings = load_settings(None, zookeeper="127.0.0.1:1", state_dir=tmp_path, cluster="c1")
+    outlet = RecordOutlet(settings, "c1", CaptureMetrics(), now=clock)
+    state = outlet.load()
+    state.mode = mode
+    outlet.open()
+    tree_file = settings.state_path("c1") / "tree.avro"
+    source = Source(mode, None, False)
+
+    def turn(op: Op = Op.HEARTBEAT) -> None:
+        state.seq += 1
+        state.zxid += 7  # NoOps, sessions: nothing capture keeps
+        after = None if op == Op.HEARTBEAT else Znode(b"{}", state.seq, 1, state.zxid)
+        path = "" if after is None else "/brokers/ids/1"
+        if after is not None:
+            state.tree[path] = after
+        outlet.give_out([ChangeRecord("c1", state.seq, op, path, None, after, state.zxid, 0, 0,
+                                      source=source)])  # fmt: skip
+        clock.now += settings.checkpoint_s
+        outlet.tick(state)
+        outlet.store.wait()
+
+    turn(Op.CREATE)
+    written = tree_file.stat().st_mtime_ns
+    for _ in range(5):
+        turn()
+    assert tree_file.stat().st_mtime_ns == written  # not written again
+    assert outlet.store.load() == state  # the position from the last heartbeat
+    beat = state.zxid
+    state.zxid += 3  # read after the last heartbeat, nothing in it to record
+    outlet.close(state)
+    loaded = outlet.store.load()
+    assert tree_file.stat().st_mtime_ns == written
+    assert (loaded.seq, loaded.mode, loaded.tree, loaded.zxid) == (
+        state.seq, mode, state.tree, beat
+    )
 
 
 def test_a_tree_whose_write_failed_is_written_at_the_next_checkpoint_though_idle(
