@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -212,6 +213,15 @@ def plot(result: dict[str, Any], quick: bool) -> None:
         ax.legend(fontsize=8)
 
 
+def _without_log(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with its command as a reader can run it: a log given with `--log` is a
+    temporary folder of an earlier run, gone by the time anyone reads the page, and the
+    command without it builds the same log again."""
+    words = shlex.split(result.get("command", ""))
+    kept = [w for i, w in enumerate(words) if w != "--log" and (i == 0 or words[i - 1] != "--log")]
+    return {**result, "command": shlex.join(kept)}
+
+
 def render(result: dict[str, Any]) -> str:
     k, a = result["into_kafka"], result["alerts_out"]
     g = result.get("alerts_out_sharded")
@@ -224,7 +234,7 @@ def render(result: dict[str, Any]) -> str:
         "" if layout is None else f" (its default layout here: `--shards {layout}`)"
     )
     return "\n\n".join([
-        reproduce(result),
+        reproduce(_without_log(result)),
         f"The log: `simulate build` of {result['partitions']:,} partitions, `zkcdc capture` from "
         f"its snapshot on, `simulate run storm` until it held {result['log_records']:,} records "
         f"({result['log_mb']} MB). Times are each command's, start to exit.",
