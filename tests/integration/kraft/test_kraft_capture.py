@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 from capture_harness import CaptureProcess, ChangesTopic
 from confluent_kafka import KafkaError, KafkaException
@@ -34,7 +35,9 @@ class Captures:
         self.stack, self.base = stack, base
         self.processes: list[CaptureProcess] = []
 
-    def start(self, metadata_dir: Path, name: str, *extra: str) -> CaptureProcess:
+    def start(
+        self, metadata_dir: Path, name: str, *extra: str, env: dict[str, str] | None = None
+    ) -> CaptureProcess:
         """A capture into an event log of its own (and the topic given in `extra`, if any);
         it asks the controllers for the high watermark."""
         info = self.stack.info()
@@ -45,6 +48,7 @@ class Captures:
              "--state-dir", str(self.base / f"state-{name}"),
              "--event-log", str(self.base / f"log-{name}"), *extra],
             self.base / f"capture-{name}-{len(self.processes)}.log",
+            env,
         )  # fmt: skip
         self.processes.append(process)
         return process
@@ -226,3 +230,72 @@ def test_kill_9_and_restart_gives_each_metadata_record_exactly_once(
     assert seqs == list(range(1, len(seqs) + 1)), "a seq missing or given twice"
     assert _changes_of(killed_records) == _changes_of(steady_records)
     assert len(_changes_of(steady_records)) > 100
+
+
+def _saved_tree(state_dir: Path) -> tuple[int, int] | None:
+    """The seq and metadata offset of the tree a capture last saved, if it saved one."""
+    found = sorted(state_dir.rglob("tree.avro"))
+    if not found:
+        return None
+    with found[0].open("rb") as saved:
+        meta = fastavro.reader(saved).metadata
+    return int(meta["zkcdc.seq"]), int(meta["zkcdc.zxid"])
+
+
+def test_an_idle_capture_keeps_its_tree_as_the_log_moves_and_resumes_from_its_last_heartbeat(
+    kraft_stack: LocalStack, captures: Captures
+) -> None:
+    """The controller appends NoOps while nothing changes, so the position moves with nothing
+    to record. The saved tree is not written again for that (checkpoints every 0.2 s here), nor
+    at the stop, and a restart from it takes the position of the last heartbeat in its log:
+    what changed while it was down comes once, as a steady capture saw it, and nothing
+    before."""
+    directory = kraft_stack.info().metadata_log_dirs[1]
+    steady = captures.start(directory, "steady")
+    idle = captures.start(directory, "idle", env={"ZKCDC_CHECKPOINT_S": "0.2"})
+    idle.wait_logged("in sync")
+    state_dir, log_dir = captures.base / "state-idle", tmp_path_of(captures, "idle")
+    cluster = _cluster(idle)
+    wait_until(lambda: _saved_tree(state_dir) is not None, what="a saved tree")
+
+    def beats_past_the_saved_tree() -> bool:
+        saved = _saved_tree(state_dir)
+        assert saved is not None
+        beats = [r for r in _log_records(log_dir, cluster)
+                 if r["seq"] > saved[0] and r["op"] == "HEARTBEAT" and r["zxid"] > saved[1]]  # fmt: skip
+        return len(beats) >= 3  # each a second apart: many checkpoints passed meanwhile
+
+    wait_until(beats_past_the_saved_tree, what="heartbeats at a later position, the tree kept")
+    saved = _saved_tree(state_dir)
+    assert idle.stop() == 0
+    assert saved is not None and _saved_tree(state_dir) == saved  # a stop writes none either
+    before = _log_records(log_dir, cluster)
+    assert all(r["op"] == "HEARTBEAT" for r in before if r["seq"] > saved[0])
+    last_beat = max(r["zxid"] for r in before if r["op"] == "HEARTBEAT")
+
+    admin = AdminClient({"bootstrap.servers": kraft_stack.info().bootstrap_servers})
+    name = f"idle-{uuid.uuid4().hex[:8]}"
+    create_topics(lambda: admin, [NewTopic(name, 2, 2)], 60)
+    restarted = captures.start(directory, "idle", env={"ZKCDC_CHECKPOINT_S": "0.2"})
+    restarted.wait_logged("in sync")
+    rebuilt = [
+        line for line in restarted.log_lines() if line.get("event") == "metadata image rebuilt"
+    ]
+    assert [line["position"] for line in rebuilt] == [last_beat]  # not a re-sync from a snapshot
+
+    def both_have_the_topic() -> bool:
+        logs = [_changes_of(_log_records(tmp_path_of(captures, n), cluster))
+                for n in ("steady", "idle")]  # fmt: skip
+        topic = f"/brokers/topics/{name}"
+        return all(any(path == topic for _, path, *_ in log) for log in logs)
+
+    wait_until(both_have_the_topic, what="both captures to record the new topic")
+    for process in (steady, restarted):
+        assert process.stop() == 0
+    records = _log_records(log_dir, cluster)
+    seqs = [r["seq"] for r in records]
+    assert seqs == list(range(1, len(seqs) + 1)), "a seq missing or given twice"
+    after = [r for r in records[len(before) :] if r["op"] not in ("HEARTBEAT", "READ")]
+    assert after and all(r["zxid"] > last_beat for r in after)
+    steady_changes = _changes_of(_log_records(tmp_path_of(captures, "steady"), cluster))
+    assert _changes_of(records) == [c for c in steady_changes if c[2] <= records[-1]["zxid"]]
