@@ -302,6 +302,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     cpu = item.config.stash.get(CPU_KEY, None)
     if cpu is not None:
         item.stash[CPU_START_KEY] = cpu.mark()
+    item.stash[STARTED_KEY] = time.time()
     return (yield)
 
 
@@ -310,6 +311,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     cpu, start = item.config.stash.get(CPU_KEY, None), item.stash.get(CPU_START_KEY, None)
     if call.when == "teardown" and cpu is not None and start is not None:
         item.user_properties.append(("cpu_s", f"{cpu.since(start):.1f}"))
+    if call.when == "teardown":
+        # Where and when it ran: what `make test-times` lays out as each worker's timeline.
+        item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "")))
+        item.user_properties.append(("started", f"{item.stash.get(STARTED_KEY, 0.0):.1f}"))
     report = yield
     captures = item.stash.get(CAPTURES_KEY, [])
     if report.failed and captures and not item.stash.get(SHOWN_KEY, False):
@@ -548,6 +553,7 @@ SETUP_S_KEY = pytest.StashKey[float]()
 MEMORY_KEY = pytest.StashKey[MemoryPeak]()
 CPU_KEY = pytest.StashKey[CpuPerTest]()
 CPU_START_KEY = pytest.StashKey[Any]()
+STARTED_KEY = pytest.StashKey[float]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
