@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -197,7 +196,7 @@ def main() -> None:
             for mode in FLOORS
         }  # fmt: skip
     plot(result, args.quick)
-    print(render(save(NAME, result, args.quick)))
+    print(render(save(NAME, result, args.quick, _without_log(sys.argv))))
 
 
 def plot(result: dict[str, Any], quick: bool) -> None:
@@ -213,13 +212,11 @@ def plot(result: dict[str, Any], quick: bool) -> None:
         ax.legend(fontsize=8)
 
 
-def _without_log(result: dict[str, Any]) -> dict[str, Any]:
-    """The result with its command as a reader can run it: a log given with `--log` is a
-    temporary folder of an earlier run, gone by the time anyone reads the page, and the
-    command without it builds the same log again."""
-    words = shlex.split(result.get("command", ""))
-    kept = [w for i, w in enumerate(words) if w != "--log" and (i == 0 or words[i - 1] != "--log")]
-    return {**result, "command": shlex.join(kept)}
+def _without_log(argv: list[str]) -> list[str]:
+    """The command line as a reader can run it: a log given with `--log` is a temporary folder
+    of an earlier run, gone by the time anyone reads the page, and the command without it
+    builds the same log again."""
+    return [w for i, w in enumerate(argv) if w != "--log" and (i == 0 or argv[i - 1] != "--log")]
 
 
 def render(result: dict[str, Any]) -> str:
@@ -234,7 +231,7 @@ def render(result: dict[str, Any]) -> str:
         "" if layout is None else f" (its default layout here: `--shards {layout}`)"
     )
     return "\n\n".join([
-        reproduce(_without_log(result)),
+        reproduce(result),
         f"The log: `simulate build` of {result['partitions']:,} partitions, `zkcdc capture` from "
         f"its snapshot on, `simulate run storm` until it held {result['log_records']:,} records "
         f"({result['log_mb']} MB). Times are each command's, start to exit.",

@@ -66,11 +66,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-def save(name: str, result: dict[str, Any], quick: bool) -> dict[str, Any]:
-    """Writes the result with when, where and how it was measured; returns it so."""
+def save(
+    name: str, result: dict[str, Any], quick: bool, argv: list[str] | None = None
+) -> dict[str, Any]:
+    """Writes the result with when, where and how it was measured (`argv`: the command line
+    that reproduces it, by default this one); returns it so."""
     result = {
         "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": shlex.join([".venv/bin/python", *sys.argv]),
+        "command": shlex.join([".venv/bin/python", *(sys.argv if argv is None else argv)]),
         "quick": quick,
         "machine": machine(),
         **result,
