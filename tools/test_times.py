@@ -6,7 +6,9 @@ A test's time in the XML is its setup, call and teardown together, so a session 
 fixture's start-up counts in the first test that used it. With workers, the files' times add up
 to more than the run's wall time: they ran side by side. On two cores the suite is bound by CPU,
 so where the XML has each test's CPU seconds (its `cpu_s` property, tests/cpu_accounting.py)
-the table is sorted by them: that is what a cheaper test gives back to the run.
+the table is sorted by them: that is what a cheaper test gives back to the run. Where it has
+each test's worker and start (`worker`, `started`), a line says how long each worker was busy
+and when its last test ended: a worker that ends long before the others is a run's idle tail.
 
 Run: `make test-times` (after `make test`), or
 `.venv/bin/python tools/test_times.py [JUNIT_XML] [--top N] [--print]`.
@@ -44,6 +46,8 @@ class Run:
     tests: int
     failures: int
     skipped: int
+    # per xdist worker: (its last test's end, in s after the run's first test began; busy s)
+    workers: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def _file_of(case: ElementTree.Element) -> str:
@@ -62,6 +66,7 @@ def read(junit: Path) -> Run:
     root = ElementTree.parse(junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     files: dict[str, FileTimes] = defaultdict(FileTimes)
+    ran: dict[str, list[tuple[float, float]]] = defaultdict(list)
     wall = 0.0
     for suite in suites:
         wall += float(suite.get("time", 0) or 0)
@@ -71,6 +76,9 @@ def read(junit: Path) -> Run:
             times.tests += 1
             times.seconds += seconds
             times.slowest.append((seconds, case.get("name", "")))
+            worker, started = _property(case, "worker"), _property(case, "started")
+            if worker and started:
+                ran[worker].append((float(started), seconds))
             cpu = _cpu_of(case)
             if cpu is not None:
                 times.cpu_s += cpu
@@ -85,17 +93,33 @@ def read(junit: Path) -> Run:
         sum(t.tests for t in files.values()),
         sum(t.failed for t in files.values()),
         sum(t.skipped for t in files.values()),
+        _workers(ran),
     )
 
 
-def _cpu_of(case: ElementTree.Element) -> float | None:
+def _property(case: ElementTree.Element, name: str) -> str | None:
     for prop in case.iter("property"):
-        if prop.get("name") == "cpu_s":
-            try:
-                return float(prop.get("value", ""))
-            except ValueError:
-                return None
+        if prop.get("name") == name:
+            return prop.get("value")
     return None
+
+
+def _workers(ran: dict[str, list[tuple[float, float]]]) -> dict[str, tuple[float, float]]:
+    if not ran:
+        return {}
+    first = min(start for tests in ran.values() for start, _ in tests)
+    return {
+        worker: (max(start + s for start, s in tests) - first, sum(s for _, s in tests))
+        for worker, tests in sorted(ran.items())
+    }
+
+
+def _cpu_of(case: ElementTree.Element) -> float | None:
+    try:
+        value = _property(case, "cpu_s")
+        return None if value is None else float(value)
+    except ValueError:
+        return None
 
 
 def table(run: Run, top: int) -> str:
@@ -112,6 +136,10 @@ def table(run: Run, top: int) -> str:
         f"{run.wall_s / 60:.1f} min of wall time; the files' times add up to "
         f"{sum(t.seconds for t in run.files.values()) / 60:.1f} min (tests run side by side).",
     ]
+    if run.workers:
+        lines.append("Each worker's last test ended (busy): " + ", ".join(
+            f"{w} {end / 60:.1f} min ({busy / 60:.1f})" for w, (end, busy) in run.workers.items()
+        ) + ".")  # fmt: skip
     if by_cpu:
         lines += [
             f"The tests used {total / 60:.1f} CPU-minutes (the shared stack's own work not "

@@ -83,3 +83,20 @@ def test_the_time_table_ranks_files_by_cpu_when_the_xml_has_it(tmp_path):
     assert rows[0].startswith("| 30 | 97% | 20 | 1 | `integration/test_b.py` | costly (30)")
     assert rows[1].startswith("| 1 | 3% | 50 | 1 | `unit/test_a.py`")
     assert "0.5 CPU-minutes" in text
+
+
+def test_the_time_table_says_when_each_worker_ended_and_how_long_it_was_busy(tmp_path):
+    junit = tmp_path / "junit.xml"
+    case = ('<testcase classname="tests.unit.test_a" name="t{n}" time="{s}"><properties>'
+            '<property name="worker" value="{w}"/><property name="started" value="{at}"/>'
+            "</properties></testcase>")  # fmt: skip
+    junit.write_text(
+        '<testsuites><testsuite time="200">'
+        + case.format(n=1, s=60, w="gw0", at=1000.0)
+        + case.format(n=2, s=30, w="gw0", at=1090.0)
+        + case.format(n=3, s=150, w="gw1", at=1000.5)
+        + "</testsuite></testsuites>"
+    )
+    run = test_times.read(junit)
+    assert run.workers == {"gw0": (120.0, 90.0), "gw1": (150.5, 150.0)}
+    assert "gw0 2.0 min (1.5), gw1 2.5 min (2.5)." in test_times.table(run, top=5)
