@@ -312,7 +312,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "teardown" and cpu is not None and start is not None:
         item.user_properties.append(("cpu_s", f"{cpu.since(start):.1f}"))
     if call.when == "teardown":
-        # Where and when it ran: what `make test-times` lays out as each worker's timeline.
+        # Where and when it ran: `make test-times` says from them when each worker ended.
         item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "")))
         item.user_properties.append(("started", f"{item.stash.get(STARTED_KEY, 0.0):.1f}"))
     report = yield
