@@ -173,8 +173,8 @@ class RecordOutlet:
         UNCHANGED_TREE_MAX_S, so that a restart replays at most that much of the log.
 
         The position (`zxid`) may have moved: a KRaft log moves with every NoOp the controller
-        appends (twice a second), a transaction log with a session's start or end, neither of
-        which changes a znode capture keeps. Each heartbeat carries the position it was given at, and a
+        appends (twice a second), a transaction log with any transaction that changes no znode
+        capture keeps (a client's session opened or closed, say). Each heartbeat carries the position it was given at, and a
         restart takes it from the last one in the log (`tracker.apply_records`); from there it
         reads at most the few transactions after that heartbeat again, which change no znode
         either."""
