@@ -174,10 +174,10 @@ class RecordOutlet:
 
         The position (`zxid`) may have moved: a KRaft log moves with every NoOp the controller
         appends (twice a second), a transaction log with any transaction that changes no znode
-        capture keeps (a client's session opened or closed, say). Each heartbeat carries the position it was given at, and a
-        restart takes it from the last one in the log (`tracker.apply_records`); from there it
-        reads at most the few transactions after that heartbeat again, which change no znode
-        either."""
+        capture keeps (a client's session opened or closed, say). Each heartbeat carries the
+        position it was given at, and a restart takes it from the last one in the log
+        (`tracker.apply_records`); from there it reads at most the few transactions after that
+        heartbeat again, which change no znode either."""
         saved = self.store.saved_tree  # a write that failed leaves the one before
         return (
             saved is not None
